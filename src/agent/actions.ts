@@ -1,0 +1,50 @@
+import { AgentRouterError } from '../errors.ts';
+
+/** Members of every agent (and of Object) that `static actions` may never expose. */
+const RESERVED = new Set<string>([
+  'constructor', 'id', 'model', 'system', 'storage', 'state', 'messages', 'setState', 'chat', 'stream',
+  'invoke', 'load', 'snapshot', 'busy', '__proto__', 'prototype',
+  ...Object.getOwnPropertyNames(Object.prototype),
+]);
+
+/**
+ * The action names a class allows, checked once per class: each must be a
+ * method the class defines, and none may be a built-in member. A mistake is a
+ * TypeError that names the class and the fix, thrown when the class is first
+ * used rather than when a caller happens to hit it.
+ */
+const checked = new WeakMap<Function, ReadonlySet<string>>();
+
+export function actionsOf(ctor: Function & { actions?: unknown }): ReadonlySet<string> {
+  const known = checked.get(ctor);
+  if (known !== undefined) return known;
+  const listed = ctor.actions ?? [];
+  if (!Array.isArray(listed) || !listed.every((name) => typeof name === 'string')) {
+    throw new TypeError(`${ctor.name}.actions must be an array of method names, e.g. static actions = ['increment']`);
+  }
+  for (const name of listed as string[]) {
+    if (RESERVED.has(name)) {
+      throw new TypeError(`${ctor.name}.actions lists "${name}", a built-in member; actions must be your own methods`);
+    }
+    if (typeof (ctor.prototype as Record<string, unknown>)[name] !== 'function') {
+      throw new TypeError(`${ctor.name}.actions lists "${name}", but ${ctor.name} has no method of that name`);
+    }
+  }
+  const names = new Set(listed as string[]);
+  checked.set(ctor, names);
+  return names;
+}
+
+export function unknownMethod(agentId: string, method: string): AgentRouterError {
+  return new AgentRouterError(
+    404,
+    'unknown_method',
+    `Agent ${JSON.stringify(agentId)} has no action ${JSON.stringify(method)}; list it in the class's static actions`,
+  );
+}
+
+/** `params` on the wire: an array is positional, an object one argument, absent none. */
+export function actionArguments(params: unknown): unknown[] {
+  if (params === undefined || params === null) return [];
+  return Array.isArray(params) ? params : [params];
+}

@@ -1,0 +1,264 @@
+import { AgentRouterError } from '../errors.ts';
+import type { Model } from '../models/model.ts';
+import { MemoryStorage } from '../storage/memory.ts';
+import type { Storage, Unlock } from '../storage/storage.ts';
+import type { ChatMessage, JsonObject, TokenUsage } from '../types.ts';
+import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
+import { Mailbox } from './mailbox.ts';
+
+export interface AgentOptions<S extends JsonObject = JsonObject> {
+  /** What writes the replies; `echoModel()` for an offline demo. */
+  model?: Model | undefined;
+  /** The system prompt, sent with every turn. */
+  system?: string | undefined;
+  /**
+   * Where state and history persist.
+   * @defaultValue one process-wide MemoryStorage
+   */
+  storage?: Storage | undefined;
+  /** State of an agent never stored before; copied, never shared between instances. */
+  initialState?: S | undefined;
+}
+
+export interface TurnOptions {
+  /** Aborting it cancels the turn (the model call too); the turn then changes nothing. */
+  signal?: AbortSignal | undefined;
+}
+
+export type StateUpdate<S> = Partial<S> | ((state: S) => Partial<S>);
+
+const processStorage = new MemoryStorage();
+
+/**
+ * One conversational agent: an id, a model, persisted state and history.
+ *
+ * Turns (chat, stream, invoke, setState outside a turn) run one at a time in
+ * arrival order. A turn that throws or is aborted leaves state and history as
+ * they were; a turn that completes is written to storage as one commit.
+ *
+ * @example
+ * class Counter extends Agent<{ count: number }> {
+ *   static actions = ['increment'];
+ *   constructor(id: string) { super(id, { model: echoModel(), initialState: { count: 0 } }); }
+ *   async increment({ by = 1 } = {}) { await this.setState({ count: this.state.count + by }); return this.state.count; }
+ * }
+ */
+export class Agent<S extends JsonObject = JsonObject> {
+  /** Methods callable through `/invoke`; nothing else is. */
+  static actions: readonly string[] = [];
+
+  readonly id: string;
+  model: Model | undefined;
+  system: string | undefined;
+  readonly storage: Storage;
+
+  #state: S;
+  #messages: ChatMessage[] = [];
+  #version = 0;
+  #loading: Promise<void> | undefined;
+  #staged: S | undefined;
+  #inTurn = false;
+  readonly #mailbox = new Mailbox();
+
+  constructor(id: string, options: AgentOptions<S> = {}) {
+    if (typeof id !== 'string' || id.length === 0) {
+      throw new TypeError('Agent: the first argument is the agent id, a non-empty string, e.g. new Agent("support-bot", { model })');
+    }
+    if (typeof options !== 'object' || options === null) {
+      throw new TypeError('Agent: the second argument is an options object, e.g. { model: echoModel(), system: "..." }');
+    }
+    this.id = id;
+    this.model = options.model;
+    this.system = options.system;
+    this.storage = options.storage ?? processStorage;
+    this.#state = checkState(structuredClone(options.initialState ?? {}), 'initialState') as S;
+    actionsOf(this.constructor as typeof Agent);
+  }
+
+  /** The current state: a running turn's own changes included. Treat it as read-only; change it with setState. */
+  get state(): S {
+    return this.#staged ?? this.#state;
+  }
+
+  /** The committed history, oldest first. */
+  get messages(): readonly ChatMessage[] {
+    return this.#messages;
+  }
+
+  /** The version of the committed record (0 before the first commit). */
+  get version(): number {
+    return this.#version;
+  }
+
+  /** True while a turn runs or waits. */
+  get busy(): boolean {
+    return this.#mailbox.size > 0;
+  }
+
+  /** Loads state and history from storage; the first call does the work, later calls share it. */
+  load(): Promise<void> {
+    this.#loading ??= this.#refresh(true).catch((error: unknown) => {
+      this.#loading = undefined;
+      throw error;
+    });
+    return this.#loading;
+  }
+
+  /**
+   * The committed state, never a running turn's half-done changes, and never
+   * staler than storage: another process may have written a newer version.
+   */
+  async snapshot(): Promise<S> {
+    await this.load();
+    await this.#refresh(false);
+    return this.#state;
+  }
+
+  /** Merges into state. Inside a turn (an action) it joins that turn; outside, it is a turn of its own. */
+  async setState(update: StateUpdate<S>): Promise<S> {
+    if (this.#inTurn) return this.#stage(update);
+    return this.#turn(undefined, async () => ({ result: this.#stage(update), append: [] }));
+  }
+
+  /** One chat turn; resolves with the whole reply. */
+  async chat(message: string, options: TurnOptions = {}): Promise<string> {
+    let reply = '';
+    for await (const chunk of this.stream(message, options)) reply += chunk;
+    return reply;
+  }
+
+  /**
+   * One chat turn, streamed: the reply's chunks as the model writes them.
+   * Stopping the iteration early aborts the turn.
+   */
+  stream(message: string, options: TurnOptions = {}): AsyncIterable<string> {
+    if (typeof message !== 'string') throw new TypeError('Agent.stream: message must be a string');
+    return this.#streamTurn(message, options.signal);
+  }
+
+  /** Calls an action listed in the class's static `actions`, as one turn. */
+  async invoke(method: string, params?: unknown, options: TurnOptions = {}): Promise<unknown> {
+    const ctor = this.constructor as typeof Agent;
+    if (!actionsOf(ctor).has(method)) throw unknownMethod(this.id, method);
+    const action = (this as unknown as Record<string, (...args: unknown[]) => unknown>)[method] as (...args: unknown[]) => unknown;
+    const args = actionArguments(params);
+    return this.#turn(options.signal, async () => ({ result: await action.apply(this, args), append: [] }));
+  }
+
+  #stage(update: StateUpdate<S>): S {
+    const current = this.state;
+    const partial = typeof update === 'function' ? update(current) : update;
+    this.#staged = { ...current, ...checkState(partial, 'setState') } as S;
+    return this.#staged;
+  }
+
+  async *#streamTurn(message: string, signal: AbortSignal | undefined): AsyncGenerator<string> {
+    const model = this.model;
+    if (model === undefined) {
+      throw new AgentRouterError(500, 'no_model', `Agent ${JSON.stringify(this.id)} has no model; pass { model } to its constructor`);
+    }
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const session = await this.#begin(signal);
+    let completed = false;
+    try {
+      const user: ChatMessage = { role: 'user', content: message };
+      const request = { system: this.system, messages: [...this.#messages, user], signal: controller.signal };
+      let reply = '';
+      let usage: TokenUsage | undefined;
+      for await (const chunk of model.stream(request)) {
+        controller.signal.throwIfAborted();
+        if (typeof chunk === 'string') {
+          if (chunk.length === 0) continue;
+          reply += chunk;
+          yield chunk;
+        } else if (typeof chunk === 'object' && chunk !== null && typeof chunk.usage === 'object') {
+          usage = chunk.usage;
+        } else {
+          throw new AgentRouterError(500, 'bad_model_chunk', `Model ${model.name} yielded a ${typeof chunk} chunk; chunks must be strings`);
+        }
+      }
+      controller.signal.throwIfAborted();
+      const assistant: ChatMessage = usage === undefined
+        ? { role: 'assistant', content: reply }
+        : { role: 'assistant', content: reply, usage };
+      await this.#commit([user, assistant]);
+      completed = true;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      if (!completed) controller.abort(new Error('turn ended before it completed'));
+      await this.#end(session);
+    }
+  }
+
+  async #turn<T>(signal: AbortSignal | undefined, body: () => Promise<{ result: T; append: ChatMessage[] }>): Promise<T> {
+    const session = await this.#begin(signal);
+    try {
+      const { result, append } = await body();
+      await this.#commit(append);
+      return result;
+    } finally {
+      await this.#end(session);
+    }
+  }
+
+  /** Waits for this agent's turn, then for the cross-process lock, then catches up with storage. */
+  async #begin(signal: AbortSignal | undefined): Promise<{ release: () => void; unlock: Unlock | undefined }> {
+    const release = await this.#mailbox.acquire(signal);
+    let unlock: Unlock | undefined;
+    try {
+      await this.load();
+      unlock = await this.storage.lock?.(this.id, signal);
+      await this.#refresh(false);
+    } catch (error) {
+      await unlock?.();
+      release();
+      throw error;
+    }
+    this.#inTurn = true;
+    return { release, unlock };
+  }
+
+  async #end(session: { release: () => void; unlock: Unlock | undefined }): Promise<void> {
+    this.#staged = undefined;
+    this.#inTurn = false;
+    try {
+      await session.unlock?.();
+    } finally {
+      session.release();
+    }
+  }
+
+  async #commit(append: ChatMessage[]): Promise<void> {
+    const state = this.#staged ?? this.#state;
+    if (state === this.#state && append.length === 0) return;
+    const expectedVersion = this.#version;
+    const version = await this.storage.commit(this.id, { expectedVersion, state, append });
+    // A concurrent snapshot() may already have reloaded this very commit.
+    if (this.#version !== expectedVersion) return;
+    this.#state = state;
+    for (const message of append) this.#messages.push(message);
+    this.#version = version;
+  }
+
+  /** Reloads from storage when forced, or when storage holds a version this instance has not seen. */
+  async #refresh(force: boolean): Promise<void> {
+    if (!force) {
+      const head = await this.storage.head?.(this.id);
+      if (head === undefined || head <= this.#version) return;
+    }
+    const record = await this.storage.load(this.id);
+    if (record === undefined || record.version <= this.#version) return;
+    this.#state = record.state as S;
+    this.#messages = record.messages;
+    this.#version = record.version;
+  }
+}
+
+function checkState(value: unknown, where: string): JsonObject {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TypeError(`Agent ${where}: state must be a plain object, e.g. { count: 0 }`);
+  }
+  return value as JsonObject;
+}

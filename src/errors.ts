@@ -1,0 +1,131 @@
+/**
+ * One error family for the whole library. Every error that reaches the wire
+ * is an `AgentRouterError` with an HTTP `status`, a stable machine `code` and
+ * an `expose` flag (koa's rule: 4xx messages are shown to the caller, 5xx
+ * messages are logged and replaced by a generic one).
+ */
+export class AgentRouterError extends Error {
+  override name = 'AgentRouterError';
+  readonly status: number;
+  readonly code: string;
+  readonly expose: boolean;
+  /** Extra response headers, e.g. `Allow` for 405 or `Retry-After` for 429. */
+  readonly headers: Readonly<Record<string, string>> | undefined;
+
+  constructor(
+    status: number,
+    code: string,
+    message: string,
+    options: { cause?: unknown; expose?: boolean; headers?: Record<string, string> } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.status = status;
+    this.code = code;
+    this.expose = options.expose ?? status < 500;
+    this.headers = options.headers;
+  }
+}
+
+/** `AgentRegistry.resolve` found no pattern for the id (the spec's ValueError); 404 on the wire. */
+export class AgentNotFoundError extends AgentRouterError {
+  override name = 'AgentNotFoundError';
+  readonly agentId: string;
+  constructor(agentId: string) {
+    super(404, 'agent_not_found', `AgentRegistry: no pattern matches agent id ${JSON.stringify(agentId)}`);
+    this.agentId = agentId;
+  }
+}
+
+/** A storage commit lost a race: another writer committed a newer version first. */
+export class VersionConflictError extends AgentRouterError {
+  override name = 'VersionConflictError';
+  constructor(agentId: string, expected: number, actual: number | undefined) {
+    super(
+      409,
+      'version_conflict',
+      `Storage: agent ${JSON.stringify(agentId)} is at version ${actual ?? 'unknown'}, expected ${expected}`,
+      { expose: false },
+    );
+  }
+}
+
+/** A remote target (HTTPTransport) or model provider failed; 502, or 504 for a timeout. */
+export class UpstreamError extends AgentRouterError {
+  override name = 'UpstreamError';
+}
+
+export function isAgentRouterError(error: unknown): error is AgentRouterError {
+  return error instanceof AgentRouterError;
+}
+
+/** The JSON body for an error: exposed messages as they are, everything else generic. */
+export function errorBody(error: unknown): { error: string; code: string } {
+  if (error instanceof AgentRouterError && error.expose) return { error: error.message, code: error.code };
+  if (error instanceof AgentRouterError && error.status !== 500) return { error: 'Request failed', code: error.code };
+  return { error: 'Internal error', code: 'internal_error' };
+}
+
+export function statusOf(error: unknown): number {
+  return error instanceof AgentRouterError ? error.status : 500;
+}
+
+/** Shorthand constructors for the errors the HTTP layer raises. */
+export const httpErrors = {
+  badRequest: (code: string, message: string) => new AgentRouterError(400, code, message),
+  notFound: (code: string, message: string) => new AgentRouterError(404, code, message),
+  methodNotAllowed: (allow: string) =>
+    new AgentRouterError(405, 'method_not_allowed', `Method not allowed; use ${allow}`, { headers: { Allow: allow } }),
+  payloadTooLarge: (limit: number) =>
+    // Connection: close, so the unread rest of the upload is dropped, not parsed as a next request.
+    new AgentRouterError(413, 'body_too_large', `Request body is larger than the limit of ${limit} bytes`, {
+      headers: { Connection: 'close' },
+    }),
+  unsupportedMediaType: (type: string) =>
+    new AgentRouterError(
+      415,
+      'unsupported_media_type',
+      `Content-Type ${JSON.stringify(type)} is not supported; send JSON with Content-Type: application/json`,
+    ),
+  unavailable: (message = 'Server is shutting down') => new AgentRouterError(503, 'shutting_down', message, { expose: true }),
+};
+
+/**
+ * A model provider (OpenAI-compatible, Anthropic) failed. `status` is what the
+ * router answers (502, or 504 for `model_timeout`); the provider's own HTTP
+ * status and error type are kept beside it for logs. The message never holds
+ * the API key. `retryable` marks failures worth another attempt (429, 5xx,
+ * a dropped connection) when nothing has been streamed yet.
+ */
+export class ModelProviderError extends UpstreamError {
+  override name = 'ModelProviderError';
+  /** `openai` or `anthropic`. */
+  readonly provider: string;
+  /** The provider's HTTP status, when it answered one. */
+  readonly providerStatus: number | undefined;
+  /** The provider's error type, e.g. `invalid_request_error`, `overloaded_error`. */
+  readonly providerType: string | undefined;
+  readonly retryable: boolean;
+  /** Seconds the provider asked to wait (`Retry-After`), when it did. */
+  readonly retryAfter: number | undefined;
+
+  constructor(
+    code: string,
+    message: string,
+    options: {
+      provider: string;
+      status?: number | undefined;
+      providerStatus?: number | undefined;
+      providerType?: string | undefined;
+      retryable?: boolean | undefined;
+      retryAfter?: number | undefined;
+      cause?: unknown;
+    },
+  ) {
+    super(options.status ?? 502, code, message, { cause: options.cause });
+    this.provider = options.provider;
+    this.providerStatus = options.providerStatus;
+    this.providerType = options.providerType;
+    this.retryable = options.retryable ?? false;
+    this.retryAfter = options.retryAfter;
+  }
+}

@@ -1,0 +1,38 @@
+import type { IncomingMessage } from 'node:http';
+import { AgentRouterError } from '../errors.ts';
+import type { RouteAction } from './routes.ts';
+
+/** What the hook is asked about: which agent, and which action (`request` never reaches it: the envelope's action does). */
+export interface AuthorizeContext {
+  agentId: string;
+  action: Exclude<RouteAction, 'request'>;
+}
+
+/**
+ * Decides whether a request may touch an agent. Return (or resolve) `true` or
+ * nothing to allow; `false` to refuse with 403. Throw an error with `status`
+ * 401 or 403 to refuse with that status and the error's message.
+ *
+ * @example
+ * authorize: (req, { agentId }) => agentId === `user-${userIdFromToken(req.headers.authorization)}`
+ */
+export type Authorize = (request: IncomingMessage, context: AuthorizeContext) => boolean | void | Promise<boolean | void>;
+
+export async function authorizeRequest(authorize: Authorize | undefined, req: IncomingMessage, agentId: string, action: RouteAction): Promise<void> {
+  if (authorize === undefined) return;
+  let verdict: boolean | void;
+  try {
+    verdict = await authorize(req, { agentId, action: action as AuthorizeContext['action'] });
+  } catch (error) {
+    const status = (error as { status?: unknown } | null)?.status;
+    if (status === 401 || status === 403) {
+      const message = error instanceof Error && error.message !== '' ? error.message : status === 401 ? 'Unauthorized' : 'Forbidden';
+      throw new AgentRouterError(status, status === 401 ? 'unauthorized' : 'forbidden', message, {
+        cause: error,
+        ...(status === 401 ? { headers: { 'WWW-Authenticate': 'Bearer' } } : {}),
+      });
+    }
+    throw error;
+  }
+  if (verdict === false) throw new AgentRouterError(403, 'forbidden', 'Forbidden');
+}

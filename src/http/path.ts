@@ -1,0 +1,74 @@
+import { httpErrors } from '../errors.ts';
+
+/** The path and the raw query of a request target, without `new URL()` (it is on every request). */
+export function splitTarget(target: string): { path: string; query: string } {
+  const mark = target.indexOf('?');
+  if (mark === -1) return { path: target, query: '' };
+  return { path: target.slice(0, mark), query: target.slice(mark + 1) };
+}
+
+/** The value of one query parameter (the first occurrence), decoded; undefined if absent. */
+export function queryParam(query: string, name: string): string | undefined {
+  if (query === '') return undefined;
+  for (const pair of query.split('&')) {
+    const equals = pair.indexOf('=');
+    const key = equals === -1 ? pair : pair.slice(0, equals);
+    if (key !== name) continue;
+    const value = equals === -1 ? '' : pair.slice(equals + 1);
+    try {
+      return decodeURIComponent(value.replace(/\+/g, ' '));
+    } catch {
+      throw httpErrors.badRequest('bad_query', `Query parameter ${name} is not valid percent-encoding`);
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Decodes one `{agent_id}` path segment, percent-decoded exactly once, and
+ * refuses what no id may be (DESIGN.md section 2): empty, `.` or `..` (URL
+ * parsers treat them as dot segments, even percent-encoded), too long,
+ * control characters, malformed percent-encoding, or a `/` after decoding.
+ */
+export function decodeAgentId(segment: string, maxLength: number): string {
+  let id: string;
+  try {
+    id = segment.includes('%') ? decodeURIComponent(segment) : segment;
+  } catch {
+    throw httpErrors.badRequest('bad_agent_id', 'Agent id is not valid percent-encoding');
+  }
+  if (id.length === 0) throw httpErrors.badRequest('bad_agent_id', 'Agent id is empty');
+  if (id === '.' || id === '..') throw httpErrors.badRequest('bad_agent_id', 'Agent id may not be "." or ".."');
+  if (id.length > maxLength) {
+    throw httpErrors.badRequest('bad_agent_id', `Agent id is longer than ${maxLength} characters`);
+  }
+  // C0 controls, DEL and C1 controls; and "/" that was percent-encoded.
+  if (/[\u0000-\u001f\u007f-\u009f/]/.test(id)) {
+    throw httpErrors.badRequest('bad_agent_id', 'Agent id may not contain control characters or "/"');
+  }
+  return id;
+}
+
+/** `stream` is boolean-like (DESIGN.md section 3); `events` asks for the typed event stream. */
+export function parseStreamFlag(value: string | undefined, accept: string | undefined): boolean | 'events' {
+  if (value === undefined) {
+    // Only text/event-stream (parameters aside): `*/*` or a list means the client also takes JSON.
+    return accept !== undefined && !accept.includes(',') && mediaType(accept) === 'text/event-stream';
+  }
+  switch (value.toLowerCase()) {
+    case 'true': case '1': case 'yes': case 'on':
+      return true;
+    case 'false': case '0': case 'no': case 'off': case '':
+      return false;
+    case 'events':
+      return 'events';
+    default:
+      throw httpErrors.badRequest('bad_query', 'Query parameter stream must be true or false (or 1/0, yes/no, on/off)');
+  }
+}
+
+/** `Text/Event-Stream; charset=utf-8` -> `text/event-stream`. */
+export function mediaType(header: string): string {
+  const semicolon = header.indexOf(';');
+  return (semicolon === -1 ? header : header.slice(0, semicolon)).trim().toLowerCase();
+}

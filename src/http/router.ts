@@ -1,0 +1,241 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { Agent } from '../agent/agent.ts';
+import { AgentRouterError, httpErrors, statusOf } from '../errors.ts';
+import { AgentRegistry } from '../registry/registry.ts';
+import { AgentPool, type AgentPoolOptions } from '../server/pool.ts';
+import { isTransport, type AgentTransport } from '../transports/transport.ts';
+import type { JsonObject } from '../types.ts';
+import { authorizeRequest, type Authorize } from './authorize.ts';
+import { readJsonBody } from './body.ts';
+import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
+import { sendError, sendJson } from './respond.ts';
+import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction } from './routes.ts';
+import { streamReply, type ReplySource } from './stream.ts';
+
+export interface Logger {
+  error(message: string, error?: unknown): void;
+}
+
+export interface AgentRouterOptions extends AgentPoolOptions {
+  /** Mount path prepended to every route, e.g. `/agents`. */
+  prefix?: string | undefined;
+  /** OpenAPI tags for the router's operations (the spec's kwarg). */
+  tags?: readonly string[] | undefined;
+  /** Extra OpenAPI responses by status code (the spec's kwarg). */
+  responses?: Readonly<Record<string, { description: string }>> | undefined;
+  /** Largest request body in bytes. @defaultValue 1 MiB */
+  bodyLimit?: number | undefined;
+  /** Longest agent id in characters, checked before any pattern runs. @defaultValue 256 */
+  maxIdLength?: number | undefined;
+  /** Seconds between `: ping` comments on an idle stream; 0 turns them off. @defaultValue 15 */
+  pingInterval?: number | undefined;
+  /** Seconds a turn may take before it is aborted (504); 0 for no limit. @defaultValue 300 */
+  turnTimeout?: number | undefined;
+  /** Runs before any agent is touched; see {@link Authorize}. */
+  authorize?: Authorize | undefined;
+  /** Where 5xx details go (never to the client). @defaultValue console */
+  logger?: Logger | undefined;
+  /** Share an existing pool (AgentServer does); otherwise the router makes its own from these options. */
+  pool?: AgentPool | undefined;
+}
+
+/** What an adapter or a server may tell `handle` about a request. */
+export interface RequestHint {
+  /** The path to route (mount-relative), instead of `req.url`. */
+  path?: string | undefined;
+  /** A body a framework already parsed; the request stream is then not read. */
+  body?: unknown;
+  /** Aborts the request's turn, e.g. on server shutdown. */
+  signal?: AbortSignal | undefined;
+}
+
+/** Where a request lands: a local instance or a remote transport. */
+type Resolved = { agent: Agent<any>; release: (() => void) | undefined } | { transport: AgentTransport; id: string };
+
+/**
+ * Serves one Agent or an AgentRegistry over HTTP (DESIGN.md sections 2, 3).
+ *
+ * @example
+ * http.createServer(new AgentRouter(new Agent('bot', { model: echoModel() })).toRequestListener()).listen(8000);
+ */
+export class AgentRouter {
+  readonly prefix: string;
+  readonly options: Readonly<AgentRouterOptions>;
+  /** The live instances of a registry router (undefined for a single agent). */
+  readonly pool: AgentPool | undefined;
+  readonly #agent: Agent<any> | undefined;
+  readonly #registry: AgentRegistry | undefined;
+  readonly #bodyLimit: number;
+  readonly #maxIdLength: number;
+  readonly #turnTimeout: number;
+  readonly #logger: Logger;
+
+  constructor(target: Agent<any> | AgentRegistry, options: AgentRouterOptions = {}) {
+    if (target instanceof AgentRegistry) this.#registry = target;
+    else if (target instanceof Agent) this.#agent = target;
+    else throw new TypeError('AgentRouter: the first argument must be an Agent or an AgentRegistry');
+    this.options = options;
+    this.prefix = normalizePrefix(options.prefix);
+    this.#bodyLimit = options.bodyLimit ?? 1024 * 1024;
+    this.#maxIdLength = options.maxIdLength ?? 256;
+    this.#turnTimeout = options.turnTimeout ?? 300;
+    this.#logger = options.logger ?? { error: (message, error) => console.error(message, error) };
+    this.pool = this.#registry === undefined ? undefined : (options.pool ?? new AgentPool(options));
+  }
+
+  /** A `(req, res)` listener for `http.createServer`; paths that are not the router's get 404 JSON. */
+  toRequestListener(): RequestListener {
+    return (req, res) => {
+      this.handle(req, res).then(
+        (handled) => {
+          if (!handled) sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
+        },
+        (error: unknown) => this.#fail(res, error),
+      );
+    };
+  }
+
+  /**
+   * Answers the request if its path is one of the router's routes and
+   * resolves true; resolves false (having written nothing) otherwise, so a
+   * host app can fall through. `hint.path` replaces `req.url` (an adapter's
+   * mount-relative path), `hint.body` is a body a framework already parsed,
+   * `hint.signal` aborts the request's turn (a server shutting down: the
+   * turn fails with the signal's reason, a stream ends with `event: error`).
+   */
+  async handle(req: IncomingMessage, res: ServerResponse, hint: RequestHint = {}): Promise<boolean> {
+    const { path, query } = splitTarget(hint.path ?? req.url ?? '/');
+    const rest = stripPrefix(path, this.prefix);
+    if (rest === undefined) return false;
+    const route = this.#agent === undefined ? matchRegistry(rest) : matchSingle(rest);
+    if (route === undefined) return false;
+    try {
+      if (req.method !== route.method) throw httpErrors.methodNotAllowed(route.method);
+      const agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
+      let action: RouteAction = route.action;
+      let body: Record<string, unknown> = {};
+      if (action !== 'request') await authorizeRequest(this.options.authorize, req, agentId, action);
+      if (route.method === 'POST') body = asObject(hint.body !== undefined ? hint.body : await readJsonBody(req, this.#bodyLimit));
+      if (action === 'request') {
+        ({ action, body } = unwrapEnvelope(body));
+        await authorizeRequest(this.options.authorize, req, agentId, action);
+      }
+      await this.#dispatch(req, res, agentId, action, body, query, hint.signal);
+    } catch (error) {
+      this.#fail(res, error);
+    }
+    return true;
+  }
+
+  async #dispatch(
+    req: IncomingMessage,
+    res: ServerResponse,
+    agentId: string,
+    action: RouteAction,
+    body: Record<string, unknown>,
+    query: string,
+    outer: AbortSignal | undefined,
+  ): Promise<void> {
+    let stream: boolean | 'events' = false;
+    let message = '';
+    if (action === 'chat') {
+      message = requireMessage(body);
+      stream = parseStreamFlag(queryParam(query, 'stream'), req.headers.accept);
+    }
+    const target = this.#resolve(agentId);
+    const controller = new AbortController();
+    const onClose = (): void => {
+      if (!res.writableFinished) controller.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
+    };
+    res.on('close', onClose);
+    const onOuterAbort = (): void => controller.abort(outer?.reason);
+    if (outer?.aborted) onOuterAbort();
+    outer?.addEventListener('abort', onOuterAbort, { once: true });
+    const timer = this.#turnTimeout > 0 && action !== 'state'
+      ? setTimeout(() => controller.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${this.#turnTimeout} s`)), this.#turnTimeout * 1000)
+      : undefined;
+    const signal = controller.signal;
+    try {
+      if (action === 'chat' && stream !== false) {
+        const source: ReplySource = 'agent' in target
+          ? { agentId, chunks: target.agent.stream(message, { signal }) }
+          : { agentId, chunks: target.transport.stream(agentId, message, { signal }) };
+        await streamReply(res, source, stream === 'events', signal, this.options.pingInterval, this.#logger);
+        return;
+      }
+      const reply = await this.#call(target, agentId, action, body, message, signal);
+      sendJson(res, 200, reply);
+    } catch (error) {
+      throw signal.aborted ? signal.reason : error;
+    } finally {
+      if (timer !== undefined) clearTimeout(timer);
+      res.off('close', onClose);
+      outer?.removeEventListener('abort', onOuterAbort);
+      if ('agent' in target) target.release?.();
+    }
+  }
+
+  async #call(target: Resolved, agentId: string, action: RouteAction, body: Record<string, unknown>, message: string, signal: AbortSignal): Promise<JsonObject> {
+    const remote = 'transport' in target ? target.transport : undefined;
+    const agent = 'agent' in target ? target.agent : undefined;
+    switch (action) {
+      case 'chat': {
+        const response = remote !== undefined ? await remote.chat(agentId, message, { signal }) : await (agent as Agent<any>).chat(message, { signal });
+        return { agent_id: agentId, response };
+      }
+      case 'invoke': {
+        const payload = body['payload'] !== undefined ? asObject(body['payload']) : body;
+        const method = payload['method'];
+        if (typeof method !== 'string' || method === '') {
+          throw httpErrors.badRequest('missing_method', 'Invoke needs a "method" string, e.g. {"method": "increment", "params": {"by": 2}}');
+        }
+        const params = payload['params'];
+        const result = remote !== undefined ? await remote.invoke(agentId, method, params, { signal }) : await (agent as Agent<any>).invoke(method, params, { signal });
+        return { agent_id: agentId, result: (result ?? null) as JsonObject };
+      }
+      default: {
+        const state = remote !== undefined ? await remote.state(agentId, { signal }) : await (agent as Agent<any>).snapshot();
+        return { agent_id: agentId, state };
+      }
+    }
+  }
+
+  #resolve(agentId: string): Resolved {
+    if (this.#agent !== undefined) return { agent: this.#agent, release: undefined };
+    const target = (this.#registry as AgentRegistry).resolve(agentId);
+    if (isTransport(target)) return { transport: target, id: agentId };
+    const pool = this.pool as AgentPool;
+    const agent = pool.acquire(agentId, (id) => new target(id));
+    return { agent, release: () => pool.release(agentId) };
+  }
+
+  #fail(res: ServerResponse, error: unknown): void {
+    const status = statusOf(error);
+    if (status >= 500) this.#logger.error(`AgentRouter: request failed with ${status}`, error);
+    if (status === 499) return; // the client is gone; nobody to answer
+    sendError(res, error);
+  }
+}
+
+function asObject(value: unknown): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw httpErrors.badRequest('invalid_body', 'JSON body must be an object, e.g. {"message": "Hello"}');
+  }
+  return value as Record<string, unknown>;
+}
+
+function requireMessage(body: Record<string, unknown>): string {
+  const message = body['message'];
+  if (typeof message !== 'string' || message === '') {
+    throw httpErrors.badRequest('missing_message', 'Chat needs a non-empty "message" string, e.g. {"message": "Hello"}');
+  }
+  return message;
+}
+
+/** The generic envelope: `{"action": "chat" | "invoke" | "state", ...}`, chat by default. */
+function unwrapEnvelope(body: Record<string, unknown>): { action: RouteAction; body: Record<string, unknown> } {
+  const action = body['action'] ?? 'chat';
+  if (action === 'chat' || action === 'state') return { action, body };
+  if (action === 'invoke') return { action, body: body['payload'] === undefined ? {} : asObject(body['payload']) };
+  throw httpErrors.badRequest('unknown_action', `Unknown action: ${String(action).slice(0, 64)}; use "chat", "invoke" or "state"`);
+}

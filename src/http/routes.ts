@@ -1,0 +1,67 @@
+/** What a request asks for, once its path is matched. */
+export type RouteAction = 'chat' | 'invoke' | 'state' | 'request';
+
+export interface RouteMatch {
+  action: RouteAction;
+  /** The raw (still percent-encoded) `{agent_id}` segment; undefined on a single-agent router. */
+  segment: string | undefined;
+  /** The one method this route answers. */
+  method: 'GET' | 'POST';
+}
+
+const SINGLE: Record<string, RouteMatch> = Object.assign(Object.create(null) as Record<string, RouteMatch>, {
+  '/chat': { action: 'chat', segment: undefined, method: 'POST' },
+  '/invoke': { action: 'invoke', segment: undefined, method: 'POST' },
+  '/state': { action: 'state', segment: undefined, method: 'GET' },
+  '/': { action: 'request', segment: undefined, method: 'POST' },
+  '': { action: 'request', segment: undefined, method: 'POST' },
+});
+
+/** `/chat`, `/invoke`, `/state`, `/` of a single-agent router. */
+export function matchSingle(path: string): RouteMatch | undefined {
+  return SINGLE[path];
+}
+
+/**
+ * `/{agent_id}/chat`, `/{agent_id}/invoke`, `/{agent_id}/state` and
+ * `/{agent_id}` of a registry router (a trailing slash is tolerated).
+ */
+export function matchRegistry(path: string): RouteMatch | undefined {
+  if (path.charCodeAt(0) !== 47 /* / */) return undefined;
+  const slash = path.indexOf('/', 1);
+  const segment = slash === -1 ? path.slice(1) : path.slice(1, slash);
+  const rest = slash === -1 ? '' : path.slice(slash);
+  if (segment === '' && rest === '') return undefined;
+  switch (rest) {
+    case '':
+    case '/':
+      return { action: 'request', segment, method: 'POST' };
+    case '/chat':
+    case '/chat/':
+      return { action: 'chat', segment, method: 'POST' };
+    case '/invoke':
+    case '/invoke/':
+      return { action: 'invoke', segment, method: 'POST' };
+    case '/state':
+    case '/state/':
+      return { action: 'state', segment, method: 'GET' };
+    default:
+      return undefined;
+  }
+}
+
+/** Normalizes a mount prefix: leading slash, no trailing slash, '' for none. */
+export function normalizePrefix(prefix: string | undefined): string {
+  if (prefix === undefined || prefix === '' || prefix === '/') return '';
+  if (typeof prefix !== 'string') throw new TypeError('AgentRouter: prefix must be a string such as "/agents"');
+  const withSlash = prefix.startsWith('/') ? prefix : `/${prefix}`;
+  return withSlash.endsWith('/') ? withSlash.slice(0, -1) : withSlash;
+}
+
+/** The path below `prefix`, or undefined when the path is not under it. */
+export function stripPrefix(path: string, prefix: string): string | undefined {
+  if (prefix === '') return path;
+  if (!path.startsWith(prefix)) return undefined;
+  const rest = path.slice(prefix.length);
+  return rest === '' || rest.charCodeAt(0) === 47 ? rest : undefined;
+}

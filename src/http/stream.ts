@@ -1,0 +1,59 @@
+import type { ServerResponse } from 'node:http';
+import { errorBody, statusOf } from '../errors.ts';
+import { formatEvent } from '../sse/format.ts';
+import { SSEWriter } from '../sse/writer.ts';
+import type { ChunkStream } from '../transports/transport.ts';
+import type { Logger } from './router.ts';
+
+export interface ReplySource {
+  agentId: string;
+  chunks: AsyncIterable<string> | ChunkStream;
+}
+
+/**
+ * Streams one chat reply as SSE (DESIGN.md section 3): one event per chunk,
+ * then `event: done` + `data: [DONE]`; a failure after the stream began ends
+ * it with `event: error`. With `typed`, frames are the typed event stream
+ * (`turn.started`, `text.delta`, `turn.finished` / `turn.failed`), each
+ * payload carrying its own `type`.
+ *
+ * A remote stream is awaited (`ready`) before the SSE headers go out, so a
+ * remote 404 or 502 is still answered as a JSON status.
+ */
+export async function streamReply(
+  res: ServerResponse,
+  source: ReplySource,
+  typed: boolean,
+  signal: AbortSignal,
+  pingInterval: number | undefined,
+  logger: Logger,
+): Promise<void> {
+  if ('ready' in source.chunks) await source.chunks.ready;
+  const writer = new SSEWriter(res, { pingInterval });
+  let text = '';
+  try {
+    if (typed) await writer.send(typedFrame('turn.started', { agent_id: source.agentId }), 'turn.started');
+    for await (const chunk of source.chunks) {
+      if (!writer.open) break;
+      if (typed) {
+        text += chunk;
+        await writer.send(typedFrame('text.delta', { text: chunk }), 'text.delta');
+      } else {
+        await writer.send(chunk);
+      }
+    }
+    if (signal.aborted) throw signal.reason;
+    if (!typed) return writer.done();
+    writer.end(formatEvent(typedFrame('turn.finished', { result: { agent_id: source.agentId, text } }), 'turn.finished'));
+  } catch (error) {
+    const cause = signal.aborted ? signal.reason : error;
+    const status = statusOf(cause);
+    if (status >= 500) logger.error(`AgentRouter: stream for agent ${JSON.stringify(source.agentId)} failed with ${status}`, cause);
+    if (!typed) return writer.error(errorBody(cause));
+    writer.end(formatEvent(typedFrame('turn.failed', errorBody(cause)), 'turn.failed'));
+  }
+}
+
+function typedFrame(type: string, payload: Record<string, unknown>): string {
+  return JSON.stringify({ type, ...payload });
+}

@@ -1,0 +1,24 @@
+import type { ChatMessage, TokenUsage } from '../types.ts';
+
+/** What an agent hands its model for one turn. */
+export interface ModelRequest {
+  /** The agent's system prompt, if it has one. */
+  system: string | undefined;
+  /** The agent's history followed by the new user message (last). */
+  messages: readonly ChatMessage[];
+  /** Aborted when the client disconnects, the turn times out or the server shuts down. */
+  signal: AbortSignal;
+}
+
+/**
+ * A model yields text chunks. It may also yield one `{usage}` record (token
+ * counts reported by a provider), which the agent keeps with the reply.
+ */
+export type ModelChunk = string | { usage: TokenUsage };
+
+/** The only contract a model has to meet: stream a reply to a request. */
+export interface Model {
+  /** A short name for logs and errors, e.g. `openai:gpt-4o-mini`. */
+  readonly name: string;
+  stream(request: ModelRequest): AsyncIterable<ModelChunk>;
+}

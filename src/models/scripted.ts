@@ -1,0 +1,38 @@
+import type { Model, ModelChunk, ModelRequest } from './model.ts';
+
+/** A scripted reply: one string (one chunk) or an array of strings (those chunks). */
+export type ScriptedReply = string | readonly string[];
+/** Computes a reply from the request: a string, a promise of one, or an async iterable of chunks. */
+export type ScriptedFunction = (
+  request: ModelRequest,
+) => string | Promise<string> | AsyncIterable<ModelChunk> | Iterable<ModelChunk>;
+
+/**
+ * An offline model for tests and demos. With an array, the replies are used in
+ * turn (after the last one, the model throws, so a test notices an extra turn);
+ * with a function, it is called for every turn.
+ *
+ * @example scriptedModel(['Hello!', ['Two ', 'chunks']])
+ * @example scriptedModel(({ messages }) => `you said ${messages.at(-1)?.content}`)
+ */
+export function scriptedModel(script: readonly ScriptedReply[] | ScriptedFunction): Model {
+  if (typeof script !== 'function' && !Array.isArray(script)) {
+    throw new TypeError('scriptedModel: pass an array of replies or a function, e.g. scriptedModel(["Hi!"])');
+  }
+  let turn = 0;
+  return {
+    name: 'scripted',
+    async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
+      if (typeof script === 'function') {
+        const result = await script(request);
+        if (typeof result === 'string') yield result;
+        else yield* result as AsyncIterable<ModelChunk>;
+        return;
+      }
+      const reply = script[turn++];
+      if (reply === undefined) throw new Error(`scriptedModel: the script has only ${script.length} replies`);
+      if (typeof reply === 'string') yield reply;
+      else yield* reply;
+    },
+  };
+}

@@ -1,0 +1,192 @@
+import type { Agent } from '../agent/agent.ts';
+import { AgentRouterError } from '../errors.ts';
+
+export interface AgentPoolOptions {
+  /**
+   * Seconds an instance may stay idle (no request running, no stream open)
+   * before it is dropped; its state stays in storage. 0 or Infinity: never.
+   * @defaultValue 300
+   */
+  idleTimeout?: number | undefined;
+  /**
+   * Live instances at most. At the cap the least recently used idle one is
+   * dropped to make room; if none is idle, the request gets 429.
+   * @defaultValue 10000
+   */
+  maxAgents?: number | undefined;
+  /** Called with each instance the pool creates. */
+  onCreate?: ((agent: Agent<any>) => void) | undefined;
+  /** Called with each instance the pool drops, and why. */
+  onEvict?: ((agent: Agent<any>, reason: EvictReason) => void) | undefined;
+  /** Milliseconds now; injectable for tests. @defaultValue Date.now */
+  now?: (() => number) | undefined;
+}
+
+export type EvictReason = 'idle' | 'capacity' | 'manual' | 'close';
+
+export interface LiveAgentInfo {
+  id: string;
+  /** ISO time of the last request's end (or start, while one runs). */
+  lastActivity: string;
+  /** A request or stream is running on it now. */
+  busy: boolean;
+}
+
+interface Entry {
+  agent: Agent<any>;
+  /** Requests (and open streams) running on this instance. */
+  active: number;
+  lastUsed: number;
+}
+
+/**
+ * The live agent instances of one router: one per id, created on first use,
+ * dropped when idle too long or to make room. The Map's insertion order is
+ * kept as least-recently-used first (every use re-inserts), so both the idle
+ * sweep and the capacity eviction look at the oldest entries only.
+ */
+export class AgentPool {
+  readonly idleTimeout: number;
+  readonly maxAgents: number;
+  readonly #entries = new Map<string, Entry>();
+  readonly #now: () => number;
+  readonly #onCreate: AgentPoolOptions['onCreate'];
+  readonly #onEvict: AgentPoolOptions['onEvict'];
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(options: AgentPoolOptions = {}) {
+    this.idleTimeout = positive(options.idleTimeout ?? 300, 'idleTimeout');
+    this.maxAgents = positive(options.maxAgents ?? 10_000, 'maxAgents');
+    if (this.maxAgents < 1) throw new TypeError('AgentPool: maxAgents must be at least 1');
+    this.#now = options.now ?? Date.now;
+    this.#onCreate = options.onCreate;
+    this.#onEvict = options.onEvict;
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /**
+   * The instance for `id`, created with `create` if not live, marked busy
+   * until `release(id)`. Throws 429 when at the cap with nothing idle.
+   */
+  acquire(id: string, create: (id: string) => Agent<any>): Agent<any> {
+    let entry = this.#entries.get(id);
+    if (entry === undefined) {
+      if (this.#entries.size >= this.maxAgents && !this.#evictOldestIdle()) {
+        throw new AgentRouterError(429, 'too_many_agents', `All ${this.maxAgents} live agents are busy; retry shortly`, {
+          headers: { 'Retry-After': '1' },
+        });
+      }
+      entry = { agent: create(id), active: 0, lastUsed: 0 };
+      callHook(this.#onCreate, entry.agent, undefined);
+      this.#startSweeping();
+    } else {
+      this.#entries.delete(id);
+    }
+    entry.active++;
+    entry.lastUsed = this.#now();
+    this.#entries.set(id, entry);
+    return entry.agent;
+  }
+
+  /** Ends one use begun with `acquire`. */
+  release(id: string): void {
+    const entry = this.#entries.get(id);
+    if (entry === undefined) return;
+    entry.active--;
+    entry.lastUsed = this.#now();
+    this.#entries.delete(id);
+    this.#entries.set(id, entry);
+  }
+
+  /** The live instance for `id`, if any, without creating or touching it. */
+  peek(id: string): Agent<any> | undefined {
+    return this.#entries.get(id)?.agent;
+  }
+
+  /** Drops one live instance on purpose; false if it is not live or is busy. */
+  evict(id: string): boolean {
+    const entry = this.#entries.get(id);
+    if (entry === undefined || this.#isBusy(entry)) return false;
+    this.#drop(id, entry, 'manual');
+    return true;
+  }
+
+  /** Drops every instance idle longer than `idleTimeout`; returns how many. */
+  sweep(): number {
+    if (!Number.isFinite(this.idleTimeout) || this.idleTimeout === 0) return 0;
+    const cutoff = this.#now() - this.idleTimeout * 1000;
+    let dropped = 0;
+    for (const [id, entry] of this.#entries) {
+      if (entry.lastUsed > cutoff) break; // the rest were used more recently
+      if (this.#isBusy(entry)) continue;
+      this.#drop(id, entry, 'idle');
+      dropped++;
+    }
+    if (this.#entries.size === 0) this.#stopSweeping();
+    return dropped;
+  }
+
+  list(): LiveAgentInfo[] {
+    const agents: LiveAgentInfo[] = [];
+    for (const [id, entry] of this.#entries) {
+      agents.push({ id, lastActivity: new Date(entry.lastUsed).toISOString(), busy: this.#isBusy(entry) });
+    }
+    return agents;
+  }
+
+  /** Stops the sweep timer and forgets every instance (their state is in storage). */
+  clear(): void {
+    this.#stopSweeping();
+    for (const [id, entry] of this.#entries) this.#drop(id, entry, 'close');
+  }
+
+  #isBusy(entry: Entry): boolean {
+    return entry.active > 0 || entry.agent.busy;
+  }
+
+  #evictOldestIdle(): boolean {
+    for (const [id, entry] of this.#entries) {
+      if (this.#isBusy(entry)) continue;
+      this.#drop(id, entry, 'capacity');
+      return true;
+    }
+    return false;
+  }
+
+  #drop(id: string, entry: Entry, reason: EvictReason): void {
+    this.#entries.delete(id);
+    callHook(this.#onEvict, entry.agent, reason);
+  }
+
+  #startSweeping(): void {
+    if (this.#timer !== undefined || !Number.isFinite(this.idleTimeout) || this.idleTimeout === 0) return;
+    // Sweep often enough that an instance outlives its timeout by at most ~25%.
+    const every = Math.min(Math.max(this.idleTimeout * 250, 100), 60_000);
+    this.#timer = setInterval(() => this.sweep(), every);
+    this.#timer.unref();
+  }
+
+  #stopSweeping(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+}
+
+/** A throwing user hook must not break the pool (the sweep runs on a timer, where it would crash the process). */
+function callHook<R>(hook: ((agent: Agent<any>, reason: R) => void) | undefined, agent: Agent<any>, reason: R): void {
+  try {
+    hook?.(agent, reason);
+  } catch (error) {
+    console.error(`AgentPool: a lifecycle hook threw for agent ${JSON.stringify(agent.id)}`, error);
+  }
+}
+
+function positive(value: number, name: string): number {
+  if (typeof value !== 'number' || Number.isNaN(value) || value < 0) {
+    throw new TypeError(`AgentPool: ${name} must be a number >= 0, got ${String(value)}`);
+  }
+  return value;
+}

@@ -1,0 +1,30 @@
+/**
+ * Server-Sent Events framing (WHATWG HTML, "Server-sent events"). Every
+ * line break inside a value becomes a new `data:` line, so no chunk or error
+ * text can start a field or an event of its own, and a parser rebuilds the
+ * value exactly (the parser joins data lines with "\n").
+ */
+const LINE_BREAK = /\r\n|\r|\n/;
+
+/** One event frame: optional `event:` and `id:` lines, the data lines and the blank line. */
+export function formatEvent(data: string, event?: string, id?: string): string {
+  let frame = '';
+  if (event !== undefined) frame += `event: ${singleLine(event, 'event')}\n`;
+  if (id !== undefined) frame += `id: ${singleLine(id, 'id')}\n`;
+  if (!LINE_BREAK.test(data)) return `${frame}data: ${data}\n\n`;
+  for (const line of data.split(LINE_BREAK)) frame += `data: ${line}\n`;
+  return `${frame}\n`;
+}
+
+/** A comment frame (`: text`), ignored by parsers; keeps idle connections open. */
+export function formatComment(text: string): string {
+  return `: ${text.replace(/\r\n|\r|\n/g, ' ')}\n\n`;
+}
+
+function singleLine(value: string, field: string): string {
+  if (LINE_BREAK.test(value)) throw new TypeError(`SSE ${field} must not contain "\\r" or "\\n"`);
+  return value;
+}
+
+/** The frame that ends a successful stream. */
+export const DONE_FRAME = 'event: done\ndata: [DONE]\n\n';

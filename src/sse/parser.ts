@@ -1,0 +1,158 @@
+/** One dispatched SSE event. `event` is "message" when the stream named none. */
+export interface SSEEvent {
+  event: string;
+  data: string;
+  id: string | undefined;
+}
+
+export interface SSEParserOptions {
+  onEvent: (event: SSEEvent) => void;
+  /** Comment lines (`: ping`), without the colon and one leading space. */
+  onComment?: ((comment: string) => void) | undefined;
+  /** Reconnection time the server asked for, in milliseconds. */
+  onRetry?: ((milliseconds: number) => void) | undefined;
+  /**
+   * Largest unterminated line or event kept in memory, in characters; past it
+   * `feed` throws, so a hostile stream cannot grow memory without bound.
+   * @defaultValue 8 MiB
+   */
+  maxBufferSize?: number | undefined;
+}
+
+export interface SSEParser {
+  /** Feed decoded text; chunks may split lines, CRLF pairs and events anywhere. */
+  feed(chunk: string): void;
+  /**
+   * Forget any partial line or event (an unterminated last event is dropped, as
+   * the standard says) and start a new stream; the last event id is kept.
+   */
+  reset(): void;
+}
+
+/**
+ * A parser following the WHATWG event-stream rules: LF, CR and CRLF line ends
+ * (also split across chunks), a leading BOM, comments, one optional space
+ * after the colon, multi-line data joined with "\n", `id` without NUL, numeric
+ * `retry`, and events dispatched only at a blank line.
+ */
+export function createSSEParser(options: SSEParserOptions): SSEParser {
+  if (typeof options !== 'object' || options === null || typeof options.onEvent !== 'function') {
+    throw new TypeError('createSSEParser: pass an object with an onEvent function, e.g. createSSEParser({ onEvent(e) {} })');
+  }
+  const maxBufferSize = options.maxBufferSize ?? 8 * 1024 * 1024;
+  let pending = '';
+  let firstChunk = true;
+  let skipLineFeed = false;
+  let data: string[] = [];
+  let dataSize = 0;
+  let eventType = '';
+  let lastEventId: string | undefined;
+
+  function dispatch(): void {
+    if (data.length === 0) {
+      eventType = '';
+      return;
+    }
+    const event: SSEEvent = { event: eventType || 'message', data: data.join('\n'), id: lastEventId };
+    data = [];
+    dataSize = 0;
+    eventType = '';
+    options.onEvent(event);
+  }
+
+  function processLine(line: string): void {
+    if (line === '') return dispatch();
+    if (line.charCodeAt(0) === 58 /* : */) {
+      options.onComment?.(line.charCodeAt(1) === 32 ? line.slice(2) : line.slice(1));
+      return;
+    }
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? '' : line.slice(colon + 1);
+    if (value.charCodeAt(0) === 32) value = value.slice(1);
+    switch (field) {
+      case 'data':
+        dataSize += value.length + 1;
+        if (dataSize > maxBufferSize) throw new RangeError(`SSE event is larger than ${maxBufferSize} characters`);
+        data.push(value);
+        break;
+      case 'event':
+        eventType = value;
+        break;
+      case 'id':
+        if (!value.includes('\0')) lastEventId = value;
+        break;
+      case 'retry':
+        if (/^\d+$/.test(value)) options.onRetry?.(Number(value));
+        break;
+      default:
+        break; // unknown fields are ignored
+    }
+  }
+
+  return {
+    feed(chunk: string): void {
+      // An empty chunk must not clear a CR pending at the end of the last one.
+      if (chunk.length === 0) return;
+      if (firstChunk) {
+        firstChunk = false;
+        if (chunk.charCodeAt(0) === 0xfeff) chunk = chunk.slice(1);
+      }
+      let start = 0;
+      if (skipLineFeed && chunk.charCodeAt(0) === 10) start = 1;
+      skipLineFeed = false;
+      for (let i = start; i < chunk.length; i++) {
+        const code = chunk.charCodeAt(i);
+        if (code !== 10 && code !== 13) continue;
+        processLine(pending + chunk.slice(start, i));
+        pending = '';
+        if (code === 13) {
+          if (i + 1 === chunk.length) skipLineFeed = true;
+          else if (chunk.charCodeAt(i + 1) === 10) i++;
+        }
+        start = i + 1;
+      }
+      if (start < chunk.length) {
+        pending += chunk.slice(start);
+        if (pending.length > maxBufferSize) throw new RangeError(`SSE line is longer than ${maxBufferSize} characters`);
+      }
+    },
+    reset(): void {
+      // A reset starts a new stream (a reconnection), which may open with a BOM.
+      firstChunk = true;
+      pending = '';
+      data = [];
+      dataSize = 0;
+      eventType = '';
+      skipLineFeed = false;
+    },
+  };
+}
+
+/**
+ * Reads a fetch body as SSE events. Cancels the body when the consumer stops
+ * early (break, throw), so the connection is not leaked.
+ */
+export async function* readSSE(
+  body: ReadableStream<Uint8Array>,
+  options: Omit<SSEParserOptions, 'onEvent'> = {},
+): AsyncGenerator<SSEEvent> {
+  const queue: SSEEvent[] = [];
+  const parser = createSSEParser({ ...options, onEvent: (event) => queue.push(event) });
+  const reader = body.pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>).getReader();
+  let finished = false;
+  try {
+    while (true) {
+      const { done, value } = await reader.read();
+      if (done) {
+        finished = true;
+        return;
+      }
+      parser.feed(value);
+      while (queue.length > 0) yield queue.shift() as SSEEvent;
+    }
+  } finally {
+    if (!finished) await reader.cancel().catch(() => {});
+    reader.releaseLock();
+  }
+}

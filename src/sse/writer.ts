@@ -1,0 +1,99 @@
+import type { ServerResponse } from 'node:http';
+import { DONE_FRAME, formatComment, formatEvent } from './format.ts';
+
+export interface SSEWriterOptions {
+  /** Seconds between `: ping` comments on an idle stream; 0 turns them off. @defaultValue 15 */
+  pingInterval?: number | undefined;
+  /** Extra response headers (CORS, request id). */
+  headers?: Readonly<Record<string, string>> | undefined;
+}
+
+/**
+ * Writes one SSE response: headers flushed at once, one event per chunk,
+ * `: ping` while idle, and write backpressure honoured (a slow reader makes
+ * `send` wait for `drain`, so a stream never piles up in server memory).
+ */
+export class SSEWriter {
+  readonly #res: ServerResponse;
+  #timer: NodeJS.Timeout | undefined;
+  #wroteSincePing = false;
+  #ended = false;
+
+  constructor(res: ServerResponse, options: SSEWriterOptions = {}) {
+    this.#res = res;
+    res.statusCode = 200;
+    if (options.headers !== undefined) for (const name in options.headers) res.setHeader(name, options.headers[name] as string);
+    res.setHeader('Content-Type', 'text/event-stream');
+    res.setHeader('Cache-Control', 'no-cache');
+    res.setHeader('Connection', 'keep-alive');
+    // Tells nginx (and proxies that copy it) not to buffer the stream.
+    res.setHeader('X-Accel-Buffering', 'no');
+    res.flushHeaders();
+    const interval = options.pingInterval ?? 15;
+    if (interval > 0) {
+      this.#timer = setInterval(() => this.#ping(), interval * 1000);
+      this.#timer.unref();
+    }
+  }
+
+  /** False once the client is gone or the stream ended. */
+  get open(): boolean {
+    return !this.#ended && !this.#res.destroyed;
+  }
+
+  /** Sends one chunk as one event (`data:` lines); resolves when it may send the next. */
+  send(chunk: string, event?: string): Promise<void> {
+    return this.#write(formatEvent(chunk, event));
+  }
+
+  /** Ends the stream with `event: done` + `data: [DONE]`. */
+  done(): void {
+    this.#end(DONE_FRAME);
+  }
+
+  /** Ends the stream with `event: error` + `data: {"error", "code"}`. */
+  error(body: { error: string; code: string }): void {
+    this.#end(formatEvent(JSON.stringify(body), 'error'));
+  }
+
+  /** Ends the stream with a last frame of the caller's own (the typed event stream). */
+  end(frame?: string): void {
+    this.#end(frame);
+  }
+
+  #write(frame: string): Promise<void> {
+    if (!this.open) return Promise.resolve();
+    this.#wroteSincePing = true;
+    if (this.#res.write(frame)) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        this.#res.off('drain', done);
+        this.#res.off('close', done);
+        resolve();
+      };
+      this.#res.on('drain', done);
+      this.#res.on('close', done);
+    });
+  }
+
+  #ping(): void {
+    if (!this.open) return this.#stopPing();
+    // Only an idle stream needs a ping; one that is sending is kept open by its data.
+    if (!this.#wroteSincePing && this.#res.writableLength === 0) this.#res.write(formatComment('ping'));
+    this.#wroteSincePing = false;
+  }
+
+  #stopPing(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #end(frame: string | undefined): void {
+    this.#stopPing();
+    if (this.#ended) return;
+    this.#ended = true;
+    if (this.#res.destroyed) return;
+    if (frame === undefined) this.#res.end();
+    else this.#res.end(frame);
+  }
+}

@@ -1,0 +1,56 @@
+import { VersionConflictError } from '../errors.ts';
+import { Mailbox } from '../agent/mailbox.ts';
+import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
+
+/**
+ * Keeps records in this process's memory. The default storage of an Agent;
+ * lost when the process exits. Reads and writes copy, so a caller can never
+ * mutate what is stored.
+ */
+export class MemoryStorage implements Storage {
+  readonly #records = new Map<string, AgentRecord>();
+  readonly #locks = new Map<string, Mailbox>();
+
+  async load(agentId: string): Promise<AgentRecord | undefined> {
+    const record = this.#records.get(agentId);
+    return record === undefined ? undefined : structuredClone(record);
+  }
+
+  async commit(agentId: string, turn: TurnCommit): Promise<number> {
+    const record = this.#records.get(agentId);
+    const version = record?.version ?? 0;
+    if (version !== turn.expectedVersion) throw new VersionConflictError(agentId, turn.expectedVersion, version);
+    const appended = structuredClone(turn.append) as AgentRecord['messages'];
+    const state = structuredClone(turn.state);
+    if (record === undefined) {
+      this.#records.set(agentId, { state, messages: appended, version: 1 });
+      return 1;
+    }
+    record.state = state;
+    for (const message of appended) record.messages.push(message);
+    record.version = version + 1;
+    return record.version;
+  }
+
+  async head(agentId: string): Promise<number> {
+    return this.#records.get(agentId)?.version ?? 0;
+  }
+
+  /** Serializes turns of agent instances in this process that share one id. */
+  async lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+    let mailbox = this.#locks.get(agentId);
+    if (mailbox === undefined) {
+      mailbox = new Mailbox();
+      this.#locks.set(agentId, mailbox);
+    }
+    const release = await mailbox.acquire(signal);
+    return async () => {
+      release();
+      if (mailbox.size === 0) this.#locks.delete(agentId);
+    };
+  }
+
+  async delete(agentId: string): Promise<void> {
+    this.#records.delete(agentId);
+  }
+}

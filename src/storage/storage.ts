@@ -1,0 +1,46 @@
+import type { ChatMessage, JsonObject } from '../types.ts';
+
+/** What storage holds for one agent id. */
+export interface AgentRecord {
+  state: JsonObject;
+  messages: ChatMessage[];
+  /** Starts at 1 with the first commit and grows by one with each commit. */
+  version: number;
+}
+
+/** One completed turn: the new state, and the messages it adds to history. */
+export interface TurnCommit {
+  /** The version this turn started from (0 for an agent never stored). */
+  expectedVersion: number;
+  state: JsonObject;
+  /** Appended to history; never the whole history, so a write's cost does not grow with it. */
+  append: readonly ChatMessage[];
+}
+
+/** Releases a per-agent lock taken with `Storage.lock`. */
+export type Unlock = () => Promise<void>;
+
+/**
+ * Where agents keep state and history. Implementations: MemoryStorage,
+ * FileStorage, postgresStorage(pool), redisStorage(client).
+ *
+ * `commit` is compare-and-set on `version`: it throws VersionConflictError
+ * when the stored version is not `expectedVersion`, which fences out a writer
+ * that lost its lock. Backends shared by several processes also implement
+ * `lock` (serialize turns on one id across processes) and `head` (cheap check
+ * whether another process wrote a newer version).
+ */
+export interface Storage {
+  /** The whole record, or `undefined` for an agent never stored. */
+  load(agentId: string): Promise<AgentRecord | undefined>;
+  /** Writes one turn atomically and returns the new version. */
+  commit(agentId: string, turn: TurnCommit): Promise<number>;
+  /** The stored version (0 if none), without reading history. */
+  head?(agentId: string): Promise<number>;
+  /** Takes the cross-process lock for one agent id; resolves with its release. */
+  lock?(agentId: string, signal?: AbortSignal): Promise<Unlock>;
+  /** Forgets an agent. */
+  delete?(agentId: string): Promise<void>;
+  /** Releases what the storage holds open (file handles, timers); not the user's client. */
+  close?(): Promise<void>;
+}

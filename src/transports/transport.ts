@@ -1,0 +1,33 @@
+import type { JsonObject } from '../types.ts';
+
+export interface TransportCallOptions {
+  /** Aborts the remote call (the router passes the client's disconnect). */
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * A stream of reply chunks from a remote agent. `ready` settles once the
+ * remote has accepted the stream (its response headers arrived): it rejects
+ * with the same AgentRouterError the non-streaming call would, so the router
+ * can still answer with a JSON status before it commits to SSE.
+ */
+export interface ChunkStream extends AsyncIterable<string> {
+  readonly ready: Promise<void>;
+}
+
+/**
+ * A registry target that lives elsewhere. The router forwards every request
+ * for such an id through it; failures are AgentRouterErrors carrying the
+ * status to answer (a relayed 4xx, 502 for a failing remote, 504 on timeout).
+ */
+export interface AgentTransport {
+  chat(agentId: string, message: string, options?: TransportCallOptions): Promise<string>;
+  stream(agentId: string, message: string, options?: TransportCallOptions): ChunkStream;
+  invoke(agentId: string, method: string, params?: unknown, options?: TransportCallOptions): Promise<unknown>;
+  state(agentId: string, options?: TransportCallOptions): Promise<JsonObject>;
+}
+
+/** A registry target is local (an Agent class) when it is a function, remote otherwise. */
+export function isTransport(target: unknown): target is AgentTransport {
+  return typeof target === 'object' && target !== null && typeof (target as AgentTransport).chat === 'function';
+}

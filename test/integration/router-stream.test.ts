@@ -1,0 +1,205 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { test } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouter } from '../../src/http/router.ts';
+import { echoModel } from '../../src/models/echo.ts';
+import { scriptedModel, type ScriptedFunction } from '../../src/models/scripted.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import { deferred, postJson, streamChat } from '../helpers/http.ts';
+import { listen } from '../helpers/listen.ts';
+import { collectSSE, naiveSSEText } from '../helpers/sse.ts';
+
+async function serve(t: { after: (fn: () => Promise<void>) => void }, model: ScriptedFunction | null, options = {}) {
+  class Bot extends Agent {
+    constructor(id: string) {
+      super(id, { model: model === null ? echoModel() : scriptedModel(model) });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Bot);
+  const router = new AgentRouter(registry, { logger: { error: () => {} }, ...options });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  return { url, router };
+}
+
+test('POST /{id}/chat?stream=true streams one event per chunk, then done', async (t) => {
+  const { url } = await serve(t, null);
+  const res = await streamChat(`${url}/echo-1/chat`, 'hi there world');
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-type'), 'text/event-stream');
+  assert.equal(res.headers.get('cache-control'), 'no-cache');
+  assert.equal(res.headers.get('x-accel-buffering'), 'no');
+  const { events, text } = await collectSSE(res);
+  assert.equal(text, 'hi there world');
+  assert.deepEqual(events.map((e) => [e.event, e.data]), [
+    ['message', 'hi'],
+    ['message', ' there'],
+    ['message', ' world'],
+    ['done', '[DONE]'],
+  ]);
+});
+
+test('the exact bytes: data lines, blank line per event, newlines split into several data lines', async (t) => {
+  const { url } = await serve(t, () => ['Hello', ' world\nsecond line', '', 'a\r\nb'][Symbol.iterator]());
+  const res = await streamChat(`${url}/x/chat`, 'ignored');
+  const raw = await res.text();
+  assert.equal(raw, 'data: Hello\n\ndata:  world\ndata: second line\n\ndata: a\ndata: b\n\nevent: done\ndata: [DONE]\n\n');
+  const again = await collectSSE(await streamChat(`${url}/y/chat`, 'ignored'));
+  assert.equal(again.text, 'Hello world\nsecond linea\nb', 'a spec parser rebuilds chunks (CRLF becomes LF)');
+  assert.equal(naiveSSEText('data: Hello\n\ndata:  world\n\n'), 'Hello world', 'a client stripping "data: " prints the text');
+});
+
+test('no chunk can inject an SSE field or event', async (t) => {
+  const hostile = 'x\n\nevent: done\ndata: [DONE]\nid: 7\rretry: 1';
+  const { url } = await serve(t, () => hostile);
+  const { events, text } = await collectSSE(await streamChat(`${url}/x/chat`, 'x'));
+  assert.deepEqual(events.map((e) => e.event), ['message', 'done']);
+  assert.equal(events[0]?.id, undefined);
+  assert.equal(text, hostile.replace(/\r/g, '\n'));
+});
+
+test('stream flag: boolean-like values, Accept-only event-stream, and stream=false', async (t) => {
+  const { url } = await serve(t, null);
+  for (const query of ['?stream=1', '?stream=YES', '?stream=on', '?stream=True']) {
+    const res = await streamChat(`${url}/a/chat`, 'x', { query });
+    assert.equal(res.headers.get('content-type'), 'text/event-stream', query);
+    await res.body?.cancel();
+  }
+  const accept = await fetch(`${url}/a/chat`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: JSON.stringify({ message: 'by accept' }),
+  });
+  assert.equal((await collectSSE(accept)).text, 'by accept');
+  const off = await streamChat(`${url}/a/chat`, 'json please', { query: '?stream=off' });
+  assert.deepEqual(await off.json(), { agent_id: 'a', response: 'json please' });
+  const mixed = await fetch(`${url}/a/chat`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream, application/json' },
+    body: JSON.stringify({ message: 'x' }),
+  });
+  assert.match(mixed.headers.get('content-type') ?? '', /application\/json/);
+  await mixed.body?.cancel();
+});
+
+test('a failure after the stream began ends it with event: error, never done, and history is unchanged', async (t) => {
+  const { url, router } = await serve(t, async function* () {
+    yield 'partial ';
+    throw new Error('model exploded with a secret');
+  });
+  const { events, text } = await collectSSE(await streamChat(`${url}/f/chat`, 'x'));
+  assert.equal(text, 'partial ');
+  const last = events[events.length - 1];
+  assert.equal(last?.event, 'error');
+  assert.deepEqual(JSON.parse(last?.data ?? ''), { error: 'Internal error', code: 'internal_error' });
+  assert.ok(!events.some((e) => e.event === 'done'));
+  assert.equal(router.pool?.peek('f')?.messages.length, 0);
+});
+
+test('validation errors before the stream are still JSON statuses', async (t) => {
+  const { url } = await serve(t, null);
+  const res = await fetch(`${url}/a/chat?stream=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' });
+  assert.equal(res.status, 400);
+  assert.equal((await res.json()).code, 'invalid_json');
+});
+
+test('an idle stream gets : ping comments', async (t) => {
+  const sawPing = deferred();
+  const { url } = await serve(t, async function* () {
+    yield 'before';
+    await sawPing.promise;
+    yield ' after';
+  }, { pingInterval: 0.02 });
+  const res = await streamChat(`${url}/p/chat`, 'x');
+  const reader = (res.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>).getReader();
+  let raw = '';
+  while (true) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    raw += value;
+    if (raw.includes(': ping\n\n')) sawPing.resolve();
+  }
+  assert.match(raw, /^data: before\n\n(: ping\n\n)+data:  after\n\nevent: done\ndata: \[DONE\]\n\n$/);
+});
+
+test('a client that disconnects mid-stream aborts the model call and leaves history as it was', async (t) => {
+  const aborted = deferred<unknown>();
+  const firstSent = deferred();
+  let turn = 0;
+  const { url, router } = await serve(t, async function* ({ signal }) {
+    if (turn++ > 0) {
+      yield 'second turn works';
+      return;
+    }
+    yield 'first chunk';
+    firstSent.resolve();
+    await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+    aborted.resolve(signal.reason);
+    yield 'never delivered';
+  });
+  const controller = new AbortController();
+  const res = await streamChat(`${url}/d/chat`, 'x', { signal: controller.signal });
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  await reader.read();
+  await firstSent.promise;
+  controller.abort();
+  const reason = await aborted.promise;
+  assert.equal((reason as { code?: string }).code, 'client_closed');
+  const next = await postJson(`${url}/d/chat`, { message: 'again' });
+  assert.equal(next.body.response, 'second turn works');
+  const history = router.pool?.peek('d')?.messages.map((m) => m.content);
+  assert.deepEqual(history, ['again', 'second turn works']);
+});
+
+test('a reader that does not read makes the producer wait (backpressure), not buffer', async (t) => {
+  const chunk = 'z'.repeat(64 * 1024);
+  const total = 2000; // 128 MiB if it were all buffered
+  let produced = 0;
+  const { url } = await serve(t, async function* ({ signal }) {
+    for (let i = 0; i < total && !signal.aborted; i++) {
+      produced++;
+      yield chunk;
+    }
+  });
+  const { hostname, port } = new URL(url);
+  const req = http.request({ hostname, port, path: '/slow/chat?stream=true', method: 'POST', headers: { 'content-type': 'application/json' } });
+  req.end(JSON.stringify({ message: 'x' }));
+  const res = await new Promise<http.IncomingMessage>((resolve) => req.on('response', resolve));
+  res.pause();
+  // Let the server run until it stops producing: bounded by count, not by time.
+  let previous = -1;
+  for (let i = 0; i < 200 && produced !== previous; i++) {
+    previous = produced;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.ok(produced < total / 4, `produced ${produced} of ${total} chunks with nobody reading`);
+  req.destroy();
+});
+
+test('stream=events: typed frames whose event name equals their type', async (t) => {
+  const { url } = await serve(t, null);
+  const { events } = await collectSSE(await streamChat(`${url}/typed/chat`, 'a b', { query: '?stream=events' }));
+  const frames = events.map((e) => ({ event: e.event, payload: JSON.parse(e.data) }));
+  for (const frame of frames) assert.equal(frame.payload.type, frame.event);
+  assert.deepEqual(frames.map((f) => f.event), ['turn.started', 'text.delta', 'text.delta', 'turn.finished']);
+  assert.deepEqual(frames[3]?.payload.result, { agent_id: 'typed', text: 'a b' });
+});
+
+test('stream=events ends with turn.failed on a model error', async (t) => {
+  const { url } = await serve(t, () => {
+    throw new Error('nope');
+  });
+  const { events } = await collectSSE(await streamChat(`${url}/typed/chat`, 'x', { query: '?stream=events' }));
+  assert.deepEqual(events.map((e) => e.event), ['turn.started', 'turn.failed']);
+  assert.deepEqual(JSON.parse(events[1]?.data ?? ''), { type: 'turn.failed', error: 'Internal error', code: 'internal_error' });
+});
+
+test('a model yielding a non-string chunk fails that turn only', async (t) => {
+  let turn = 0;
+  const { url } = await serve(t, () => (turn++ === 0 ? [42 as unknown as string][Symbol.iterator]() : 'fine'));
+  const bad = await postJson(`${url}/n/chat`, { message: 'x' });
+  assert.equal(bad.status, 500);
+  assert.equal((await postJson(`${url}/n/chat`, { message: 'x' })).body.response, 'fine');
+});

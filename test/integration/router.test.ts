@@ -1,0 +1,336 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { test } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouter } from '../../src/http/router.ts';
+import { echoModel } from '../../src/models/echo.ts';
+import { scriptedModel } from '../../src/models/scripted.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import { MemoryStorage } from '../../src/storage/memory.ts';
+import { deferred, getJson, postJson } from '../helpers/http.ts';
+import { listen } from '../helpers/listen.ts';
+
+class Counter extends Agent<{ count: number; log: string[] }> {
+  static override actions = ['increment', 'add', 'reset', 'explode'];
+  constructor(id: string) {
+    super(id, { model: echoModel(), storage: new MemoryStorage(), initialState: { count: 0, log: [] } });
+  }
+  async increment({ by = 1 }: { by?: number } = {}): Promise<number> {
+    await this.setState({ count: this.state.count + by });
+    return this.state.count;
+  }
+  async add(a: number, b: number): Promise<number> {
+    return a + b;
+  }
+  async reset(): Promise<null> {
+    await this.setState({ count: 0 });
+    return null;
+  }
+  async explode(): Promise<never> {
+    await this.setState({ count: -999 });
+    throw new Error('secret database password in this message');
+  }
+  notAnAction(): string {
+    return 'should never be reachable';
+  }
+}
+
+function registryRouter(options: ConstructorParameters<typeof AgentRouter>[1] = {}) {
+  const registry = new AgentRegistry();
+  registry.register('counter-[0-9]+', Counter);
+  return new AgentRouter(registry, { logger: { error: () => {} }, ...options });
+}
+
+test('single agent: chat, invoke, state and the generic envelope', async (t) => {
+  const agent = new Counter('solo');
+  const { url, close } = await listen(new AgentRouter(agent).toRequestListener());
+  t.after(close);
+
+  assert.deepEqual((await postJson(`${url}/chat`, { message: 'hello there' })).body, { agent_id: 'solo', response: 'hello there' });
+  assert.deepEqual((await postJson(`${url}/invoke`, { method: 'increment', params: { by: 2 } })).body, { agent_id: 'solo', result: 2 });
+  assert.deepEqual((await getJson(`${url}/state`)).body, { agent_id: 'solo', state: { count: 2, log: [] } });
+  assert.deepEqual((await postJson(`${url}/`, { message: 'default is chat' })).body, { agent_id: 'solo', response: 'default is chat' });
+  assert.deepEqual((await postJson(`${url}/`, { action: 'invoke', payload: { method: 'increment' } })).body, { agent_id: 'solo', result: 3 });
+  assert.deepEqual((await postJson(`${url}/`, { action: 'state' })).body, { agent_id: 'solo', state: { count: 3, log: [] } });
+  assert.deepEqual(agent.messages.map((m) => m.content), ['hello there', 'hello there', 'default is chat', 'default is chat']);
+});
+
+test('single agent under a prefix; other paths are not the router\'s', async (t) => {
+  const router = new AgentRouter(new Counter('solo'), { prefix: '/bot/' });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  assert.equal((await postJson(`${url}/bot/chat`, { message: 'hi' })).body.response, 'hi');
+  assert.equal((await postJson(`${url}/bot`, { action: 'state' })).status, 200);
+  const miss = await postJson(`${url}/botx/chat`, { message: 'hi' });
+  assert.equal(miss.status, 404);
+  assert.equal(miss.body.code, 'not_found');
+});
+
+test('registry: one live instance per id keeps state and history across requests', async (t) => {
+  const router = registryRouter({ prefix: '/agents' });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const base = `${url}/agents/counter-1`;
+  assert.deepEqual((await postJson(`${base}/invoke`, { method: 'increment', params: { by: 5 } })).body, { agent_id: 'counter-1', result: 5 });
+  assert.deepEqual((await postJson(`${base}/invoke`, { payload: { method: 'increment', params: { by: 5 } } })).body.result, 10);
+  assert.deepEqual((await postJson(`${base}/invoke`, { method: 'add', params: [2, 3] })).body.result, 5);
+  assert.deepEqual((await postJson(`${base}/invoke`, { method: 'reset' })).body, { agent_id: 'counter-1', result: null });
+  assert.deepEqual((await postJson(`${base}/invoke`, { method: 'increment' })).body.result, 1);
+  assert.deepEqual((await getJson(`${base}/state`)).body, { agent_id: 'counter-1', state: { count: 1, log: [] } });
+  assert.deepEqual((await getJson(`${url}/agents/counter-2/state`)).body.state, { count: 0, log: [] });
+  assert.equal((await postJson(`${base}/chat`, { message: 'one' })).body.response, 'one');
+  assert.equal((await postJson(base, { action: 'chat', message: 'two' })).body.response, 'two');
+  assert.equal(router.pool?.peek('counter-1')?.messages.length, 4);
+});
+
+test('error rows of DESIGN.md answer JSON {error, code} with their status', async (t) => {
+  const logged: unknown[] = [];
+  const router = registryRouter({ bodyLimit: 1024, logger: { error: (_m, e) => logged.push(e) } });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const cases: Array<[string, Promise<{ status: number; body: any; headers: Headers }>, number, string]> = [
+    ['invalid JSON', postJson(`${url}/counter-1/chat`, '{"message": '), 400, 'invalid_json'],
+    ['missing message', postJson(`${url}/counter-1/chat`, {}), 400, 'missing_message'],
+    ['non-string message', postJson(`${url}/counter-1/chat`, { message: 42 }), 400, 'missing_message'],
+    ['body not an object', postJson(`${url}/counter-1/chat`, '[1,2]'), 400, 'invalid_body'],
+    ['unknown generic action', postJson(`${url}/counter-1`, { action: 'delete' }), 400, 'unknown_action'],
+    ['invoke without method', postJson(`${url}/counter-1/invoke`, { params: {} }), 400, 'missing_method'],
+    ['unknown id', postJson(`${url}/nobody/chat`, { message: 'x' }), 404, 'agent_not_found'],
+    ['unknown path', postJson(`${url}/counter-1/delete`, {}), 404, 'not_found'],
+    ['unknown method', postJson(`${url}/counter-1/invoke`, { method: 'nope' }), 404, 'unknown_method'],
+    ['unlisted method', postJson(`${url}/counter-1/invoke`, { method: 'notAnAction' }), 404, 'unknown_method'],
+    ['constructor', postJson(`${url}/counter-1/invoke`, { method: 'constructor' }), 404, 'unknown_method'],
+    ['setState', postJson(`${url}/counter-1/invoke`, { method: 'setState', params: { count: 1e9 } }), 404, 'unknown_method'],
+    ['chat via invoke', postJson(`${url}/counter-1/invoke`, { method: 'chat', params: ['x'] }), 404, 'unknown_method'],
+    ['__proto__', postJson(`${url}/counter-1/invoke`, { method: '__proto__' }), 404, 'unknown_method'],
+    ['wrong content type', postJson(`${url}/counter-1/chat`, 'message=hi', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type'],
+    ['body over the limit', postJson(`${url}/counter-1/chat`, { message: 'x'.repeat(2000) }), 413, 'body_too_large'],
+    ['action throws', postJson(`${url}/counter-1/invoke`, { method: 'explode' }), 500, 'internal_error'],
+    ['bad stream flag', postJson(`${url}/counter-1/chat?stream=maybe`, { message: 'x' }), 400, 'bad_query'],
+  ];
+  for (const [name, reply, status, code] of cases) {
+    const { status: got, body, headers } = await reply;
+    assert.equal(got, status, name);
+    assert.equal(body.code, code, name);
+    assert.equal(typeof body.error, 'string', name);
+    assert.match(headers.get('content-type') ?? '', /^application\/json/, name);
+  }
+  const failed = await postJson(`${url}/counter-1/invoke`, { method: 'explode' });
+  assert.deepEqual(failed.body, { error: 'Internal error', code: 'internal_error' });
+  assert.equal(logged.length, 2, 'each 500 is logged with its details');
+  assert.match(String(logged[0]), /secret database password/);
+  assert.deepEqual((await getJson(`${url}/counter-1/state`)).body.state, { count: 0, log: [] }, 'a failed action changes nothing');
+});
+
+test('405 carries Allow', async (t) => {
+  const { url, close } = await listen(registryRouter().toRequestListener());
+  t.after(close);
+  const get = await fetch(`${url}/counter-1/chat`);
+  assert.equal(get.status, 405);
+  assert.equal(get.headers.get('allow'), 'POST');
+  assert.equal((await get.json()).code, 'method_not_allowed');
+  const post = await fetch(`${url}/counter-1/state`, { method: 'POST' });
+  assert.equal(post.status, 405);
+  assert.equal(post.headers.get('allow'), 'GET');
+  await post.body?.cancel();
+});
+
+test('bad agent ids are refused with 400 before any lookup', async (t) => {
+  const seen: string[] = [];
+  const registry = new AgentRegistry();
+  class Spy extends Agent {
+    constructor(id: string) {
+      seen.push(id);
+      super(id, { model: echoModel() });
+    }
+  }
+  registry.register('.*', Spy);
+  const { url, close } = await listen(new AgentRouter(registry, { maxIdLength: 20 }).toRequestListener());
+  t.after(close);
+  for (const segment of ['%2e%2e', '%2E', '..', 'a%2Fb', 'a%00b', 'tab%09', '%E0%A4%A', 'x'.repeat(21), '%7F']) {
+    const reply = await raw(url, 'GET', `/${segment}/state`);
+    assert.equal(reply.status, 400, segment);
+    assert.equal(JSON.parse(reply.body).code, 'bad_agent_id', segment);
+  }
+  assert.equal((await raw(url, 'GET', '//state')).status, 400, 'empty id');
+  assert.deepEqual(seen, []);
+  const ok = await getJson(`${url}/caf%C3%A9%20au%20lait/state`);
+  assert.equal(ok.body.agent_id, 'café au lait', 'decoded exactly once');
+  assert.equal((await getJson(`${url}/100%2525/state`)).body.agent_id, '100%25');
+});
+
+test('413 from content-length before reading and while reading a chunked body', async (t) => {
+  const { url, close } = await listen(registryRouter({ bodyLimit: 100 }).toRequestListener());
+  t.after(close);
+  const declared = await raw(url, 'POST', '/counter-1/chat', 'x'.repeat(101), { 'content-type': 'application/json' });
+  assert.equal(declared.status, 413);
+  const chunked = await new Promise<number>((resolve, reject) => {
+    const req = http.request(`${url}/counter-1/chat`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.write('{"message": "');
+    req.write('y'.repeat(200));
+    req.end('"}');
+  });
+  assert.equal(chunked, 413);
+});
+
+test('keys that could reach a prototype are dropped from wire JSON', async (t) => {
+  let received: unknown;
+  class Probe extends Agent {
+    static override actions = ['take'];
+    take(params: Record<string, unknown>): string {
+      received = params;
+      const target: Record<string, unknown> = {};
+      Object.assign(target, params);
+      return String(({} as Record<string, unknown>)['polluted']);
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Probe);
+  const { url, close } = await listen(new AgentRouter(registry).toRequestListener());
+  t.after(close);
+  const reply = await postJson(`${url}/p/invoke`, '{"method":"take","params":{"a":1,"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}}}}');
+  assert.equal(reply.body.result, 'undefined');
+  assert.deepEqual(received, { a: 1 });
+});
+
+test('handle() resolves false for foreign paths so a host app can fall through', async (t) => {
+  const router = registryRouter({ prefix: '/agents' });
+  const { url, close } = await listen((req, res) => {
+    router.handle(req, res).then((handled) => {
+      if (!handled) res.end('host app');
+    });
+  });
+  t.after(close);
+  assert.equal(await (await fetch(`${url}/health`)).text(), 'host app');
+  assert.equal(await (await fetch(`${url}/agents`)).text(), 'host app');
+  assert.equal(await (await fetch(`${url}/agents/counter-1/unknown`)).text(), 'host app');
+  assert.equal((await getJson(`${url}/agents/counter-1/state`)).status, 200);
+});
+
+test('GET state does not wait behind a running turn and shows only committed state', async (t) => {
+  const release = deferred();
+  const started = deferred();
+  class Slow extends Agent<{ n: number }> {
+    static override actions = ['bump'];
+    constructor(id: string) {
+      super(id, { model: echoModel(), initialState: { n: 0 } });
+    }
+    async bump(): Promise<number> {
+      await this.setState({ n: 1 });
+      started.resolve();
+      await release.promise;
+      return this.state.n;
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Slow);
+  const { url, close } = await listen(new AgentRouter(registry).toRequestListener());
+  t.after(close);
+  const bump = postJson(`${url}/s/invoke`, { method: 'bump' });
+  await started.promise;
+  assert.deepEqual((await getJson(`${url}/s/state`)).body.state, { n: 0 });
+  release.resolve();
+  assert.equal((await bump).body.result, 1);
+  assert.deepEqual((await getJson(`${url}/s/state`)).body.state, { n: 1 });
+});
+
+test('20 concurrent chats on one id run one at a time, each seeing a consistent history', async (t) => {
+  class Recorder extends Agent {
+    constructor(id: string) {
+      super(id, {
+        model: scriptedModel(async function* ({ messages }) {
+          const last = messages[messages.length - 1]?.content ?? '';
+          yield `saw ${messages.length - 1} before `;
+          await new Promise((resolve) => setImmediate(resolve));
+          yield last;
+        }),
+      });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Recorder);
+  const router = new AgentRouter(registry);
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const replies = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => postJson(`${url}/shared/chat`, { message: `m${i}` })),
+  );
+  const seen = replies.map((r) => Number(/saw (\d+)/.exec(r.body.response)?.[1])).sort((a, b) => a - b);
+  assert.deepEqual(seen, Array.from({ length: 20 }, (_, i) => i * 2));
+  const history = router.pool?.peek('shared')?.messages ?? [];
+  assert.equal(history.length, 40);
+  for (let i = 0; i < 40; i += 2) {
+    assert.equal(history[i]?.role, 'user');
+    assert.equal(history[i + 1]?.role, 'assistant');
+    assert.equal(history[i + 1]?.content, `saw ${i} before ${history[i]?.content}`);
+  }
+});
+
+test('a turn over turnTimeout is aborted with 504 and changes nothing', async (t) => {
+  class Hang extends Agent {
+    constructor(id: string) {
+      super(id, {
+        model: scriptedModel(({ signal }) => new Promise<string>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)))),
+      });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Hang);
+  const router = new AgentRouter(registry, { turnTimeout: 0.05, logger: { error: () => {} } });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const reply = await postJson(`${url}/h/chat`, { message: 'hi' });
+  assert.equal(reply.status, 504);
+  assert.equal(reply.body.code, 'turn_timeout');
+  assert.equal(router.pool?.peek('h')?.messages.length, 0);
+});
+
+test('authorize: false is 403, a thrown 401 is 401, and the agent is never touched', async (t) => {
+  const created: string[] = [];
+  const registry = new AgentRegistry();
+  class Tracked extends Agent {
+    constructor(id: string) {
+      created.push(id);
+      super(id, { model: echoModel() });
+    }
+  }
+  registry.register('.*', Tracked);
+  const router = new AgentRouter(registry, {
+    authorize: (req, { agentId, action }) => {
+      const user = req.headers['x-user'];
+      if (user === undefined) throw Object.assign(new Error('Log in first'), { status: 401 });
+      return agentId === `user-${user}` && action !== 'invoke';
+    },
+  });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const anonymous = await postJson(`${url}/user-1/chat`, { message: 'x' });
+  assert.equal(anonymous.status, 401);
+  assert.deepEqual(anonymous.body, { error: 'Log in first', code: 'unauthorized' });
+  const other = await postJson(`${url}/user-2/chat`, { message: 'x' }, { 'x-user': '1' });
+  assert.equal(other.status, 403);
+  assert.equal(other.body.code, 'forbidden');
+  const viaEnvelope = await postJson(`${url}/user-1`, { action: 'invoke', payload: { method: 'x' } }, { 'x-user': '1' });
+  assert.equal(viaEnvelope.status, 403, 'the envelope is authorized as the action it carries');
+  assert.deepEqual(created, []);
+  assert.equal((await postJson(`${url}/user-1/chat`, { message: 'mine' }, { 'x-user': '1' })).body.response, 'mine');
+});
+
+/** A request with a raw path (fetch would normalize dot segments) and a text reply. */
+function raw(url: string, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const { hostname, port } = new URL(url);
+    const req = http.request({ hostname, port, path, method, headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}

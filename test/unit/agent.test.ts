@@ -1,0 +1,180 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { Mailbox } from '../../src/agent/mailbox.ts';
+import { echoModel } from '../../src/models/echo.ts';
+import { scriptedModel } from '../../src/models/scripted.ts';
+import { MemoryStorage } from '../../src/storage/memory.ts';
+
+class Counter extends Agent<{ count: number }> {
+  static override actions = ['increment', 'fail', 'pair'];
+  constructor(id: string, storage = new MemoryStorage()) {
+    super(id, { model: echoModel(), storage, initialState: { count: 0 } });
+  }
+  async increment({ by = 1 }: { by?: number } = {}): Promise<number> {
+    await this.setState((s) => ({ count: s.count + by }));
+    return this.state.count;
+  }
+  async fail(): Promise<void> {
+    await this.setState({ count: 1000 });
+    throw new Error('after setState');
+  }
+  pair(a: unknown, b: unknown): unknown[] {
+    return [a, b];
+  }
+}
+
+test('constructor arguments are checked with messages that teach the fix', () => {
+  assert.throws(() => new Agent('' as string), /first argument is the agent id/);
+  assert.throws(() => new Agent(42 as unknown as string), /first argument is the agent id/);
+  assert.throws(() => new Agent('x', null as never), /second argument is an options object/);
+  assert.throws(() => new Agent('x', { initialState: [] as never }), /state must be a plain object/);
+});
+
+test('initialState is copied: instances never share a state object', async () => {
+  const initialState = { nested: { n: 1 } };
+  const a = new Agent('a', { initialState });
+  const b = new Agent('b', { initialState });
+  assert.notEqual(a.state, b.state);
+  assert.notEqual(a.state['nested'], initialState.nested);
+  await a.setState({ nested: { n: 2 } });
+  assert.deepEqual(b.state, { nested: { n: 1 } });
+});
+
+test('actions: object params are one argument, arrays are positional, absent is none', async () => {
+  const counter = new Counter('c');
+  assert.equal(await counter.invoke('increment', { by: 3 }), 3);
+  assert.equal(await counter.invoke('increment'), 4);
+  assert.deepEqual(await counter.invoke('pair', [1, 'two']), [1, 'two']);
+  await assert.rejects(counter.invoke('setState', { count: 1 }), { code: 'unknown_method', status: 404 });
+  await assert.rejects(counter.invoke('toString'), { code: 'unknown_method' });
+});
+
+test('a turn that throws leaves state and storage as they were', async () => {
+  const storage = new MemoryStorage();
+  const counter = new Counter('c', storage);
+  await counter.invoke('increment', { by: 2 });
+  await assert.rejects(counter.invoke('fail'), /after setState/);
+  assert.deepEqual(counter.state, { count: 2 });
+  assert.deepEqual((await storage.load('c'))?.state, { count: 2 });
+  assert.equal(counter.version, 1);
+});
+
+test('setState outside a turn is a turn of its own and is stored', async () => {
+  const storage = new MemoryStorage();
+  const counter = new Counter('c', storage);
+  await counter.setState({ count: 9 });
+  assert.deepEqual((await storage.load('c'))?.state, { count: 9 });
+  await assert.rejects(counter.setState(null as never), /state must be a plain object/);
+});
+
+test('a new instance loads state and history from storage', async () => {
+  const storage = new MemoryStorage();
+  const first = new Counter('c', storage);
+  await first.chat('hello');
+  await first.invoke('increment');
+  const second = new Counter('c', storage);
+  assert.deepEqual(await second.snapshot(), { count: 1 });
+  assert.deepEqual(second.messages.map((m) => `${m.role}:${m.content}`), ['user:hello', 'assistant:hello']);
+});
+
+test('an instance catches up when another instance wrote a newer version', async () => {
+  const storage = new MemoryStorage();
+  const a = new Counter('c', storage);
+  const b = new Counter('c', storage);
+  await a.invoke('increment');
+  await b.invoke('increment'); // b loads version 1 before its turn, so it does not conflict
+  assert.deepEqual(await a.snapshot(), { count: 2 });
+  assert.equal(await a.invoke('increment'), 3);
+  assert.equal(a.version, 3);
+});
+
+test('chat without a model fails clearly', async () => {
+  const agent = new Agent('x');
+  await assert.rejects(agent.chat('hi'), { code: 'no_model', message: /has no model/ });
+});
+
+test('usage reported by a model is kept with the assistant message', async () => {
+  const agent = new Agent('u', {
+    model: scriptedModel(() => ['a', { usage: { inputTokens: 3, outputTokens: 1 } }, 'b'][Symbol.iterator]()),
+  });
+  assert.equal(await agent.chat('q'), 'ab');
+  assert.deepEqual(agent.messages[1], { role: 'assistant', content: 'ab', usage: { inputTokens: 3, outputTokens: 1 } });
+});
+
+test('the model gets the system prompt and the history with the new message last', async () => {
+  const seen: unknown[] = [];
+  const agent = new Agent('s', {
+    system: 'Be brief.',
+    model: scriptedModel(({ system, messages }) => {
+      seen.push({ system, messages: messages.map((m) => m.content) });
+      return 'ok';
+    }),
+  });
+  await agent.chat('one');
+  await agent.chat('two');
+  assert.deepEqual(seen, [
+    { system: 'Be brief.', messages: ['one'] },
+    { system: 'Be brief.', messages: ['one', 'ok', 'two'] },
+  ]);
+});
+
+test('a turn aborted before it starts never runs', async () => {
+  let calls = 0;
+  const agent = new Agent('a', { model: scriptedModel(() => (calls++, 'x')) });
+  const controller = new AbortController();
+  controller.abort(new Error('gone'));
+  await assert.rejects(agent.chat('hi', { signal: controller.signal }), /gone/);
+  assert.equal(calls, 0);
+  assert.equal(agent.busy, false);
+});
+
+test('stopping a stream early aborts the model and commits nothing', async () => {
+  let sawAbort = false;
+  const agent = new Agent('a', {
+    model: scriptedModel(async function* ({ signal }) {
+      signal.addEventListener('abort', () => (sawAbort = true));
+      yield 'one';
+      yield 'two';
+    }),
+  });
+  for await (const chunk of agent.stream('hi')) {
+    assert.equal(chunk, 'one');
+    break;
+  }
+  assert.equal(sawAbort, true);
+  assert.equal(agent.messages.length, 0);
+  assert.equal(agent.busy, false);
+});
+
+test('Mailbox runs holders one at a time in arrival order', async () => {
+  const mailbox = new Mailbox();
+  const order: number[] = [];
+  await Promise.all([1, 2, 3].map(async (n) => {
+    const release = await mailbox.acquire();
+    order.push(n);
+    await new Promise((resolve) => setImmediate(resolve));
+    order.push(-n);
+    release();
+  }));
+  assert.deepEqual(order, [1, -1, 2, -2, 3, -3]);
+  assert.equal(mailbox.size, 0);
+});
+
+test('echoModel chunks concatenate to the message, whitespace included', async () => {
+  const chunks: string[] = [];
+  const signal = new AbortController().signal;
+  for await (const chunk of echoModel().stream({ system: undefined, messages: [{ role: 'user', content: '  two  words \n' }], signal })) {
+    chunks.push(chunk as string);
+  }
+  assert.equal(chunks.join(''), '  two  words \n');
+  assert.deepEqual(chunks, ['  two', '  words', ' \n']);
+});
+
+test('scriptedModel uses replies in turn and fails past the end', async () => {
+  const agent = new Agent('s', { model: scriptedModel(['first', ['sec', 'ond']]) });
+  assert.equal(await agent.chat('a'), 'first');
+  assert.equal(await agent.chat('b'), 'second');
+  await assert.rejects(agent.chat('c'), /only 2 replies/);
+  assert.throws(() => scriptedModel('nope' as never), /array of replies or a function/);
+});

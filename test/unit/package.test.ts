@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import * as library from '../../src/index.ts';
+
+const root = process.cwd();
+
+/** The public surface: changing it is a decision, so it is spelled out here. */
+const RUNTIME_EXPORTS = [
+  'Agent',
+  'AgentNotFoundError',
+  'AgentPool',
+  'AgentRegistry',
+  'AgentRouter',
+  'AgentRouterError',
+  'MemoryStorage',
+  'UpstreamError',
+  'VersionConflictError',
+  'createSSEParser',
+  'echoModel',
+  'isAgentRouterError',
+  'isTransport',
+  'readSSE',
+  'scriptedModel',
+];
+
+test('src/index.ts exports exactly the public surface', () => {
+  assert.deepEqual(Object.keys(library).sort(), [...RUNTIME_EXPORTS].sort());
+});
+
+test('src/index.ts holds named re-exports only', () => {
+  const source = readFileSync(path.join(root, 'src/index.ts'), 'utf8');
+  for (const line of source.split('\n')) {
+    if (line.trim() === '' || line.startsWith('//')) continue;
+    assert.match(line, /^export (type )?\{ [^}]+ \} from '\.\/[\w/-]+\.ts';$/, line);
+  }
+});
+
+test('package.json has no runtime dependencies', () => {
+  const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+  assert.equal(pkg.dependencies, undefined);
+  assert.equal(pkg.peerDependencies, undefined);
+  assert.equal(pkg.optionalDependencies, undefined);
+  assert.equal(pkg.type, 'module');
+  assert.match(pkg.engines.node, />=20/);
+});
+
+test('the built library imports nothing but node: modules and its own files', () => {
+  const out = mkdtempSync(path.join(tmpdir(), 'agent-router-dist-'));
+  try {
+    execFileSync(path.join(root, 'node_modules/.bin/tsc'), ['-p', 'scripts/tsconfig.build.json', '--outDir', out], { cwd: root });
+    const files = readdirSync(out, { recursive: true }).map(String).filter((f) => f.endsWith('.js'));
+    assert.ok(files.includes('index.js'));
+    for (const file of files) {
+      const code = readFileSync(path.join(out, file), 'utf8');
+      const specifiers = [...code.matchAll(/(?:^|\s)(?:import|export)\b[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/gm)]
+        .map((m) => m[1] ?? m[2] ?? '');
+      for (const specifier of specifiers) {
+        assert.ok(specifier.startsWith('node:') || specifier.startsWith('./') || specifier.startsWith('../'), `${file} imports ${specifier}`);
+        assert.ok(!specifier.endsWith('.ts'), `${file} imports ${specifier} (a .ts extension survived the build)`);
+      }
+    }
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { AgentNotFoundError } from '../../src/errors.ts';
+import { echoModel } from '../../src/models/echo.ts';
+import { hasNestedQuantifier } from '../../src/registry/patterns.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import type { AgentTransport } from '../../src/transports/transport.ts';
+
+class Worker extends Agent {
+  constructor(id: string) {
+    super(id, { model: echoModel() });
+  }
+}
+class Other extends Agent {}
+
+const remote: AgentTransport = {
+  chat: async () => '',
+  stream: () => Object.assign((async function* () {})(), { ready: Promise.resolve() }),
+  invoke: async () => null,
+  state: async () => ({}),
+};
+
+test('every pattern matches the whole id, simple or not', () => {
+  const registry = new AgentRegistry();
+  registry.register('worker-[0-9]+', Worker);
+  registry.register('exact', Other);
+  assert.equal(registry.resolve('worker-12'), Worker);
+  for (const id of ['worker-1x', 'worker-1/../../admin', 'xworker-1', 'exact\n', 'exactly', 'an-exact']) {
+    assert.throws(() => registry.resolve(id), AgentNotFoundError, id);
+  }
+  assert.equal(registry.resolve('exact'), Other);
+});
+
+test('a RegExp pattern is anchored too, and stateful or multiline flags cannot loosen it', () => {
+  const registry = new AgentRegistry();
+  registry.register(/team-[a-z]+/gmi, Worker);
+  assert.equal(registry.resolve('team-ABC'), Worker);
+  assert.equal(registry.resolve('team-abc'), Worker); // g would make a second test() fail
+  assert.throws(() => registry.resolve('x\nteam-abc'), AgentNotFoundError);
+});
+
+test('the first registered match wins and _routes keeps registration order', () => {
+  const registry = new AgentRegistry();
+  registry.register('remote-.*', remote);
+  registry.register('.*', Worker);
+  assert.equal(registry.resolve('remote-7'), remote);
+  assert.equal(registry.resolve('anything'), Worker);
+  assert.deepEqual(registry._routes.map(([pattern]) => pattern), ['remote-.*', '.*']);
+  assert.equal(registry._routes[0]?.[1], remote);
+});
+
+test('resolve throws AgentNotFoundError naming the id', () => {
+  const registry = new AgentRegistry();
+  assert.throws(() => registry.resolve('ghost'), (error: unknown) => {
+    assert.ok(error instanceof AgentNotFoundError);
+    assert.equal(error.status, 404);
+    assert.equal(error.agentId, 'ghost');
+    assert.match(error.message, /no pattern matches agent id "ghost"/);
+    return true;
+  });
+});
+
+test('a pattern that does not compile throws at register, naming it', () => {
+  const registry = new AgentRegistry();
+  assert.throws(() => registry.register('worker-[0-9', Worker), /pattern worker-\[0-9 does not compile/);
+  assert.equal(registry._routes.length, 0);
+});
+
+test('nested quantifiers are refused unless the caller opts out', () => {
+  const registry = new AgentRegistry();
+  assert.throws(() => registry.register('(a+)+', Worker), /backtrack catastrophically/);
+  assert.throws(() => registry.register(/(x*y)*z/, Worker), /allowBacktracking/);
+  registry.register('(a+)+', Worker, { allowBacktracking: true });
+  assert.equal(registry.resolve('aaa'), Worker);
+});
+
+test('hasNestedQuantifier finds the dangerous shapes and leaves common ones alone', () => {
+  for (const source of ['(a+)+', '(\\d*x)*', '(?:a{2,})+', '((ab)+c)*', '(a|b+){2,5}']) assert.equal(hasNestedQuantifier(source), true, source);
+  for (const source of ['.*', 'worker-[0-9]+', '(foo|bar)+', '(a+)?', '[(a+)]+', '\\(a+\\)+', '(ab){3}', 'user-[a-f0-9]{8}']) {
+    assert.equal(hasNestedQuantifier(source), false, source);
+  }
+});
+
+test('register refuses targets that are neither a class nor a transport', () => {
+  const registry = new AgentRegistry();
+  assert.throws(() => registry.register('x', {} as never), /Agent class .* or a transport/);
+  assert.throws(() => registry.register(42 as never, Worker), /pattern must be a string or a RegExp/);
+});
+
+test('register checks the class actions up front', () => {
+  class Bad extends Agent {
+    static override actions = ['setState'];
+  }
+  class Missing extends Agent {
+    static override actions = ['nothing'];
+  }
+  const registry = new AgentRegistry();
+  assert.throws(() => registry.register('bad', Bad), /Bad.actions lists "setState", a built-in member/);
+  assert.throws(() => registry.register('missing', Missing), /Missing has no method of that name/);
+});
+
+test('registering a pattern later does not change which route an id already resolved to', () => {
+  const registry = new AgentRegistry();
+  registry.register('.*', Worker);
+  assert.equal(registry.resolve('late'), Worker);
+  registry.register('late', Other); // first match still wins, whatever was cached
+  assert.equal(registry.resolve('late'), Worker);
+});
