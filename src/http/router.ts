@@ -7,6 +7,7 @@ import { isTransport, type AgentTransport } from '../transports/transport.ts';
 import type { JsonObject } from '../types.ts';
 import { authorizeRequest, type Authorize } from './authorize.ts';
 import { readJsonBody } from './body.ts';
+import { applyCors, type CorsOptions } from './cors.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
 import { sendError, sendJson } from './respond.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction } from './routes.ts';
@@ -33,6 +34,10 @@ export interface AgentRouterOptions extends AgentPoolOptions {
   turnTimeout?: number | undefined;
   /** Runs before any agent is touched; see {@link Authorize}. */
   authorize?: Authorize | undefined;
+  /** Cross-origin access for browsers. @defaultValue off */
+  cors?: CorsOptions | undefined;
+  /** Open SSE streams at most; beyond it a stream request gets 503. @defaultValue 10000 */
+  maxStreams?: number | undefined;
   /** Where 5xx details go (never to the client). @defaultValue console */
   logger?: Logger | undefined;
   /** Share an existing pool (AgentServer does); otherwise the router makes its own from these options. */
@@ -69,6 +74,8 @@ export class AgentRouter {
   readonly #maxIdLength: number;
   readonly #turnTimeout: number;
   readonly #logger: Logger;
+  readonly #maxStreams: number;
+  #openStreams = 0;
 
   constructor(target: Agent<any> | AgentRegistry, options: AgentRouterOptions = {}) {
     if (target instanceof AgentRegistry) this.#registry = target;
@@ -79,6 +86,7 @@ export class AgentRouter {
     this.#bodyLimit = options.bodyLimit ?? 1024 * 1024;
     this.#maxIdLength = options.maxIdLength ?? 256;
     this.#turnTimeout = options.turnTimeout ?? 300;
+    this.#maxStreams = options.maxStreams ?? 10_000;
     this.#logger = options.logger ?? { error: (message, error) => console.error(message, error) };
     this.pool = this.#registry === undefined ? undefined : (options.pool ?? new AgentPool(options));
   }
@@ -109,6 +117,7 @@ export class AgentRouter {
     if (rest === undefined) return false;
     const route = this.#agent === undefined ? matchRegistry(rest) : matchSingle(rest);
     if (route === undefined) return false;
+    if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) return true;
     try {
       if (req.method !== route.method) throw httpErrors.methodNotAllowed(route.method);
       const agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
@@ -157,10 +166,18 @@ export class AgentRouter {
     const signal = controller.signal;
     try {
       if (action === 'chat' && stream !== false) {
-        const source: ReplySource = 'agent' in target
-          ? { agentId, chunks: target.agent.stream(message, { signal }) }
-          : { agentId, chunks: target.transport.stream(agentId, message, { signal }) };
-        await streamReply(res, source, stream === 'events', signal, this.options.pingInterval, this.#logger);
+        if (this.#openStreams >= this.#maxStreams) {
+          throw new AgentRouterError(503, 'too_many_streams', `All ${this.#maxStreams} streams are in use; retry shortly`, {
+            expose: true,
+            headers: { 'Retry-After': '1' },
+          });
+        }
+        this.#openStreams++;
+        try {
+          await streamReply(res, this.#source(target, agentId, message, signal), stream === 'events', signal, this.options.pingInterval, this.#logger);
+        } finally {
+          this.#openStreams--;
+        }
         return;
       }
       const reply = await this.#call(target, agentId, action, body, message, signal);
@@ -198,6 +215,16 @@ export class AgentRouter {
         return { agent_id: agentId, state };
       }
     }
+  }
+
+  /** Open SSE streams now. */
+  get openStreams(): number {
+    return this.#openStreams;
+  }
+
+  #source(target: Resolved, agentId: string, message: string, signal: AbortSignal): ReplySource {
+    if ('agent' in target) return { agentId, chunks: target.agent.stream(message, { signal }) };
+    return { agentId, chunks: target.transport.stream(agentId, message, { signal }) };
   }
 
   #resolve(agentId: string): Resolved {

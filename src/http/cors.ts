@@ -1,0 +1,46 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** Cross-origin access for browsers; off unless given. */
+export interface CorsOptions {
+  /** Allowed origins: a list (`https://app.example.com`), `'*'` for any, or a predicate. */
+  origins: readonly string[] | '*' | ((origin: string) => boolean);
+  /** Request headers a browser may send. @defaultValue content-type, authorization, accept, last-event-id */
+  allowHeaders?: readonly string[] | undefined;
+  /** Let browsers send cookies and HTTP auth (the origin is echoed, never `*`). @defaultValue false */
+  credentials?: boolean | undefined;
+  /** Seconds a browser may cache a preflight answer. @defaultValue 600 */
+  maxAge?: number | undefined;
+}
+
+const DEFAULT_HEADERS = 'content-type, authorization, accept, last-event-id';
+
+function allowed(cors: CorsOptions, origin: string): boolean {
+  if (cors.origins === '*') return true;
+  if (typeof cors.origins === 'function') return cors.origins(origin);
+  return cors.origins.includes(origin);
+}
+
+/**
+ * Sets the CORS response headers for an allowed origin (echoed, with
+ * `Vary: Origin`, so caches keep answers per origin apart). Returns true when
+ * the request was a preflight, which it has then answered.
+ */
+export function applyCors(cors: CorsOptions, req: IncomingMessage, res: ServerResponse, method: string): boolean {
+  const origin = req.headers.origin;
+  res.setHeader('Vary', 'Origin');
+  const ok = origin !== undefined && allowed(cors, origin);
+  if (ok) {
+    res.setHeader('Access-Control-Allow-Origin', origin);
+    if (cors.credentials === true) res.setHeader('Access-Control-Allow-Credentials', 'true');
+  }
+  if (req.method !== 'OPTIONS' || req.headers['access-control-request-method'] === undefined) return false;
+  if (ok) {
+    res.setHeader('Access-Control-Allow-Methods', `${method}, OPTIONS`);
+    res.setHeader('Access-Control-Allow-Headers', cors.allowHeaders?.join(', ') ?? DEFAULT_HEADERS);
+    res.setHeader('Access-Control-Max-Age', String(cors.maxAge ?? 600));
+  }
+  // A refused origin gets no CORS headers, and the browser blocks the call.
+  res.statusCode = 204;
+  res.end();
+  return true;
+}

@@ -1,0 +1,94 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouter, type AgentRouterOptions } from '../../src/http/router.ts';
+import { scriptedModel } from '../../src/models/scripted.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import { deferred, postJson, streamChat } from '../helpers/http.ts';
+import { listen } from '../helpers/listen.ts';
+import { collectSSE } from '../helpers/sse.ts';
+
+const hold = deferred();
+
+class Held extends Agent {
+  constructor(id: string) {
+    super(id, {
+      model: scriptedModel(async function* () {
+        yield 'first';
+        await hold.promise;
+        yield ' last';
+      }),
+    });
+  }
+}
+
+async function serve(t: { after: (fn: () => Promise<void>) => void }, options: AgentRouterOptions) {
+  const registry = new AgentRegistry();
+  registry.register('.*', Held);
+  const router = new AgentRouter(registry, { logger: { error: () => {} }, ...options });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  return { url, router };
+}
+
+test('maxStreams: streams beyond the cap get 503 JSON with Retry-After; JSON chat still works', async (t) => {
+  const { url, router } = await serve(t, { maxStreams: 2 });
+  const open = [await streamChat(`${url}/a/chat`, 'x'), await streamChat(`${url}/b/chat`, 'x')];
+  assert.equal(router.openStreams, 2);
+  const refused = await streamChat(`${url}/c/chat`, 'x');
+  assert.equal(refused.status, 503);
+  assert.equal(refused.headers.get('retry-after'), '1');
+  assert.deepEqual(await refused.json(), { error: 'All 2 streams are in use; retry shortly', code: 'too_many_streams' });
+  hold.resolve();
+  for (const res of open) assert.equal((await collectSSE(res)).text, 'first last');
+  assert.equal(router.openStreams, 0);
+  assert.equal((await collectSSE(await streamChat(`${url}/c/chat`, 'x'))).text, 'first last');
+});
+
+test('CORS is off by default: no CORS headers, OPTIONS is 405', async (t) => {
+  const { url } = await serve(t, {});
+  const res = await fetch(`${url}/a/state`, { headers: { origin: 'https://app.example' } });
+  assert.equal(res.headers.get('access-control-allow-origin'), null);
+  await res.body?.cancel();
+  const preflight = await fetch(`${url}/a/chat`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' } });
+  assert.equal(preflight.status, 405);
+  await preflight.body?.cancel();
+});
+
+test('CORS: allowed origins are echoed and preflights answered; others get no CORS headers', async (t) => {
+  const { url } = await serve(t, { cors: { origins: ['https://app.example'], credentials: true, maxAge: 60 } });
+  const preflight = await fetch(`${url}/a/chat`, {
+    method: 'OPTIONS',
+    headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
+  });
+  assert.equal(preflight.status, 204);
+  assert.equal(preflight.headers.get('access-control-allow-origin'), 'https://app.example');
+  assert.equal(preflight.headers.get('access-control-allow-methods'), 'POST, OPTIONS');
+  assert.match(preflight.headers.get('access-control-allow-headers') ?? '', /content-type/);
+  assert.equal(preflight.headers.get('access-control-allow-credentials'), 'true');
+  assert.equal(preflight.headers.get('access-control-max-age'), '60');
+  assert.equal(preflight.headers.get('vary'), 'Origin');
+
+  const reply = await postJson(`${url}/a/chat`, { message: 'x' }, { origin: 'https://app.example' });
+  assert.equal(reply.headers.get('access-control-allow-origin'), 'https://app.example');
+  const stream = await fetch(`${url}/a/state`, { headers: { origin: 'https://app.example' } });
+  assert.equal(stream.headers.get('access-control-allow-origin'), 'https://app.example');
+  await stream.body?.cancel();
+
+  const evil = await fetch(`${url}/a/chat`, { method: 'OPTIONS', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST' } });
+  assert.equal(evil.status, 204);
+  assert.equal(evil.headers.get('access-control-allow-origin'), null);
+  assert.equal(evil.headers.get('access-control-allow-methods'), null);
+});
+
+test('CORS headers reach an SSE response too', async (t) => {
+  const { url } = await serve(t, { cors: { origins: '*' } });
+  const res = await fetch(`${url}/a/chat?stream=true`, {
+    method: 'POST',
+    headers: { origin: 'https://any.example', 'content-type': 'application/json' },
+    body: JSON.stringify({ message: 'x' }),
+  });
+  assert.equal(res.headers.get('access-control-allow-origin'), 'https://any.example');
+  assert.equal(res.headers.get('content-type'), 'text/event-stream');
+  assert.equal((await collectSSE(res)).text, 'first last');
+});
