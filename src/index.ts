@@ -10,6 +10,12 @@ export type { AgentClass, RegisterOptions, RegistryTarget } from './registry/reg
 export { AgentRouter } from './http/router.ts';
 export type { AgentRouterOptions, Logger, RequestHint } from './http/router.ts';
 export type { Authorize, AuthorizeContext } from './http/authorize.ts';
+export type { CorsOptions } from './http/cors.ts';
+
+// Standalone server
+export { AgentServer } from './server/server.ts';
+export type { AgentServerConfig, FileConfig, ServerSettings } from './server/config.ts';
+export { readConfigFile } from './server/config.ts';
 export { AgentPool } from './server/pool.ts';
 export type { AgentPoolOptions, EvictReason, LiveAgentInfo } from './server/pool.ts';
 
@@ -18,12 +24,19 @@ export { echoModel } from './models/echo.ts';
 export { scriptedModel } from './models/scripted.ts';
 export type { ScriptedFunction, ScriptedReply } from './models/scripted.ts';
 export type { Model, ModelChunk, ModelRequest } from './models/model.ts';
+export { openAIModel } from './models/openai.ts';
+export type { OpenAIModelOptions } from './models/openai.ts';
+export { anthropicModel } from './models/anthropic.ts';
+export type { AnthropicModelOptions } from './models/anthropic.ts';
+export { modelFromEnv } from './models/from-env.ts';
 
 // Storage
 export { MemoryStorage } from './storage/memory.ts';
 export type { AgentRecord, Storage, TurnCommit, Unlock } from './storage/storage.ts';
 
 // Transports
+export { HTTPTransport } from './transports/http.ts';
+export type { FetchLike, HTTPTransportCallOptions, HTTPTransportOptions } from './transports/http.ts';
 export { isTransport } from './transports/transport.ts';
 export type { AgentTransport, ChunkStream, TransportCallOptions } from './transports/transport.ts';
 
@@ -32,7 +45,7 @@ export { createSSEParser, readSSE } from './sse/parser.ts';
 export type { SSEEvent, SSEParser, SSEParserOptions } from './sse/parser.ts';
 
 // Errors
-export { AgentNotFoundError, AgentRouterError, UpstreamError, VersionConflictError, isAgentRouterError } from './errors.ts';
+export { AgentNotFoundError, AgentRouterError, ModelProviderError, UpstreamError, VersionConflictError, isAgentRouterError } from './errors.ts';
 
 // Shared types
 export type { ChatMessage, JsonObject, JsonPrimitive, JsonValue, TokenUsage } from './types.ts';

@@ -4,7 +4,7 @@ import { MemoryStorage } from '../storage/memory.ts';
 import type { Storage, Unlock } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject, TokenUsage } from '../types.ts';
 import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
-import { Mailbox } from './mailbox.ts';
+import { abortPromise, Mailbox, untilAborted } from './mailbox.ts';
 
 export interface AgentOptions<S extends JsonObject = JsonObject> {
   /** What writes the replies; `echoModel()` for an offline demo. */
@@ -58,6 +58,10 @@ export class Agent<S extends JsonObject = JsonObject> {
   #loading: Promise<void> | undefined;
   #staged: S | undefined;
   #inTurn = false;
+  /** The running chat turn's user message is the history's last entry, not yet committed. */
+  #pendingUser = false;
+  /** Actions cut at their turn's end that are still running. */
+  #abandoned = 0;
   readonly #mailbox = new Mailbox();
 
   constructor(id: string, options: AgentOptions<S> = {}) {
@@ -82,7 +86,7 @@ export class Agent<S extends JsonObject = JsonObject> {
 
   /** The committed history, oldest first. */
   get messages(): readonly ChatMessage[] {
-    return this.#messages;
+    return this.#pendingUser ? this.#messages.slice(0, -1) : this.#messages;
   }
 
   /** The version of the committed record (0 before the first commit). */
@@ -114,9 +118,21 @@ export class Agent<S extends JsonObject = JsonObject> {
     return this.#state;
   }
 
+  /**
+   * True while an action that was cut (timeout, abort) but ignored it is
+   * still running. Such an instance refuses setState outside a turn, so the
+   * abandoned action cannot change state later; a pool replaces it.
+   */
+  get abandoned(): boolean {
+    return this.#abandoned > 0;
+  }
+
   /** Merges into state. Inside a turn (an action) it joins that turn; outside, it is a turn of its own. */
   async setState(update: StateUpdate<S>): Promise<S> {
     if (this.#inTurn) return this.#stage(update);
+    if (this.#abandoned > 0) {
+      throw new AgentRouterError(409, 'turn_ended', `Agent ${JSON.stringify(this.id)}: setState from an action whose turn was already cut`);
+    }
     return this.#turn(undefined, async () => ({ result: this.#stage(update), append: [] }));
   }
 
@@ -164,28 +180,49 @@ export class Agent<S extends JsonObject = JsonObject> {
     let completed = false;
     try {
       const user: ChatMessage = { role: 'user', content: message };
-      const request = { system: this.system, messages: [...this.#messages, user], signal: controller.signal };
+      // The model sees the history with the new message last. Pushed in place
+      // rather than copied, so a turn costs the same at any history length;
+      // taken back below if the turn does not complete.
+      const history = this.#messages;
+      history.push(user);
+      this.#pendingUser = true;
+      const request = { system: this.system, messages: history, signal: controller.signal };
       let reply = '';
       let usage: TokenUsage | undefined;
-      for await (const chunk of model.stream(request)) {
-        controller.signal.throwIfAborted();
-        if (typeof chunk === 'string') {
-          if (chunk.length === 0) continue;
-          reply += chunk;
-          yield chunk;
-        } else if (typeof chunk === 'object' && chunk !== null && typeof chunk.usage === 'object') {
-          usage = chunk.usage;
-        } else {
-          throw new AgentRouterError(500, 'bad_model_chunk', `Model ${model.name} yielded a ${typeof chunk} chunk; chunks must be strings`);
+      const aborted = abortPromise(controller.signal);
+      const chunks = model.stream(request)[Symbol.asyncIterator]();
+      // Not `for await`: it would wait forever on a model that ignores its signal.
+      try {
+        while (true) {
+          const next = await untilAborted(chunks.next(), aborted);
+          if (next.done === true) break;
+          const chunk = next.value;
+          controller.signal.throwIfAborted();
+          if (typeof chunk === 'string') {
+            if (chunk.length === 0) continue;
+            reply += chunk;
+            yield chunk;
+          } else if (typeof chunk === 'object' && chunk !== null && typeof chunk.usage === 'object') {
+            usage = chunk.usage;
+          } else {
+            throw new AgentRouterError(500, 'bad_model_chunk', `Model ${model.name} yielded a ${typeof chunk} chunk; chunks must be strings`);
+          }
         }
+      } finally {
+        // Without awaiting: a hung model's generator cannot return before its pending next().
+        chunks.return?.().catch(() => {});
       }
       controller.signal.throwIfAborted();
       const assistant: ChatMessage = usage === undefined
         ? { role: 'assistant', content: reply }
         : { role: 'assistant', content: reply, usage };
-      await this.#commit([user, assistant]);
+      await this.#commit([user, assistant], 1);
       completed = true;
     } finally {
+      if (this.#pendingUser) {
+        this.#pendingUser = false;
+        if (this.#messages[this.#messages.length - 1]?.role === 'user') this.#messages.pop();
+      }
       signal?.removeEventListener('abort', onAbort);
       if (!completed) controller.abort(new Error('turn ended before it completed'));
       await this.#end(session);
@@ -194,13 +231,31 @@ export class Agent<S extends JsonObject = JsonObject> {
 
   async #turn<T>(signal: AbortSignal | undefined, body: () => Promise<{ result: T; append: ChatMessage[] }>): Promise<T> {
     const session = await this.#begin(signal);
+    // A turn-scoped signal: listeners on the caller's (maybe long-lived) signal are removed after the turn.
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const work = body();
+    let settled = false;
     try {
-      const { result, append } = await body();
+      const { result, append } = await untilAborted(work, abortPromise(signal && controller.signal));
+      settled = true;
       await this.#commit(append);
       return result;
     } finally {
+      signal?.removeEventListener('abort', onAbort);
+      if (!settled) this.#watchAbandoned(work);
       await this.#end(session);
     }
+  }
+
+  /** Counts an action that outlived its turn until it settles (whatever it does then is discarded). */
+  #watchAbandoned(work: Promise<unknown>): void {
+    this.#abandoned++;
+    const settle = (): void => {
+      this.#abandoned--;
+    };
+    work.then(settle, settle);
   }
 
   /** Waits for this agent's turn, then for the cross-process lock, then catches up with storage. */
@@ -230,15 +285,17 @@ export class Agent<S extends JsonObject = JsonObject> {
     }
   }
 
-  async #commit(append: ChatMessage[]): Promise<void> {
+  /** Stores the turn, then applies it here; `inPlace` leading messages of `append` are already in the history. */
+  async #commit(append: ChatMessage[], inPlace = 0): Promise<void> {
     const state = this.#staged ?? this.#state;
     if (state === this.#state && append.length === 0) return;
     const expectedVersion = this.#version;
     const version = await this.storage.commit(this.id, { expectedVersion, state, append });
+    this.#pendingUser = false;
     // A concurrent snapshot() may already have reloaded this very commit.
     if (this.#version !== expectedVersion) return;
     this.#state = state;
-    for (const message of append) this.#messages.push(message);
+    for (let i = inPlace; i < append.length; i++) this.#messages.push(append[i] as ChatMessage);
     this.#version = version;
   }
 

@@ -14,27 +14,55 @@ export class Mailbox {
 
   /**
    * Resolves with a release function once every earlier turn has released.
-   * If `signal` aborts while waiting, the slot is given up and this rejects.
+   * If `signal` aborts while waiting, this rejects at once; the slot is then
+   * passed on in order when the earlier turns release.
    */
-  async acquire(signal?: AbortSignal): Promise<() => void> {
+  acquire(signal?: AbortSignal): Promise<() => void> {
     const previous = this.#tail;
-    let release!: () => void;
+    let open!: () => void;
     this.#tail = new Promise<void>((resolve) => {
-      release = resolve;
+      open = resolve;
     });
     this.#waiting++;
     let released = false;
-    const done = (): void => {
+    const release = (): void => {
       if (released) return;
       released = true;
       this.#waiting--;
-      release();
+      open();
     };
-    await previous;
-    if (signal?.aborted) {
-      done();
-      throw signal.reason;
-    }
-    return done;
+    if (signal === undefined) return previous.then(() => release);
+    return new Promise<() => void>((resolve, reject) => {
+      const onAbort = (): void => {
+        reject(signal.reason);
+        void previous.then(release);
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      void previous.then(() => {
+        signal.removeEventListener('abort', onAbort);
+        if (!signal.aborted) resolve(release);
+      });
+    });
   }
+}
+
+/**
+ * Settles like `promise`, or rejects with the signal's reason as soon as it
+ * aborts: a model or action that ignores its signal cannot hold a turn (and
+ * so the agent) forever. What it does later is discarded.
+ */
+export function untilAborted<T>(promise: Promise<T>, aborted: Promise<never> | undefined): Promise<T> {
+  return aborted === undefined ? promise : Promise.race([promise, aborted]);
+}
+
+/** A promise that rejects with the signal's reason when it aborts (and never resolves). */
+export function abortPromise(signal: AbortSignal | undefined): Promise<never> | undefined {
+  if (signal === undefined) return undefined;
+  const promise = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+  promise.catch(() => {}); // observed by the races; never an unhandled rejection
+  return promise;
 }

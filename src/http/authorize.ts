@@ -2,10 +2,14 @@ import type { IncomingMessage } from 'node:http';
 import { AgentRouterError } from '../errors.ts';
 import type { RouteAction } from './routes.ts';
 
-/** What the hook is asked about: which agent, and which action (`request` never reaches it: the envelope's action does). */
+/**
+ * What the hook is asked about: which agent, and which action. The generic
+ * envelope is asked as the action it carries; AgentServer's `GET /agents`
+ * is asked as `{agentId: '*', action: 'list'}`.
+ */
 export interface AuthorizeContext {
   agentId: string;
-  action: Exclude<RouteAction, 'request'>;
+  action: Exclude<RouteAction, 'request'> | 'list';
 }
 
 /**
@@ -18,11 +22,16 @@ export interface AuthorizeContext {
  */
 export type Authorize = (request: IncomingMessage, context: AuthorizeContext) => boolean | void | Promise<boolean | void>;
 
-export async function authorizeRequest(authorize: Authorize | undefined, req: IncomingMessage, agentId: string, action: RouteAction): Promise<void> {
+export async function authorizeRequest(
+  authorize: Authorize | undefined,
+  req: IncomingMessage,
+  agentId: string,
+  action: AuthorizeContext['action'],
+): Promise<void> {
   if (authorize === undefined) return;
   let verdict: boolean | void;
   try {
-    verdict = await authorize(req, { agentId, action: action as AuthorizeContext['action'] });
+    verdict = await authorize(req, { agentId, action });
   } catch (error) {
     const status = (error as { status?: unknown } | null)?.status;
     if (status === 401 || status === 403) {

@@ -1,9 +1,16 @@
 import type { IncomingMessage } from 'node:http';
-import { httpErrors } from '../errors.ts';
+import { AgentRouterError, httpErrors } from '../errors.ts';
 import { mediaType } from './path.ts';
 
-/** Keys that could reach a prototype when user code merges a body into an object. */
-const UNSAFE_KEY = /"(?:__proto__|constructor|prototype)"\s*:/;
+/**
+ * Deepest nesting of arrays and objects accepted. Deeper bodies are refused
+ * before parsing: a few thousand levels overflow the stack in
+ * structuredClone and JSON.stringify later, as a 500 far from the cause.
+ */
+export const MAX_JSON_DEPTH = 100;
+
+/** Keys that could reach a prototype when user code merges a body into an object; any `\u` escape too, since `"\u005f_proto__"` parses as `__proto__`. */
+const UNSAFE_KEY = /"(?:__proto__|constructor|prototype)"\s*:|\\u/;
 
 /**
  * Reads a JSON request body. Refuses a declared non-JSON type (415), a body
@@ -29,11 +36,51 @@ export function checkContentType(header: string | undefined): void {
 
 export function parseJson(text: string): unknown {
   if (text.trim() === '') return {};
+  // Nesting deeper than the limit needs at least twice as many characters.
+  if (text.length > 2 * MAX_JSON_DEPTH && nestingDepth(text) > MAX_JSON_DEPTH) {
+    throw httpErrors.badRequest('json_too_deep', `JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  }
   try {
     return UNSAFE_KEY.test(text) ? JSON.parse(text, dropUnsafeKeys) : JSON.parse(text);
   } catch {
     throw httpErrors.badRequest('invalid_json', 'Invalid JSON body');
   }
+}
+
+/**
+ * Refuses a body a framework already parsed when it nests deeper than
+ * MAX_JSON_DEPTH (the same rule `parseJson` applies to text). Iterative, so
+ * checking a hostile body cannot overflow the stack itself.
+ */
+export function checkDepth<T>(value: T): T {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop() as [unknown, number];
+    if (typeof node !== 'object' || node === null) continue;
+    if (depth > MAX_JSON_DEPTH) {
+      throw httpErrors.badRequest('json_too_deep', `JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+    }
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return value;
+}
+
+/** The deepest bracket nesting outside strings (the JSON need not be valid). */
+function nestingDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (inString) {
+      if (code === 92 /* \\ */) i++;
+      else if (code === 34 /* " */) inString = false;
+    } else if (code === 34) inString = true;
+    else if (code === 91 /* [ */ || code === 123 /* { */) {
+      if (++depth > deepest) deepest = depth;
+    } else if (code === 93 /* ] */ || code === 125 /* } */) depth--;
+  }
+  return deepest;
 }
 
 function dropUnsafeKeys(key: string, value: unknown): unknown {
@@ -43,6 +90,8 @@ function dropUnsafeKeys(key: string, value: unknown): unknown {
 function readText(req: IncomingMessage, limit: number): Promise<string> {
   return new Promise<string>((resolve, reject) => {
     if (req.readableEnded) return resolve(''); // someone already read it and left nothing for us
+    // Closed while an async authorize hook ran: no 'close' will come again. 499: nobody to answer, nothing to log.
+    if (req.destroyed) return reject(new AgentRouterError(499, 'client_closed', 'Client closed the connection before the body was read'));
     const chunks: Buffer[] = [];
     let size = 0;
     const cleanup = (): void => {
@@ -68,11 +117,11 @@ function readText(req: IncomingMessage, limit: number): Promise<string> {
     };
     const onError = (error: Error): void => {
       cleanup();
-      reject(error);
+      reject(new AgentRouterError(499, 'client_closed', 'Client closed the connection before the body was read', { cause: error }));
     };
     const onClose = (): void => {
       cleanup();
-      reject(new Error('client closed the connection before the body was read'));
+      reject(new AgentRouterError(499, 'client_closed', 'Client closed the connection before the body was read'));
     };
     req.on('data', onData);
     req.on('end', onEnd);

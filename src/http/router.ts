@@ -6,10 +6,11 @@ import { AgentPool, type AgentPoolOptions } from '../server/pool.ts';
 import { isTransport, type AgentTransport } from '../transports/transport.ts';
 import type { JsonObject } from '../types.ts';
 import { authorizeRequest, type Authorize } from './authorize.ts';
-import { readJsonBody } from './body.ts';
+import { checkDepth, readJsonBody } from './body.ts';
 import { applyCors, type CorsOptions } from './cors.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
 import { sendError, sendJson } from './respond.ts';
+import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction } from './routes.ts';
 import { streamReply, type ReplySource } from './stream.ts';
 
@@ -24,6 +25,8 @@ export interface AgentRouterOptions extends AgentPoolOptions {
   tags?: readonly string[] | undefined;
   /** Extra OpenAPI responses by status code (the spec's kwarg). */
   responses?: Readonly<Record<string, { description: string }>> | undefined;
+  /** Serve `router.openapi()` at `GET {prefix}/openapi.json`. @defaultValue false */
+  openapi?: boolean | undefined;
   /** Largest request body in bytes. @defaultValue 1 MiB */
   bodyLimit?: number | undefined;
   /** Longest agent id in characters, checked before any pattern runs. @defaultValue 256 */
@@ -55,7 +58,7 @@ export interface RequestHint {
 }
 
 /** Where a request lands: a local instance or a remote transport. */
-type Resolved = { agent: Agent<any>; release: (() => void) | undefined } | { transport: AgentTransport; id: string };
+type Resolved = { agent: Agent<any>; release: (() => void) | undefined } | { transport: AgentTransport; requestId: string | undefined };
 
 /**
  * Serves one Agent or an AgentRegistry over HTTP (DESIGN.md sections 2, 3).
@@ -115,6 +118,10 @@ export class AgentRouter {
     const { path, query } = splitTarget(hint.path ?? req.url ?? '/');
     const rest = stripPrefix(path, this.prefix);
     if (rest === undefined) return false;
+    if (this.options.openapi === true && rest === '/openapi.json' && req.method === 'GET') {
+      sendJson(res, 200, this.openapi());
+      return true;
+    }
     const route = this.#agent === undefined ? matchRegistry(rest) : matchSingle(rest);
     if (route === undefined) return false;
     if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) return true;
@@ -124,16 +131,23 @@ export class AgentRouter {
       let action: RouteAction = route.action;
       let body: Record<string, unknown> = {};
       if (action !== 'request') await authorizeRequest(this.options.authorize, req, agentId, action);
-      if (route.method === 'POST') body = asObject(hint.body !== undefined ? hint.body : await readJsonBody(req, this.#bodyLimit));
+      if (route.method === 'POST') body = asObject(hint.body !== undefined ? checkDepth(hint.body) : await readJsonBody(req, this.#bodyLimit));
       if (action === 'request') {
-        ({ action, body } = unwrapEnvelope(body));
-        await authorizeRequest(this.options.authorize, req, agentId, action);
+        const envelope = unwrapEnvelope(body);
+        ({ action, body } = envelope);
+        await authorizeRequest(this.options.authorize, req, agentId, envelope.action);
       }
       await this.#dispatch(req, res, agentId, action, body, query, hint.signal);
     } catch (error) {
       this.#fail(res, error);
     }
     return true;
+  }
+
+  /** The router's routes as an OpenAPI 3.1 document, with its `tags` and `responses` options; a fresh object each call. */
+  openapi(): OpenAPIDocument {
+    const { tags, responses, maxIdLength, openapi } = this.options;
+    return buildOpenAPI({ prefix: this.prefix, agentId: this.#agent?.id, maxIdLength, servesDocument: openapi, tags, responses });
   }
 
   async #dispatch(
@@ -151,7 +165,7 @@ export class AgentRouter {
       message = requireMessage(body);
       stream = parseStreamFlag(queryParam(query, 'stream'), req.headers.accept);
     }
-    const target = this.#resolve(agentId);
+    const target = this.#resolve(agentId, requestIdOf(req));
     const controller = new AbortController();
     const onClose = (): void => {
       if (!res.writableFinished) controller.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
@@ -160,7 +174,8 @@ export class AgentRouter {
     const onOuterAbort = (): void => controller.abort(outer?.reason);
     if (outer?.aborted) onOuterAbort();
     outer?.addEventListener('abort', onOuterAbort, { once: true });
-    const timer = this.#turnTimeout > 0 && action !== 'state'
+    // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
+    const timer = this.#turnTimeout > 0 && action !== 'state' && 'agent' in target
       ? setTimeout(() => controller.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${this.#turnTimeout} s`)), this.#turnTimeout * 1000)
       : undefined;
     const signal = controller.signal;
@@ -194,10 +209,11 @@ export class AgentRouter {
 
   async #call(target: Resolved, agentId: string, action: RouteAction, body: Record<string, unknown>, message: string, signal: AbortSignal): Promise<JsonObject> {
     const remote = 'transport' in target ? target.transport : undefined;
+    const options = { signal, requestId: 'transport' in target ? target.requestId : undefined };
     const agent = 'agent' in target ? target.agent : undefined;
     switch (action) {
       case 'chat': {
-        const response = remote !== undefined ? await remote.chat(agentId, message, { signal }) : await (agent as Agent<any>).chat(message, { signal });
+        const response = remote !== undefined ? await remote.chat(agentId, message, options) : await (agent as Agent<any>).chat(message, { signal });
         return { agent_id: agentId, response };
       }
       case 'invoke': {
@@ -207,11 +223,11 @@ export class AgentRouter {
           throw httpErrors.badRequest('missing_method', 'Invoke needs a "method" string, e.g. {"method": "increment", "params": {"by": 2}}');
         }
         const params = payload['params'];
-        const result = remote !== undefined ? await remote.invoke(agentId, method, params, { signal }) : await (agent as Agent<any>).invoke(method, params, { signal });
+        const result = remote !== undefined ? await remote.invoke(agentId, method, params, options) : await (agent as Agent<any>).invoke(method, params, { signal });
         return { agent_id: agentId, result: (result ?? null) as JsonObject };
       }
       default: {
-        const state = remote !== undefined ? await remote.state(agentId, { signal }) : await (agent as Agent<any>).snapshot();
+        const state = remote !== undefined ? await remote.state(agentId, options) : await (agent as Agent<any>).snapshot();
         return { agent_id: agentId, state };
       }
     }
@@ -224,13 +240,13 @@ export class AgentRouter {
 
   #source(target: Resolved, agentId: string, message: string, signal: AbortSignal): ReplySource {
     if ('agent' in target) return { agentId, chunks: target.agent.stream(message, { signal }) };
-    return { agentId, chunks: target.transport.stream(agentId, message, { signal }) };
+    return { agentId, chunks: target.transport.stream(agentId, message, { signal, requestId: target.requestId }) };
   }
 
-  #resolve(agentId: string): Resolved {
+  #resolve(agentId: string, requestId: string | undefined): Resolved {
     if (this.#agent !== undefined) return { agent: this.#agent, release: undefined };
     const target = (this.#registry as AgentRegistry).resolve(agentId);
-    if (isTransport(target)) return { transport: target, id: agentId };
+    if (isTransport(target)) return { transport: target, requestId };
     const pool = this.pool as AgentPool;
     const agent = pool.acquire(agentId, (id) => new target(id));
     return { agent, release: () => pool.release(agentId) };
@@ -238,10 +254,16 @@ export class AgentRouter {
 
   #fail(res: ServerResponse, error: unknown): void {
     const status = statusOf(error);
-    if (status >= 500) this.#logger.error(`AgentRouter: request failed with ${status}`, error);
+    if (status >= 500 && status !== 503) this.#logger.error(`AgentRouter: request failed with ${status}`, error);
     if (status === 499) return; // the client is gone; nobody to answer
     sendError(res, error);
   }
+}
+
+/** An inbound `x-request-id` (not a credential) travels on to a remote; odd values are dropped. */
+function requestIdOf(req: IncomingMessage): string | undefined {
+  const id = req.headers['x-request-id'];
+  return typeof id === 'string' && /^[\w.:-]{1,128}$/.test(id) ? id : undefined;
 }
 
 function asObject(value: unknown): Record<string, unknown> {
@@ -260,9 +282,9 @@ function requireMessage(body: Record<string, unknown>): string {
 }
 
 /** The generic envelope: `{"action": "chat" | "invoke" | "state", ...}`, chat by default. */
-function unwrapEnvelope(body: Record<string, unknown>): { action: RouteAction; body: Record<string, unknown> } {
+function unwrapEnvelope(body: Record<string, unknown>): { action: Exclude<RouteAction, 'request'>; body: Record<string, unknown> } {
   const action = body['action'] ?? 'chat';
   if (action === 'chat' || action === 'state') return { action, body };
   if (action === 'invoke') return { action, body: body['payload'] === undefined ? {} : asObject(body['payload']) };
-  throw httpErrors.badRequest('unknown_action', `Unknown action: ${String(action).slice(0, 64)}; use "chat", "invoke" or "state"`);
+  throw httpErrors.badRequest('unknown_action', `Unknown action: ${typeof action === 'string' ? action.slice(0, 64) : typeof action}; use "chat", "invoke" or "state"`);
 }

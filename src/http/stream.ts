@@ -48,7 +48,7 @@ export async function streamReply(
   } catch (error) {
     const cause = signal.aborted ? signal.reason : error;
     const status = statusOf(cause);
-    if (status >= 500) logger.error(`AgentRouter: stream for agent ${JSON.stringify(source.agentId)} failed with ${status}`, cause);
+    if (status >= 500 && status !== 503) logger.error(`AgentRouter: stream for agent ${JSON.stringify(source.agentId)} failed with ${status}`, cause);
     if (!typed) return writer.error(errorBody(cause));
     writer.end(formatEvent(typedFrame('turn.failed', errorBody(cause)), 'turn.failed'));
   }

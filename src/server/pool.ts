@@ -22,7 +22,7 @@ export interface AgentPoolOptions {
   now?: (() => number) | undefined;
 }
 
-export type EvictReason = 'idle' | 'capacity' | 'manual' | 'close';
+export type EvictReason = 'idle' | 'capacity' | 'manual' | 'close' | 'abandoned';
 
 export interface LiveAgentInfo {
   id: string;
@@ -73,6 +73,11 @@ export class AgentPool {
    */
   acquire(id: string, create: (id: string) => Agent<any>): Agent<any> {
     let entry = this.#entries.get(id);
+    // An instance whose cut action still runs is retired: new turns get a fresh one, loaded from storage.
+    if (entry !== undefined && entry.agent.abandoned && !this.#isBusy(entry)) {
+      this.#drop(id, entry, 'abandoned');
+      entry = undefined;
+    }
     if (entry === undefined) {
       if (this.#entries.size >= this.maxAgents && !this.#evictOldestIdle()) {
         throw new AgentRouterError(429, 'too_many_agents', `All ${this.maxAgents} live agents are busy; retry shortly`, {

@@ -3,6 +3,8 @@ import type { JsonObject } from '../types.ts';
 export interface TransportCallOptions {
   /** Aborts the remote call (the router passes the client's disconnect). */
   signal?: AbortSignal | undefined;
+  /** Sent as `x-request-id`, so one request can be followed across hops. */
+  requestId?: string | undefined;
 }
 
 /**

@@ -16,6 +16,9 @@ const RUNTIME_EXPORTS = [
   'AgentRegistry',
   'AgentRouter',
   'AgentRouterError',
+  'AgentServer',
+  'HTTPTransport',
+  'ModelProviderError',
   'MemoryStorage',
   'UpstreamError',
   'VersionConflictError',
@@ -23,6 +26,10 @@ const RUNTIME_EXPORTS = [
   'echoModel',
   'isAgentRouterError',
   'isTransport',
+  'modelFromEnv',
+  'openAIModel',
+  'anthropicModel',
+  'readConfigFile',
   'readSSE',
   'scriptedModel',
 ];
@@ -56,8 +63,8 @@ test('the built library imports nothing but node: modules and its own files', ()
     assert.ok(files.includes('index.js'));
     for (const file of files) {
       const code = readFileSync(path.join(out, file), 'utf8');
-      const specifiers = [...code.matchAll(/(?:^|\s)(?:import|export)\b[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/gm)]
-        .map((m) => m[1] ?? m[2] ?? '');
+      const specifiers = [...code.matchAll(/^\s*(?:import|export)\b[^'"*]*?from\s*['"]([^'"]+)['"]|^\s*import\s*['"]([^'"]+)['"]|[=(\s]import\(\s*['"]([^'"]+)['"]\s*\)/gm)]
+        .map((m) => m[1] ?? m[2] ?? m[3] ?? '');
       for (const specifier of specifiers) {
         assert.ok(specifier.startsWith('node:') || specifier.startsWith('./') || specifier.startsWith('../'), `${file} imports ${specifier}`);
         assert.ok(!specifier.endsWith('.ts'), `${file} imports ${specifier} (a .ts extension survived the build)`);

@@ -1,0 +1,154 @@
+/**
+ * Scenarios 1 and 2: requests per second of `POST /{id}/chat` (JSON in,
+ * JSON out) and `GET /{id}/state`, every contender, as ratios to the bare
+ * ceiling, and for our router inside a framework, to that framework's own
+ * native route.
+ */
+import type { Contender } from '../lib/contender.ts';
+import { runLoad, type LoadResult, type LoadShape } from '../lib/load.ts';
+import { CHAT_MESSAGE } from '../lib/protocol.ts';
+import type { Row, ScenarioResult } from '../lib/report.ts';
+import { verdict } from '../lib/report.ts';
+import { median, ratio } from '../lib/stats.ts';
+import { verifyChat, verifyState } from '../lib/verify.ts';
+import { CONTENDERS, inRounds, label, type Context, type Outcome } from './common.ts';
+
+const ALL = Object.keys(CONTENDERS);
+const GOAL = 0.9;
+
+const chatShape: LoadShape = {
+  method: 'POST',
+  path: (id) => `/${id}/chat`,
+  id: (connection, k) => `chat-${connection}-${k}`,
+  body: JSON.stringify({ message: CHAT_MESSAGE }),
+};
+
+const stateShape: LoadShape = {
+  method: 'GET',
+  path: (id) => `/${id}/state`,
+  id: (connection, k) => `state-${connection}-${k}`,
+};
+
+/** `97% / 64%`: CPU 0 and CPU 1 busy. */
+export function busyText(summary: Summary): string {
+  const pct = (value: number): string => (Number.isFinite(value) ? `${Math.round(value * 100)}%` : '?');
+  return `${pct(summary.cpu0Busy)} / ${pct(summary.cpu1Busy)}`;
+}
+
+/** Warm-up, then the measured run. */
+export async function measureLoad(context: Context, contender: Contender, shape: LoadShape, what: string): Promise<LoadResult> {
+  const { seconds, warmup, connections } = context.settings;
+  await runLoad(contender, shape, warmup, connections);
+  const result = await runLoad(contender, shape, seconds, connections);
+  context.log(`  ${contender.name} ${what}: ${Math.round(result.rate)}/s, ${result.cpuPerRequest.toFixed(1)} µs CPU/req (process CPU ${Math.round(result.serverCpu * 100)}%, CPU 0/1 busy ${Math.round(result.cpu0Busy * 100)}%/${Math.round(result.cpu1Busy * 100)}%)`);
+  return result;
+}
+
+export interface Summary {
+  rate: number;
+  cpuPerRequest: number;
+  p99: number;
+  serverCpu: number;
+  clientCpu: number;
+  cpu0Busy: number;
+  cpu1Busy: number;
+  failures: number;
+}
+
+export function summarize(outcome: Outcome<LoadResult> | undefined): Summary {
+  const samples = outcome?.samples ?? [];
+  return {
+    rate: median(samples.map((sample) => sample.rate)),
+    cpuPerRequest: median(samples.map((sample) => sample.cpuPerRequest)),
+    p99: median(samples.map((sample) => sample.latencyP99)),
+    serverCpu: median(samples.map((sample) => sample.serverCpu)),
+    clientCpu: median(samples.map((sample) => sample.clientCpu)),
+    cpu0Busy: median(samples.map((sample) => sample.cpu0Busy)),
+    cpu1Busy: median(samples.map((sample) => sample.cpu1Busy)),
+    failures: samples.reduce((sum, sample) => sum + sample.failures, 0),
+  };
+}
+
+/**
+ * Both scenarios in the same processes, one round at a time: state first
+ * (it adds no history), then chat. Returns the results of `ids`, in order.
+ */
+export async function throughputScenarios(context: Context, ids: ReadonlyArray<'chat' | 'state'>): Promise<ScenarioResult[]> {
+  context.log(`${ids.join(' + ')}: ${ALL.length} contenders x ${context.settings.rounds} rounds`);
+  const outcomes = await inRounds(
+    context,
+    ALL,
+    context.settings.rounds,
+    async (contender) => {
+      if (ids.includes('state')) await verifyState(contender, 'verify-1');
+      if (ids.includes('chat')) await verifyChat(contender, 'verify-1');
+    },
+    async (contender) => {
+      const results: Partial<Record<'chat' | 'state', LoadResult>> = {};
+      if (ids.includes('state')) results.state = await measureLoad(context, contender, stateShape, 'state');
+      if (ids.includes('chat')) results.chat = await measureLoad(context, contender, chatShape, 'chat');
+      return results;
+    },
+  );
+  return ids.map((id) => table(context, id, new Map([...outcomes].map(([name, outcome]) => [
+    name,
+    { error: outcome.error, samples: outcome.samples.flatMap((sample) => (sample[id] === undefined ? [] : [sample[id]])) },
+  ]))));
+}
+
+function table(context: Context, id: 'chat' | 'state', outcomes: Map<string, Outcome<LoadResult>>): ScenarioResult {
+  const bareSummary = summarize(outcomes.get('bare'));
+  const bare = bareSummary.rate;
+  const rows: Row[] = ALL.map((name) => {
+    const outcome = outcomes.get(name);
+    const info = CONTENDERS[name];
+    const summary = summarize(outcome);
+    const vsBare = ratio(summary.rate, bare);
+    const vsNative = info?.native === undefined ? Number.NaN : ratio(summary.rate, summarize(outcomes.get(info.native)).rate);
+    let goal = '';
+    if (name === 'router') goal = verdict(Number.isFinite(vsBare) ? vsBare >= GOAL : undefined, '≥ 0.90× bare');
+    if (info?.native !== undefined) goal = verdict(Number.isFinite(vsNative) ? vsNative >= GOAL : undefined, '≥ 0.90× native');
+    return {
+      contender: label(name),
+      cells: outcome?.error !== undefined && outcome.samples.length === 0
+        ? { rate: outcome.error }
+        : {
+            rate: summary.rate,
+            vsBare,
+            vsNative,
+            cpu: summary.cpuPerRequest,
+            cpuVsBare: ratio(bareSummary.cpuPerRequest, summary.cpuPerRequest),
+            p99: summary.p99,
+            serverCpu: summary.serverCpu,
+            busy: busyText(summary),
+            failures: summary.failures,
+            goal,
+          },
+    };
+  });
+  return {
+    id,
+    title: id === 'chat' ? '1. POST /{id}/chat, JSON (requests/s)' : '2. GET /{id}/state (requests/s)',
+    columns: [
+      { key: 'rate', label: 'req/s (median)', format: 'int' },
+      { key: 'vsBare', label: 'vs bare', format: 'ratio' },
+      { key: 'vsNative', label: 'vs native', format: 'ratio' },
+      { key: 'cpu', label: 'CPU µs/req', format: 'decimal' },
+      { key: 'cpuVsBare', label: 'vs bare, by CPU', format: 'ratio' },
+      { key: 'p99', label: 'p99 latency', format: 'ms' },
+      { key: 'serverCpu', label: 'server process CPU', format: 'pct' },
+      { key: 'busy', label: 'CPU 0 / CPU 1 busy', format: 'text' },
+      { key: 'failures', label: 'non-2xx / errors', format: 'int' },
+      { key: 'goal', label: 'goal', format: 'text' },
+    ],
+    rows,
+    notes: [
+      ...[...outcomes].filter(([, outcome]) => outcome.error !== undefined && outcome.samples.length > 0)
+        .map(([name, outcome]) => `${label(name)}: ${outcome.error ?? ''} in a later round; its numbers are the median of the ${outcome.samples.length} rounds it completed.`),
+      `${context.settings.connections} connections, ${context.settings.seconds} s per contender per round after ${context.settings.warmup} s of warm-up, median of ${context.settings.rounds} rounds; each connection uses its own 16 agent ids. Scenarios 1 and 2 share each round's processes (state measured first: it adds no history).`,
+      'server process CPU: the contender\'s own CPU time over the run\'s wall time; CPU 0 / CPU 1 busy: how busy the contender\'s CPU and the load generator\'s CPU were, by anyone (kernel loopback work, other processes, hypervisor steal included), from /proc/stat. A CPU 0 well under 100% means the contender was not the bottleneck. CPU µs/req is the contender\'s CPU time per response; "vs bare, by CPU" is bare\'s CPU µs/req over the contender\'s, what the req/s ratio would be with the CPU saturated and nobody else on it (steadier than req/s on a shared machine).',
+    ],
+    required: ['rate'],
+  };
+}
+

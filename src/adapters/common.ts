@@ -1,0 +1,68 @@
+import type { IncomingMessage } from 'node:http';
+import type { AgentRouter } from '../http/router.ts';
+import { mediaType, splitTarget } from '../http/path.ts';
+import { matchRegistry, matchSingle, stripPrefix } from '../http/routes.ts';
+
+/**
+ * Whether `router.handle` would answer a request for `target` (a path with
+ * its query, mount-relative), decided without touching the request: Koa must
+ * set `ctx.respond = false` and Fastify must `hijack()` before anything is
+ * written, and both must leave a foreign path to the host untouched.
+ *
+ * Mirrors the first steps of `AgentRouter.handle` (prefix, then the route
+ * table, then the optional `openapi.json`); a router has a pool exactly when
+ * it serves a registry.
+ */
+export function ownsPath(router: AgentRouter, method: string | undefined, target: string): boolean {
+  const rest = stripPrefix(splitTarget(target).path, router.prefix);
+  if (rest === undefined) return false;
+  if (router.options.openapi === true && rest === '/openapi.json' && method === 'GET') return true;
+  return (router.pool === undefined ? matchSingle(rest) : matchRegistry(rest)) !== undefined;
+}
+
+/** The router's body limit in bytes (its `bodyLimit` option, 1 MiB by default). */
+export function bodyLimitOf(router: AgentRouter): number {
+  return router.options.bodyLimit ?? 1024 * 1024;
+}
+
+/**
+ * The body a framework's parser left on the request, when the router may use
+ * it instead of reading the stream: a parser really ran (it read the stream
+ * to its end; Express 4 leaves `req.body = {}` when it did not parse, so the
+ * value alone proves nothing), the declared type is JSON, and the declared
+ * length is within the router's limit. Otherwise undefined, and the router
+ * reads the body itself, or refuses it without reading: 415 for a declared
+ * non-JSON type (a form a host's `urlencoded()` parsed is still refused, as
+ * on node:http), 413 for a declared length over its limit (the host's parser
+ * may allow more).
+ */
+export function parsedBody(req: IncomingMessage, body: unknown, limit: number): unknown {
+  if (body === undefined || !req.readableEnded) return undefined;
+  const length = req.headers['content-length'];
+  if (length !== undefined && Number(length) > limit) return undefined;
+  const header = req.headers['content-type'];
+  const type = header === undefined || header === '' ? 'application/json' : mediaType(header);
+  if (type !== 'application/json' && !type.endsWith('+json')) return undefined;
+  dropUnsafeKeys(body);
+  return body;
+}
+
+const UNSAFE_KEYS = ['__proto__', 'constructor', 'prototype'];
+
+/**
+ * Deletes keys named `__proto__`, `constructor` and `prototype` at any depth,
+ * in place, as the router's own reader drops them: JSON.parse (express.json,
+ * co-body) keeps them as own properties, which an action that merges its
+ * params with Object.assign would turn into a prototype change. Iterative, so
+ * a deeply nested body cannot overflow the stack.
+ */
+function dropUnsafeKeys(root: unknown): void {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value !== 'object' || value === null) continue;
+    const object = value as Record<string, unknown>;
+    for (const key of UNSAFE_KEYS) if (Object.hasOwn(object, key)) delete object[key];
+    for (const key in object) stack.push(object[key]);
+  }
+}

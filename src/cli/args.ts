@@ -1,0 +1,83 @@
+import { parseArgs } from 'node:util';
+
+/** A mistake in how the CLI was called: printed as one line, exit code 2. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+export interface CliArgs {
+  command: 'serve' | 'help';
+  /** The module to serve, as given (resolved from the working directory later). */
+  module: string | undefined;
+  port: number | undefined;
+  host: string | undefined;
+  config: string | undefined;
+  dataDir: string | undefined;
+}
+
+/**
+ * Parses `agent-router [serve] [module] [--port n] [--host h] [--config file]
+ * [--data-dir dir] [--help]`. `serve` is the default command, so
+ * `agent-router app.js` serves app.js.
+ */
+export function parseCliArgs(argv: readonly string[]): CliArgs {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      strict: true,
+      options: {
+        port: { type: 'string', short: 'p' },
+        host: { type: 'string' },
+        config: { type: 'string', short: 'c' },
+        'data-dir': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    throw new UsageError(describeParseError(error as Error & { code?: string }));
+  }
+  const { values, positionals } = parsed;
+  const words = [...positionals];
+  let command: CliArgs['command'] = 'serve';
+  if (words[0] === 'serve') words.shift();
+  else if (words[0] === 'help') {
+    words.shift();
+    command = 'help';
+  }
+  if (values.help === true) command = 'help';
+  if (words.length > 1) throw new UsageError(`serve takes one module, got ${words.length}: ${words.join(' ')}`);
+  return {
+    command,
+    module: words[0],
+    port: values.port === undefined ? undefined : parsePort(values.port, '--port'),
+    host: nonEmpty(values.host, '--host'),
+    config: nonEmpty(values.config, '--config'),
+    dataDir: nonEmpty(values['data-dir'], '--data-dir'),
+  };
+}
+
+/** A port number from a flag or the PORT variable; a UsageError naming `source` otherwise. */
+export function parsePort(text: string, source: string): number {
+  const port = /^\d{1,5}$/.test(text) ? Number(text) : Number.NaN;
+  if (!(port >= 0 && port <= 65535)) throw new UsageError(`${source} must be a port number from 0 to 65535, got ${JSON.stringify(text.slice(0, 20))}`);
+  return port;
+}
+
+function nonEmpty(value: string | undefined, flag: string): string | undefined {
+  if (value === '') throw new UsageError(`${flag} needs a value`);
+  return value;
+}
+
+/** node:util's messages are long and suggest `--`; say what is wrong in a few words instead. */
+function describeParseError(error: Error & { code?: string }): string {
+  // The quoted part is the option as typed ('--prot') or as declared ('-p, --port <value>'): prefer the long name.
+  const quoted = /'(-[^']*)'/.exec(error.message)?.[1];
+  const option = quoted === undefined ? undefined : (/--[\w-]+/.exec(quoted)?.[0] ?? quoted.split(/[ ,]/)[0]);
+  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option !== undefined) return `unknown option ${option}`;
+  if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option !== undefined) {
+    return /argument missing/.test(error.message) ? `${option} needs a value` : `${option} takes no value`;
+  }
+  return error.message;
+}

@@ -1,0 +1,35 @@
+/** `agent-router --help`. */
+export const HELP = `Usage: agent-router serve [module] [options]
+
+Serves agents over HTTP: POST /agent/{agent_id}/chat (?stream=true for SSE),
+POST /agent/{agent_id}/invoke, GET /agent/{agent_id}/state, GET /healthz.
+
+  module            a .js or .mjs file (a .ts file when run under tsx) whose
+                    default export is an AgentRegistry, an Agent or an
+                    AgentServer; resolved from the current directory.
+                    Without one, a demo registry is served: echo-*, chat-*
+                    and counter-* agents kept in --data-dir; no keys or
+                    services needed (chat-* uses OPENAI_API_KEY or
+                    ANTHROPIC_API_KEY when set).
+
+Options:
+  -p, --port <n>      port to listen on; 0 picks a free one
+                      (default: $PORT, else 8080)
+      --host <addr>   address to listen on (default: 127.0.0.1, this machine
+                      only; 0.0.0.0 for every interface)
+  -c, --config <file> JSON config with the spec's names: idle_timeout,
+                      max_agents, enable_list_agents, shutdown_timeout,
+                      keep_alive_timeout, headers_timeout, request_timeout,
+                      body_limit, max_id_length, ping_interval, turn_timeout,
+                      max_streams, openapi, cors_origins, port, host, data_dir
+      --data-dir <dir> where the demo keeps its agents (default: ./.data)
+  -h, --help          show this help
+
+Flags beat the config file. SIGINT or SIGTERM shuts down gracefully:
+running turns and streams get shutdown_timeout seconds (default 10) to finish.
+
+Examples:
+  agent-router serve --port 8080
+  agent-router serve ./agents.js --config agent-router.json
+  node --import tsx ./node_modules/.bin/agent-router serve ./agents.ts
+`;

@@ -1,0 +1,10 @@
+#!/usr/bin/env node
+/**
+ * The `agent-router` bin: `agent-router serve [module] --port 8080`.
+ * See src/cli/help.ts for the flags; the work is in run.ts.
+ */
+import { main } from './run.ts';
+
+main(process.argv.slice(2)).then((code) => {
+  if (code !== undefined) process.exitCode = code;
+});

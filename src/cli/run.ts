@@ -1,0 +1,120 @@
+import path from 'node:path';
+import { readConfigFile, type AgentServerConfig, type FileConfig } from '../server/config.ts';
+import { AgentServer } from '../server/server.ts';
+import { parseCliArgs, parsePort, UsageError, type CliArgs } from './args.ts';
+import { embeddedDefaults } from './defaults.ts';
+import { demoBanner, demoRegistry } from './demo.ts';
+import { HELP } from './help.ts';
+import { LoadError, loadModule, type Servable } from './load.ts';
+
+const NAME = 'agent-router';
+
+/**
+ * Runs the CLI. Resolves with an exit code when it is done (help, or an
+ * error, printed as one line); while serving it resolves with undefined and
+ * the process lives on until SIGINT or SIGTERM, which close the server
+ * gracefully and exit 0.
+ */
+export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): Promise<number | undefined> {
+  try {
+    const args = parseCliArgs(argv);
+    if (args.command === 'help') {
+      process.stdout.write(HELP);
+      return 0;
+    }
+    await serve(args, env, cwd);
+    return undefined;
+  } catch (error) {
+    return report(error, env);
+  }
+}
+
+async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promise<void> {
+  const file: FileConfig = args.config === undefined ? { server: {} } : await readConfigFile(path.resolve(cwd, args.config));
+  const port = args.port ?? file.port ?? (env['PORT'] ? parsePort(env['PORT'], 'the PORT variable') : 8080);
+  const host = args.host ?? file.host ?? '127.0.0.1';
+  const config: AgentServerConfig = file.server;
+
+  let server: Servable;
+  let banner = '';
+  let cleanup: () => Promise<void> = async () => {};
+  if (args.module === undefined) {
+    const dataDir = path.resolve(cwd, args.dataDir ?? file.dataDir ?? '.data');
+    const defaults = await embeddedDefaults(dataDir, env, cwd);
+    server = new AgentServer(demoRegistry({ storage: defaults.storage, chatModel: defaults.chatModel }), config);
+    cleanup = async () => defaults.storage.close?.();
+    await listen(server, port, host).catch(async (error: unknown) => {
+      await cleanup(); // a storage holding files open would keep the process alive after the error
+      throw error;
+    });
+    banner = demoBanner(server.url as string, defaults.storageLabel, defaults.chatModelLabel);
+  } else {
+    const loaded = await loadModule(args.module, cwd);
+    if (loaded.kind === 'server') {
+      server = loaded.server;
+      if (Object.keys(config).length > 0) warn(`${args.module} exports its own AgentServer; only port and host from --config apply`);
+    } else {
+      server = new AgentServer(loaded.target, config);
+    }
+    await listen(server, port, host);
+    const url = server.url as string;
+    banner = `  POST ${url}/agent/{agent_id}/chat   (?stream=true for SSE)\n  GET  ${url}/healthz\n`;
+  }
+  // The first line is what scripts (and the e2e tests) read to find the port.
+  process.stdout.write(`${NAME}: listening on ${server.url}\n${banner}`);
+  onSignals(server, cleanup);
+}
+
+async function listen(server: Servable, port: number, host: string): Promise<void> {
+  try {
+    await server.serve(port, host);
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    // AgentServer's own message names the address and the fix; keep it without its class prefix.
+    const message = (error as Error).message.replace(/^AgentServer\.serve: /, '');
+    throw new LoadError(code === 'EADDRINUSE' ? `${message} (--port)` : message, { cause: error });
+  }
+}
+
+/** `cleanup` runs after the server closed: the demo's storage releases its files. */
+function onSignals(server: Servable, cleanup: () => Promise<void>): void {
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      // A second Ctrl-C: the user does not want to wait for the drain.
+      process.stderr.write(`${NAME}: ${signal} again; exiting now\n`);
+      process.exit(130);
+    }
+    stopping = true;
+    process.stdout.write(`${NAME}: ${signal} received; finishing running requests, then exiting\n`);
+    server.close().then(cleanup).then(
+      () => process.exit(0),
+      (error: unknown) => {
+        process.stderr.write(`${NAME}: error while shutting down: ${(error as Error).message}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
+
+/** One line on stderr, no stack (set AGENT_ROUTER_DEBUG=1 for it); 2 for usage mistakes, 1 otherwise. */
+function report(error: unknown, env: NodeJS.ProcessEnv): number {
+  const usage = error instanceof UsageError;
+  const known = usage || error instanceof LoadError || error instanceof TypeError;
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`${NAME}: ${known ? message : `unexpected error: ${message}`}\n`);
+  if (usage) process.stderr.write(`Run '${NAME} --help' for usage.\n`);
+  if (env['AGENT_ROUTER_DEBUG']) process.stderr.write(`${(error as Error)?.stack ?? ''}\n${inspectCause(error)}`);
+  return usage ? 2 : 1;
+}
+
+function inspectCause(error: unknown): string {
+  const cause = (error as { cause?: unknown } | undefined)?.cause;
+  return cause instanceof Error && cause.stack !== undefined ? `Caused by: ${cause.stack}\n` : '';
+}
+
+function warn(message: string): void {
+  process.stderr.write(`${NAME}: note: ${message}\n`);
+}

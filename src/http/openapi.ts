@@ -1,0 +1,235 @@
+/**
+ * The OpenAPI 3.1 document of one AgentRouter: its routes under its prefix
+ * (DESIGN.md section 2), the JSON request and reply bodies and the SSE reply
+ * (section 3), and the `{"error", "code"}` answer for every error status.
+ */
+
+/** What the builder needs to know about a router. */
+export interface OpenAPIRouterInfo {
+  /** The router's normalized prefix ('' or '/agents'). */
+  prefix: string;
+  /** A single-agent router's agent id; undefined for a registry router. */
+  agentId?: string | undefined;
+  /** Longest agent id, for the `{agent_id}` parameter's schema. @defaultValue 256 */
+  maxIdLength?: number | undefined;
+  /** Whether `{prefix}/openapi.json` is served (and so documented). */
+  servesDocument?: boolean | undefined;
+  /** Tags for every operation (the router's `tags` option). */
+  tags?: readonly string[] | undefined;
+  /** Extra or overriding responses by status for every operation (the router's `responses` option). */
+  responses?: Readonly<Record<string, object>> | undefined;
+}
+
+/** An OpenAPI 3.1 document; plain JSON, a fresh object on every call (change it freely, e.g. `info.title`). */
+export interface OpenAPIDocument {
+  openapi: '3.1.0';
+  info: { title: string; version: string; description?: string };
+  tags?: Array<{ name: string }>;
+  paths: Record<string, Record<string, OpenAPIOperation>>;
+  components: { schemas: Record<string, Schema> };
+}
+
+export interface OpenAPIOperation {
+  operationId: string;
+  summary: string;
+  tags?: string[];
+  parameters?: object[];
+  requestBody?: object;
+  responses: Record<string, object>;
+}
+
+type Schema = Record<string, unknown>;
+
+const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: Schema): object => ({ 'application/json': { schema } });
+
+const SCHEMAS: Record<string, Schema> = {
+  ChatRequest: {
+    type: 'object',
+    required: ['message'],
+    properties: { message: { type: 'string', minLength: 1, description: 'The user message.' } },
+  },
+  ChatResponse: {
+    type: 'object',
+    required: ['agent_id', 'response'],
+    properties: { agent_id: { type: 'string' }, response: { type: 'string', description: 'The whole reply.' } },
+  },
+  InvokeCall: {
+    type: 'object',
+    required: ['method'],
+    properties: {
+      method: { type: 'string', minLength: 1, description: "One of the agent class's static `actions`." },
+      params: {
+        description: 'An object is passed as the single argument, an array is spread as positional arguments; absent means none.',
+        type: ['object', 'array'],
+      },
+    },
+  },
+  InvokeRequest: {
+    description: 'The call bare, or wrapped as `{"payload": {...}}`.',
+    oneOf: [ref('InvokeCall'), { type: 'object', required: ['payload'], properties: { payload: ref('InvokeCall') } }],
+  },
+  InvokeResponse: {
+    type: 'object',
+    required: ['agent_id', 'result'],
+    properties: { agent_id: { type: 'string' }, result: { description: "The action's return value (null for none)." } },
+  },
+  StateResponse: {
+    type: 'object',
+    required: ['agent_id', 'state'],
+    properties: { agent_id: { type: 'string' }, state: { type: 'object' } },
+  },
+  GenericRequest: {
+    description: 'The action envelope; the default action is chat.',
+    oneOf: [
+      { type: 'object', required: ['message'], properties: { action: { const: 'chat' }, message: { type: 'string', minLength: 1 } } },
+      { type: 'object', required: ['action'], properties: { action: { const: 'invoke' }, payload: ref('InvokeCall') } },
+      { type: 'object', required: ['action'], properties: { action: { const: 'state' } } },
+    ],
+  },
+  GenericResponse: { oneOf: [ref('ChatResponse'), ref('InvokeResponse'), ref('StateResponse')] },
+  Error: {
+    type: 'object',
+    required: ['error', 'code'],
+    properties: {
+      error: { type: 'string', description: 'What went wrong, for people (5xx: a generic message).' },
+      code: { type: 'string', description: 'A stable snake_case code, for programs.' },
+    },
+  },
+};
+
+const EVENT_STREAM = {
+  'text/event-stream': {
+    schema: {
+      type: 'string',
+      description:
+        'Server-Sent Events: one `data:` event per chunk of the reply, then `event: done` + `data: [DONE]`; ' +
+        'a failure after the stream began ends it with `event: error` + `data: {"error", "code"}`; `: ping` comments keep an idle stream open.',
+    },
+    example: 'data: Hello\n\ndata:  world\n\nevent: done\ndata: [DONE]\n\n',
+  },
+};
+
+const header = (description: string): object => ({ description, schema: { type: 'string' } });
+
+/** Every error status of DESIGN.md section 3, with when it happens and an example. */
+const ERRORS: Record<string, { description: string; example: { error: string; code: string }; headers?: object }> = {
+  '400': { description: 'Invalid JSON body, `message` missing or not a string, bad agent id, unknown action', example: { error: 'Invalid JSON body', code: 'invalid_json' } },
+  '401': { description: 'The authorize hook refused the request', example: { error: 'Unauthorized', code: 'unauthorized' }, headers: { 'WWW-Authenticate': header('Bearer') } },
+  '403': { description: 'The authorize hook refused the request', example: { error: 'Forbidden', code: 'forbidden' } },
+  '404': { description: 'No registry pattern matches the agent id, or unknown invoke method', example: { error: 'AgentRegistry: no pattern matches agent id "x"', code: 'agent_not_found' } },
+  '405': { description: 'Wrong method on a known path', example: { error: 'Method not allowed; use POST', code: 'method_not_allowed' }, headers: { Allow: header('The method the path takes') } },
+  '413': { description: 'Request body over the limit (default 1 MiB)', example: { error: 'Request body is larger than the limit of 1048576 bytes', code: 'body_too_large' } },
+  '415': { description: 'The declared content type is not JSON', example: { error: 'Content-Type "text/plain" is not supported; send JSON with Content-Type: application/json', code: 'unsupported_media_type' } },
+  '429': { description: 'maxAgents live agents, none idle enough to evict', example: { error: 'All 1000 live agents are busy; retry shortly', code: 'too_many_agents' }, headers: { 'Retry-After': header('Seconds to wait') } },
+  '500': { description: 'An agent or action threw; details only in the server log', example: { error: 'Internal error', code: 'internal_error' } },
+  '502': { description: 'A remote target or the model provider failed', example: { error: 'HTTPTransport: could not reach http://10.0.0.5:8080/agent; check that the remote is up and the url is right', code: 'upstream_unreachable' } },
+  '503': { description: 'The server is shutting down', example: { error: 'Server is shutting down', code: 'shutting_down' } },
+  '504': { description: 'The turn, a remote target or the model provider timed out', example: { error: 'The turn took longer than 300 s', code: 'turn_timeout' } },
+};
+
+const BODY_STATUSES = new Set(['413', '415']);
+
+interface RouteSpec {
+  name: string;
+  method: 'get' | 'post';
+  path: string;
+  summary: string;
+  request?: string;
+  reply: string;
+  streams?: boolean;
+}
+
+/** Builds the router's OpenAPI 3.1 document. */
+export function buildOpenAPI(info: OpenAPIRouterInfo): OpenAPIDocument {
+  const registry = info.agentId === undefined;
+  const base = registry ? `${info.prefix}/{agent_id}` : info.prefix;
+  const who = registry ? 'the agent `{agent_id}`' : `the agent ${JSON.stringify(info.agentId)}`;
+  const routes: RouteSpec[] = [
+    { name: 'chat', method: 'post', path: `${base}/chat`, summary: `Chat with ${who}`, request: 'ChatRequest', reply: 'ChatResponse', streams: true },
+    { name: 'invoke', method: 'post', path: `${base}/invoke`, summary: `Call an action of ${who}`, request: 'InvokeRequest', reply: 'InvokeResponse' },
+    { name: 'state', method: 'get', path: `${base}/state`, summary: `The state of ${who}`, reply: 'StateResponse' },
+    { name: 'request', method: 'post', path: base === '' ? '/' : base, summary: `Generic request (action envelope) to ${who}`, request: 'GenericRequest', reply: 'GenericResponse', streams: true },
+  ];
+  const paths: OpenAPIDocument['paths'] = {};
+  for (const route of routes) (paths[route.path] ??= {})[route.method] = operation(route, info, registry);
+  if (info.servesDocument === true) {
+    paths[`${info.prefix}/openapi.json`] = {
+      get: withOptions(info, {
+        operationId: operationId(info.prefix, 'openapi'),
+        summary: 'This OpenAPI document',
+        responses: { '200': { description: 'The OpenAPI 3.1 document', content: json({ type: 'object' }) } },
+      }),
+    };
+  }
+  const tags = info.tags ?? [];
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: registry ? 'agent-router' : `agent-router: ${info.agentId}`,
+      version: '1.0.0',
+      description: 'Conversational agents over HTTP. Errors are always JSON `{"error", "code"}`.',
+    },
+    ...(tags.length > 0 ? { tags: tags.map((name) => ({ name })) } : {}),
+    paths,
+    components: { schemas: structuredClone(SCHEMAS) },
+  };
+}
+
+function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean): OpenAPIOperation {
+  const parameters: object[] = [];
+  if (registry) {
+    parameters.push({
+      name: 'agent_id',
+      in: 'path',
+      required: true,
+      description: 'One path segment, percent-decoded once; matched against the registry patterns.',
+      schema: { type: 'string', minLength: 1, maxLength: info.maxIdLength ?? 256 },
+    });
+  }
+  if (route.streams === true) {
+    parameters.push({
+      name: 'stream',
+      in: 'query',
+      required: false,
+      description:
+        'Stream the reply as Server-Sent Events: `true`, `1`, `yes`, `on` (any case) stream; `false`, `0`, `no`, `off` do not; ' +
+        'absent, a request whose `Accept` is only `text/event-stream` streams. `events` streams typed events.',
+      schema: { type: 'string', examples: ['true', 'false'] },
+    });
+  }
+  const ok = { description: 'OK', content: route.streams === true ? { ...json(ref(route.reply)), ...EVENT_STREAM } : json(ref(route.reply)) };
+  const responses: Record<string, object> = { '200': ok };
+  for (const status in ERRORS) {
+    if (route.request === undefined && BODY_STATUSES.has(status)) continue;
+    if (!registry && status === '429') continue;
+    const error = ERRORS[status] as (typeof ERRORS)[string];
+    responses[status] = {
+      description: error.description,
+      ...(error.headers === undefined ? {} : { headers: error.headers }),
+      content: { 'application/json': { schema: ref('Error'), example: error.example } },
+    };
+  }
+  return withOptions(info, {
+    operationId: operationId(info.prefix, route.name),
+    summary: route.summary,
+    ...(parameters.length > 0 ? { parameters } : {}),
+    ...(route.request === undefined ? {} : { requestBody: { required: true, content: json(ref(route.request)) } }),
+    responses,
+  });
+}
+
+/** Adds the router's `tags`, and merges its `responses` over each status (theirs win, field by field). */
+function withOptions(info: OpenAPIRouterInfo, op: OpenAPIOperation): OpenAPIOperation {
+  if (info.tags !== undefined && info.tags.length > 0) op.tags = [...info.tags];
+  for (const status in info.responses) {
+    op.responses[status] = { ...op.responses[status], ...structuredClone(info.responses[status]) };
+  }
+  return structuredClone(op);
+}
+
+/** `chat` under no prefix, `agentsChat` under `/agents`, `apiV1Chat` under `/api/v1`. */
+function operationId(prefix: string, name: string): string {
+  const words = `${prefix} ${name}`.split(/[^A-Za-z0-9]+/).filter((word) => word !== '');
+  return words.map((word, i) => (i === 0 ? word.charAt(0).toLowerCase() + word.slice(1) : word.charAt(0).toUpperCase() + word.slice(1))).join('');
+}

@@ -1,0 +1,151 @@
+import type { JsonObject } from '../types.ts';
+import type { Model, ModelChunk, ModelRequest } from './model.ts';
+import { count, isObject, parseData, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
+import { checkCommonOptions, joinURL, streamFromProvider, type StreamDecoder } from './provider-http.ts';
+
+/** The Messages API version this adapter speaks (sent as `anthropic-version`). */
+export const ANTHROPIC_VERSION = '2023-06-01';
+
+export interface AnthropicModelOptions {
+  /** The model name, e.g. `claude-sonnet-4-5`. */
+  model: string;
+  /** Sent as `x-api-key`. */
+  apiKey: string;
+  /** @defaultValue `https://api.anthropic.com/v1` */
+  baseURL?: string | undefined;
+  /**
+   * The reply's token limit (`max_tokens`, which the API requires).
+   * @defaultValue 4096
+   */
+  maxTokens?: number | undefined;
+  /** Extra request headers (e.g. `anthropic-beta`). */
+  headers?: Record<string, string> | undefined;
+  /**
+   * Seconds without response headers or stream bytes before the turn fails with `model_timeout`.
+   * @defaultValue 120
+   */
+  timeout?: number | undefined;
+  /**
+   * Retries for 429, 5xx, 529 and dropped connections, only before the first chunk.
+   * @defaultValue 2
+   */
+  maxRetries?: number | undefined;
+  /** Extra request body fields, e.g. `{ temperature: 0.2 }`. */
+  body?: JsonObject | undefined;
+  /** A `fetch` to use instead of the global one (proxies, tests). */
+  fetch?: typeof fetch | undefined;
+}
+
+/**
+ * A model on Anthropic's Messages API, streamed over `fetch`: the system
+ * prompt is the top-level `system` field, the history is `messages`, text
+ * arrives in `content_block_delta` events and usage in `message_start` and
+ * `message_delta` (yielded once, as `{usage}`, at the end).
+ *
+ * @example anthropicModel({ model: 'claude-sonnet-4-5', apiKey: process.env.ANTHROPIC_API_KEY ?? '' })
+ */
+export function anthropicModel(options: AnthropicModelOptions): Model {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError("anthropicModel: pass an options object, e.g. anthropicModel({ model: 'claude-sonnet-4-5', apiKey })");
+  }
+  checkCommonOptions('anthropicModel', options);
+  const { model, apiKey } = options;
+  if (typeof apiKey !== 'string' || apiKey === '') {
+    throw new TypeError('anthropicModel: pass apiKey, e.g. anthropicModel({ model, apiKey: process.env.ANTHROPIC_API_KEY })');
+  }
+  const maxTokens = options.maxTokens ?? 4096;
+  if (!Number.isInteger(maxTokens) || maxTokens < 1) {
+    throw new TypeError('anthropicModel: maxTokens must be a whole number >= 1, e.g. maxTokens: 1024');
+  }
+  const url = joinURL(options.baseURL ?? 'https://api.anthropic.com/v1', 'messages');
+  const name = `anthropic:${model}`;
+  const context: ProviderContext = { provider: 'anthropic', label: name, secrets: [apiKey] };
+
+  return {
+    name,
+    stream(request: ModelRequest): AsyncIterable<ModelChunk> {
+      const headers = new Headers({
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+        'x-api-key': apiKey,
+        'anthropic-version': ANTHROPIC_VERSION,
+      });
+      for (const [key, value] of Object.entries(options.headers ?? {})) headers.set(key, value);
+      const messages = request.messages.map((message) => ({ role: message.role, content: message.content }));
+      const body: Record<string, unknown> = { ...options.body, model, max_tokens: maxTokens, messages, stream: true };
+      if (request.system !== undefined) body['system'] = request.system;
+      return streamFromProvider({
+        ...context,
+        url,
+        headers,
+        body,
+        timeout: options.timeout ?? 120,
+        maxRetries: options.maxRetries ?? 2,
+        fetch: options.fetch ?? globalThis.fetch,
+        signal: request.signal,
+        decoder: () => anthropicDecoder(context),
+      });
+    },
+  };
+}
+
+/**
+ * Named events: `message_start` (input usage), `content_block_delta` with a
+ * `text_delta`, `message_delta` (cumulative output usage), `message_stop`,
+ * `ping`, `error`. Other events and delta types (tool input, thinking) are
+ * skipped, as the API's versioning policy asks of clients.
+ */
+function anthropicDecoder(context: ProviderContext): StreamDecoder {
+  let done = false;
+  let input: number | undefined;
+  let output: number | undefined;
+  return {
+    get done() {
+      return done;
+    },
+    event(event) {
+      const data = parseData(context, event.data);
+      const type = event.event === 'message' ? data['type'] : event.event;
+      switch (type) {
+        case 'message_start': {
+          const message = data['message'];
+          if (isObject(message)) readUsage(message['usage']);
+          return [];
+        }
+        case 'content_block_delta': {
+          const delta = data['delta'];
+          if (isObject(delta) && delta['type'] === 'text_delta' && typeof delta['text'] === 'string' && delta['text'] !== '') {
+            return [delta['text']];
+          }
+          return [];
+        }
+        case 'message_delta':
+          readUsage(data['usage']);
+          return [];
+        case 'message_stop':
+          done = true;
+          return [];
+        case 'error':
+          throw streamErrorEvent(context, data['error']);
+        default:
+          return []; // ping, content_block_start/stop, and event types added later
+      }
+    },
+    end() {
+      if (!done) throw streamInterrupted(context);
+      if (input === undefined && output === undefined) return [];
+      const total = input === undefined || output === undefined ? undefined : input + output;
+      return [{ usage: { inputTokens: input, outputTokens: output, totalTokens: total } }];
+    },
+  };
+
+  /** Input counts cached tokens too (the API reports them apart); output is cumulative, so the last one wins. */
+  function readUsage(usage: unknown): void {
+    if (!isObject(usage)) return;
+    const fresh = count(usage['input_tokens']);
+    if (fresh !== undefined) {
+      input = fresh + (count(usage['cache_creation_input_tokens']) ?? 0) + (count(usage['cache_read_input_tokens']) ?? 0);
+    }
+    output = count(usage['output_tokens']) ?? output;
+  }
+}

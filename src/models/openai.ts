@@ -1,0 +1,122 @@
+import type { JsonObject, TokenUsage } from '../types.ts';
+import type { Model, ModelChunk, ModelRequest } from './model.ts';
+import { count, isObject, parseData, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
+import { checkCommonOptions, joinURL, streamFromProvider, type StreamDecoder } from './provider-http.ts';
+
+export interface OpenAIModelOptions {
+  /** The model name, e.g. `gpt-4o-mini`, or whatever the compatible server serves (`llama3.2`). */
+  model: string;
+  /** Sent as `Authorization: Bearer <apiKey>`; leave it out for local servers that need none. */
+  apiKey?: string | undefined;
+  /**
+   * Any OpenAI-compatible Chat Completions API: Ollama `http://localhost:11434/v1`,
+   * vLLM, llama.cpp server, Groq, DeepSeek, OpenRouter.
+   * @defaultValue `https://api.openai.com/v1`
+   */
+  baseURL?: string | undefined;
+  /** Extra request headers (e.g. `OpenAI-Organization`, OpenRouter's `HTTP-Referer`). */
+  headers?: Record<string, string> | undefined;
+  /**
+   * Seconds without response headers or stream bytes before the turn fails with `model_timeout`.
+   * @defaultValue 120
+   */
+  timeout?: number | undefined;
+  /**
+   * Retries for 429, 5xx and dropped connections, only before the first chunk.
+   * @defaultValue 2
+   */
+  maxRetries?: number | undefined;
+  /** Extra request body fields, e.g. `{ temperature: 0.2, max_tokens: 500 }`. */
+  body?: JsonObject | undefined;
+  /** A `fetch` to use instead of the global one (proxies, tests). */
+  fetch?: typeof fetch | undefined;
+}
+
+/**
+ * A model on any OpenAI-compatible Chat Completions endpoint, streamed
+ * (`stream: true`, SSE `data: {json}` ... `data: [DONE]`) over `fetch`. The
+ * system prompt goes first as a `system` message, then the history. Usage is
+ * requested with `stream_options.include_usage` and yielded as `{usage}`.
+ *
+ * @example openAIModel({ model: 'gpt-4o-mini', apiKey: process.env.OPENAI_API_KEY })
+ * @example openAIModel({ model: 'llama3.2', baseURL: 'http://localhost:11434/v1' })
+ */
+export function openAIModel(options: OpenAIModelOptions): Model {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError("openAIModel: pass an options object, e.g. openAIModel({ model: 'gpt-4o-mini', apiKey })");
+  }
+  checkCommonOptions('openAIModel', options);
+  const { model, apiKey } = options;
+  const url = joinURL(options.baseURL ?? 'https://api.openai.com/v1', 'chat/completions');
+  const name = `openai:${model}`;
+  const context: ProviderContext = { provider: 'openai', label: name, secrets: apiKey === undefined ? [] : [apiKey] };
+
+  return {
+    name,
+    stream(request: ModelRequest): AsyncIterable<ModelChunk> {
+      const headers = new Headers({ 'content-type': 'application/json', accept: 'text/event-stream' });
+      if (apiKey !== undefined && apiKey !== '') headers.set('authorization', `Bearer ${apiKey}`);
+      for (const [key, value] of Object.entries(options.headers ?? {})) headers.set(key, value);
+      const messages = request.system === undefined ? [] : [{ role: 'system', content: request.system }];
+      for (const message of request.messages) messages.push({ role: message.role, content: message.content });
+      return streamFromProvider({
+        ...context,
+        url,
+        headers,
+        body: { ...options.body, model, messages, stream: true, stream_options: { include_usage: true } },
+        timeout: options.timeout ?? 120,
+        maxRetries: options.maxRetries ?? 2,
+        fetch: options.fetch ?? globalThis.fetch,
+        signal: request.signal,
+        decoder: () => openAIDecoder(context),
+      });
+    },
+  };
+}
+
+/**
+ * Chat completion chunks: text in `choices[0].delta.content`, the end in
+ * `finish_reason`, usage in a last chunk with empty `choices`, then `[DONE]`.
+ * A stream that ends after a `finish_reason` but without `[DONE]` is complete
+ * too (some compatible servers skip it).
+ */
+function openAIDecoder(context: ProviderContext): StreamDecoder {
+  let done = false;
+  let finished = false;
+  let usage: TokenUsage | undefined;
+  return {
+    get done() {
+      return done;
+    },
+    event(event) {
+      if (event.data === '[DONE]') {
+        done = true;
+        return [];
+      }
+      const chunk = parseData(context, event.data);
+      if (chunk['error'] !== undefined) throw streamErrorEvent(context, chunk['error']);
+      const out: ModelChunk[] = [];
+      const choices = Array.isArray(chunk['choices']) ? chunk['choices'] : [];
+      for (const choice of choices) {
+        // With n > 1 other choices would interleave; the agent keeps one reply.
+        if (!isObject(choice) || (choice['index'] !== undefined && choice['index'] !== 0)) continue;
+        const delta = choice['delta'];
+        if (isObject(delta) && typeof delta['content'] === 'string' && delta['content'] !== '') out.push(delta['content']);
+        if (typeof choice['finish_reason'] === 'string') finished = true;
+      }
+      const reported = chunk['usage'];
+      if (isObject(reported)) {
+        usage = {
+          inputTokens: count(reported['prompt_tokens']),
+          outputTokens: count(reported['completion_tokens']),
+          totalTokens: count(reported['total_tokens']),
+        };
+      }
+      return out;
+    },
+    end() {
+      if (!done && !finished) throw streamInterrupted(context);
+      return usage === undefined ? [] : [{ usage }];
+    },
+  };
+}

@@ -1,0 +1,201 @@
+/**
+ * Every failure of a model provider as a `ModelProviderError`, and the
+ * helpers that read provider JSON. Codes (the router answers 502, or 504 for
+ * `model_timeout`):
+ *
+ * | code | when |
+ * |---|---|
+ * | `model_auth_failed` | HTTP 401 or 403: bad key, no access to the model |
+ * | `model_not_found` | HTTP 404: unknown model or wrong baseURL |
+ * | `model_rate_limited` | HTTP 429 |
+ * | `model_unavailable` | HTTP 5xx (Anthropic's 529 overloaded too) |
+ * | `model_request_rejected` | any other HTTP 4xx |
+ * | `model_stream_error` | an error event inside a stream that began with 200 |
+ * | `model_bad_response` | a 200 that is not SSE, data that is not a JSON object, an oversized line |
+ * | `model_connection_failed` | no response at all (refused, DNS, TLS) |
+ * | `model_stream_interrupted` | the stream ended before its last event (a cut connection) |
+ * | `model_timeout` | no headers or no bytes for `timeout` seconds |
+ */
+import { ModelProviderError } from '../errors.ts';
+
+/** Who is failing, for error messages. */
+export interface ProviderContext {
+  /** `openai` or `anthropic`: the `provider` of every error. */
+  provider: string;
+  /** Names the model in messages, e.g. `openai:gpt-4o-mini`. */
+  label: string;
+  /** Strings cut out of every provider message (the API key). */
+  secrets: readonly string[];
+}
+
+const MAX_ERROR_BODY = 64 * 1024;
+/** Error types worth a retry (before the first chunk): the provider's trouble, not the request's. */
+const RETRYABLE_TYPES = new Set(['overloaded_error', 'api_error', 'rate_limit_error', 'timeout_error', 'server_error']);
+
+/** Maps a non-2xx answer to its error, with the provider's message and type. */
+export async function httpError(context: ProviderContext, response: Response): Promise<ModelProviderError> {
+  const status = response.status;
+  const { message, type } = providerMessage(await readLimited(response));
+  const [code, hint] = status === 401 || status === 403
+    ? ['model_auth_failed', 'check the API key and its access to this model']
+    : status === 404
+      ? ['model_not_found', 'check the model name and baseURL']
+      : status === 429
+        ? ['model_rate_limited', 'the provider is rate limiting; retry later']
+        : status >= 500
+          ? ['model_unavailable', 'the provider failed; retry later']
+          : ['model_request_rejected', 'the provider refused the request'];
+  const detail = message === undefined ? '' : ` (${type === undefined ? '' : `${type}: `}${message})`;
+  return new ModelProviderError(code, redact(`${context.label}: provider answered HTTP ${status}${detail}; ${hint}`, context.secrets), {
+    provider: context.provider,
+    providerStatus: status,
+    providerType: type,
+    retryable: status === 429 || status >= 500,
+    retryAfter: parseRetryAfter(response.headers),
+  });
+}
+
+/** A 200 that is not an event stream: a server that ignored `stream: true`, or an error as JSON. */
+export async function notAStream(context: ProviderContext, response: Response): Promise<ModelProviderError> {
+  const { message, type } = providerMessage(await readLimited(response));
+  const what = message === undefined ? 'a body that is not an event stream' : `an error (${message})`;
+  return new ModelProviderError('model_bad_response', redact(`${context.label}: provider answered ${what}; check baseURL points at a streaming API`, context.secrets), {
+    provider: context.provider,
+    providerStatus: response.status,
+    providerType: type,
+  });
+}
+
+/**
+ * An error sent inside a stream that began with 200: Anthropic's
+ * `event: error` (`{"type": "error", "error": {"type", "message"}}`), or an
+ * OpenAI-compatible `data: {"error": {...}}` (vLLM puts the HTTP status in `code`).
+ */
+export function streamErrorEvent(context: ProviderContext, error: unknown): ModelProviderError {
+  const fields = isObject(error) ? error : { message: typeof error === 'string' ? error : undefined };
+  const message = typeof fields['message'] === 'string' ? fields['message'] : 'no message';
+  const type = typeof fields['type'] === 'string' ? fields['type'] : undefined;
+  const status = typeof fields['code'] === 'number' && fields['code'] >= 400 && fields['code'] <= 599 ? fields['code'] : undefined;
+  const retryable = (type !== undefined && RETRYABLE_TYPES.has(type)) || (status !== undefined && (status === 429 || status >= 500));
+  const detail = `${type === undefined ? '' : `${type}: `}${message}`;
+  return new ModelProviderError('model_stream_error', redact(`${context.label}: the provider sent an error in the stream (${detail})`, context.secrets), {
+    provider: context.provider,
+    providerStatus: status,
+    providerType: type,
+    retryable,
+  });
+}
+
+export function connectionFailed(context: ProviderContext, cause: unknown): ModelProviderError {
+  return new ModelProviderError('model_connection_failed', `${context.label}: could not reach the provider; check baseURL and the network`, {
+    provider: context.provider,
+    retryable: true,
+    cause,
+  });
+}
+
+/** The stream ended before its last event (a cut connection, or a clean end too early). */
+export function streamInterrupted(context: ProviderContext, cause?: unknown): ModelProviderError {
+  return new ModelProviderError('model_stream_interrupted', `${context.label}: the stream ended before the provider finished it`, {
+    provider: context.provider,
+    retryable: true,
+    cause,
+  });
+}
+
+export function timeoutError(context: ProviderContext, seconds: number): ModelProviderError {
+  return new ModelProviderError('model_timeout', `${context.label}: no answer from the provider for ${seconds} s; raise timeout or check the provider`, {
+    provider: context.provider,
+    status: 504,
+  });
+}
+
+/** The stream broke the provider's format. */
+export function badResponse(context: ProviderContext, what: string, cause?: unknown): ModelProviderError {
+  return new ModelProviderError('model_bad_response', `${context.label}: malformed stream from the provider (${what})`, {
+    provider: context.provider,
+    providerStatus: 200,
+    cause,
+  });
+}
+
+/** Parses one event's JSON data, or throws `model_bad_response`. */
+export function parseData(context: ProviderContext, data: string): Record<string, unknown> {
+  let json: unknown;
+  try {
+    json = JSON.parse(data);
+  } catch (error) {
+    throw badResponse(context, 'an event whose data is not JSON', error);
+  }
+  if (!isObject(json)) throw badResponse(context, 'an event whose data is not a JSON object');
+  return json;
+}
+
+/**
+ * The message and type of an error body. Both APIs nest them under `error`
+ * (`{"error": {"message", "type"}}`); some compatible servers send a bare
+ * string (`{"error": "model not found"}`) or plain text.
+ */
+export function providerMessage(text: string): { message: string | undefined; type: string | undefined } {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    const trimmed = text.trim().slice(0, 300);
+    return { message: trimmed === '' ? undefined : trimmed, type: undefined };
+  }
+  const error = isObject(json) ? json['error'] : undefined;
+  if (typeof error === 'string') return { message: error, type: undefined };
+  if (!isObject(error)) return { message: undefined, type: undefined };
+  const message = typeof error['message'] === 'string' ? error['message'] : undefined;
+  const type = typeof error['type'] === 'string' ? error['type'] : undefined;
+  return { message, type };
+}
+
+/** `Retry-After` (seconds or an HTTP date) or `retry-after-ms`, in seconds. */
+export function parseRetryAfter(headers: Headers, now: number = Date.now()): number | undefined {
+  const ms = Number(headers.get('retry-after-ms') ?? Number.NaN);
+  if (Number.isFinite(ms) && ms >= 0) return ms / 1000;
+  const value = headers.get('retry-after');
+  if (value === null || value.trim() === '') return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return seconds >= 0 ? seconds : undefined;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, (date - now) / 1000);
+}
+
+/**
+ * Cuts secrets out of a provider message. OpenAI's 401 echoes the key it got
+ * ("Incorrect API key provided: sk-abc***xyz"), so `sk-` tokens are masked too.
+ */
+export function redact(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const secret of secrets) if (secret.length > 0) out = out.split(secret).join('[redacted]');
+  return out.replace(/\bsk-[\w*-]+/g, 'sk-[redacted]');
+}
+
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A non-negative finite number, or undefined: token counts as the provider reported them. */
+export function count(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+}
+
+/** Reads at most 64 KiB of an error body: an error page must not fill memory. */
+async function readLimited(response: Response): Promise<string> {
+  if (response.body === null) return '';
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let text = '';
+  try {
+    while (text.length < MAX_ERROR_BODY) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  return text.slice(0, MAX_ERROR_BODY);
+}

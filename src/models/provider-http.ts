@@ -1,0 +1,194 @@
+/**
+ * What the OpenAI and Anthropic models share: one POST over `fetch` that
+ * streams SSE, an idle timeout, and retries before the first chunk. Every
+ * failure becomes a `ModelProviderError` (codes in provider-errors.ts).
+ */
+import { ModelProviderError } from '../errors.ts';
+import { readSSE, type SSEEvent } from '../sse/parser.ts';
+import type { ModelChunk } from './model.ts';
+import {
+  badResponse,
+  connectionFailed,
+  httpError,
+  notAStream,
+  streamInterrupted,
+  timeoutError,
+  type ProviderContext,
+} from './provider-errors.ts';
+
+/** Turns a provider's SSE events into chunks; one per attempt. */
+export interface StreamDecoder {
+  /** Chunks for one event. Throws a `ModelProviderError` for an error event or malformed data. */
+  event(event: SSEEvent): ModelChunk[];
+  /** True once the stream's last event arrived; reading stops there. */
+  readonly done: boolean;
+  /** Chunks to send at the end (usage); throws when the stream ended before its last event. */
+  end(): ModelChunk[];
+}
+
+export interface ProviderRequest extends ProviderContext {
+  url: string;
+  headers: Headers;
+  body: unknown;
+  /** Seconds without response headers or body bytes before `model_timeout`. */
+  timeout: number;
+  maxRetries: number;
+  fetch: typeof fetch;
+  signal: AbortSignal;
+  decoder: () => StreamDecoder;
+}
+
+/** The OpenAI and Anthropic SDKs' schedule: 0.5 s doubling to 8 s, minus up to 25% jitter. */
+const INITIAL_DELAY = 0.5;
+const MAX_DELAY = 8;
+/** A longer `Retry-After` is not waited for (an HTTP client is waiting); the backoff is used instead. */
+const MAX_RETRY_AFTER = 60;
+
+/**
+ * The timers behind the idle timeout and the retry wait. Tests swap them for
+ * a manual clock: node:test's mock timers also catch undici's shared internal
+ * timer, and on Node 20 a stale mock of it stalls every later test's timers.
+ */
+export const providerTimers = {
+  setTimeout: (callback: () => void, ms: number): unknown => setTimeout(callback, ms),
+  clearTimeout: (handle: unknown): void => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+/**
+ * Streams one reply. Retries a retryable failure (429, 5xx, a dropped
+ * connection) only while nothing has been yielded: once a chunk is out, a
+ * retry would repeat text the caller already has. An abort of
+ * `request.signal` cancels the fetch or the wait at once and rethrows the
+ * signal's reason.
+ */
+export async function* streamFromProvider(request: ProviderRequest): AsyncGenerator<ModelChunk> {
+  const { signal } = request;
+  signal.throwIfAborted();
+  for (let attempt = 0; ; attempt++) {
+    let delivered = false;
+    try {
+      for await (const chunk of streamOnce(request)) {
+        // Chunks parsed before an abort are not handed out after it.
+        signal.throwIfAborted();
+        delivered = true;
+        yield chunk;
+      }
+      return;
+    } catch (error) {
+      signal.throwIfAborted();
+      if (delivered || attempt >= request.maxRetries) throw error;
+      if (!(error instanceof ModelProviderError) || !error.retryable) throw error;
+      await sleep(retryDelay(attempt, error.retryAfter), signal);
+    }
+  }
+}
+
+async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk> {
+  const controller = new AbortController();
+  const onAbort = (): void => controller.abort(request.signal.reason);
+  request.signal.addEventListener('abort', onAbort, { once: true });
+  let timedOut = false;
+  let timer: unknown;
+  // An idle timer, re-armed on headers and on every body read: a slow but
+  // steady stream is fine, a silent one is not.
+  const arm = (): void => {
+    providerTimers.clearTimeout(timer);
+    timer = providerTimers.setTimeout(() => {
+      timedOut = true;
+      controller.abort(new Error('model provider timed out'));
+    }, request.timeout * 1000);
+  };
+  const fail = (error: unknown, stage: 'connect' | 'read'): unknown => {
+    if (request.signal.aborted) return request.signal.reason;
+    if (timedOut) return timeoutError(request, request.timeout);
+    if (error instanceof ModelProviderError) return error;
+    if (error instanceof RangeError) return badResponse(request, 'an SSE line or event is too large', error);
+    return stage === 'connect' ? connectionFailed(request, error) : streamInterrupted(request, error);
+  };
+
+  try {
+    arm();
+    let response: Response;
+    try {
+      response = await request.fetch(request.url, {
+        method: 'POST',
+        headers: request.headers,
+        body: JSON.stringify(request.body),
+        signal: controller.signal,
+      });
+    } catch (error) {
+      throw fail(error, 'connect');
+    }
+    arm();
+    try {
+      if (!response.ok) throw await httpError(request, response);
+      const type = response.headers.get('content-type') ?? '';
+      if (response.body === null || /json/i.test(type)) throw await notAStream(request, response);
+      const decoder = request.decoder();
+      const body = response.body.pipeThrough(
+        new TransformStream<Uint8Array, Uint8Array>({
+          transform(bytes, out) {
+            arm();
+            out.enqueue(bytes);
+          },
+        }),
+      );
+      for await (const event of readSSE(body)) {
+        yield* decoder.event(event);
+        if (decoder.done) break;
+      }
+      yield* decoder.end();
+    } catch (error) {
+      throw fail(error, 'read');
+    }
+  } finally {
+    providerTimers.clearTimeout(timer);
+    request.signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/** Milliseconds before retry number `attempt + 1`: the provider's `Retry-After` when sane, else backoff with jitter. */
+export function retryDelay(attempt: number, retryAfter: number | undefined, random: () => number = Math.random): number {
+  if (retryAfter !== undefined && retryAfter <= MAX_RETRY_AFTER) return retryAfter * 1000;
+  const backoff = Math.min(INITIAL_DELAY * 2 ** attempt, MAX_DELAY);
+  return backoff * (1 - random() * 0.25) * 1000;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => {
+      providerTimers.clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = providerTimers.setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** Checks the options every provider shares; misuse throws a TypeError that names the fix. */
+export function checkCommonOptions(
+  factory: string,
+  options: { model?: unknown; timeout?: unknown; maxRetries?: unknown; baseURL?: unknown },
+): void {
+  if (typeof options.model !== 'string' || options.model === '') {
+    throw new TypeError(`${factory}: pass the model name, e.g. ${factory}({ model: '...', apiKey })`);
+  }
+  if (options.timeout !== undefined && (typeof options.timeout !== 'number' || !(options.timeout > 0))) {
+    throw new TypeError(`${factory}: timeout is in seconds and must be a positive number, e.g. timeout: 60`);
+  }
+  if (options.maxRetries !== undefined && (!Number.isInteger(options.maxRetries) || (options.maxRetries as number) < 0)) {
+    throw new TypeError(`${factory}: maxRetries must be a whole number >= 0, e.g. maxRetries: 2`);
+  }
+  const { baseURL } = options;
+  if (baseURL !== undefined && (typeof baseURL !== 'string' || !/^https?:\/\//i.test(baseURL) || !URL.canParse(baseURL))) {
+    throw new TypeError(`${factory}: baseURL must be an absolute http(s) URL, e.g. 'http://localhost:11434/v1'`);
+  }
+}
+
+/** `${baseURL}/${path}` with one slash between them. */
+export function joinURL(baseURL: string, path: string): string {
+  return `${baseURL.replace(/\/+$/, '')}/${path}`;
+}

@@ -1,0 +1,24 @@
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+
+/**
+ * Answers what Node's HTTP parser refuses (malformed requests, headers too
+ * large, a request that took too long to arrive) in the library's JSON error
+ * shape instead of Node's bare status line. Mirrors Node's own rule: answer
+ * only if nothing was written on the socket yet, then close it.
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Duplex & { bytesWritten?: number }): void {
+  if (error.code === 'ECONNRESET' || !socket.writable || (socket.bytesWritten ?? 0) > 0) {
+    socket.destroy();
+    return;
+  }
+  const [status, code, message] =
+    error.code === 'HPE_HEADER_OVERFLOW' ? [431, 'headers_too_large', 'Request headers are too large']
+    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'request_timeout', 'The request did not arrive in time']
+    : [400, 'bad_request', 'Malformed HTTP request'];
+  const body = JSON.stringify({ error: message, code });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}

@@ -1,0 +1,224 @@
+import { readFile } from 'node:fs/promises';
+import type { AgentRouterOptions } from '../http/router.ts';
+
+/**
+ * Options of an {@link AgentServer}. Durations are seconds, as everywhere in
+ * the public API. Everything an {@link AgentRouterOptions} takes passes
+ * through, except `prefix` (the server mounts its router at `/agent`) and
+ * `pool` (the server owns its pool).
+ */
+export interface AgentServerConfig extends Omit<AgentRouterOptions, 'prefix' | 'pool'> {
+  /** Serve `GET /agents` (live agent ids, last activity, busy). @defaultValue false */
+  enableListAgents?: boolean | undefined;
+  /** Seconds `close()` lets running turns and streams finish before aborting them. @defaultValue 10 */
+  shutdownTimeout?: number | undefined;
+  /**
+   * Seconds an idle keep-alive connection stays open. Above the 60 s idle
+   * timeout of common load balancers (AWS ALB), so the balancer, not the
+   * server, closes first and never sends on a socket the server just closed.
+   * @defaultValue 65
+   */
+  keepAliveTimeout?: number | undefined;
+  /** Seconds a client has to send the request headers; kept above `keepAliveTimeout`. @defaultValue keepAliveTimeout + 1 */
+  headersTimeout?: number | undefined;
+  /**
+   * Seconds a client has to send the whole request (slow uploads); 0 for no
+   * limit. It ends when the request is received, so it never cuts a long
+   * response stream. @defaultValue max(120, headersTimeout)
+   */
+  requestTimeout?: number | undefined;
+}
+
+/** The server settings after defaults, all present. */
+export interface ServerSettings {
+  idleTimeout: number;
+  maxAgents: number;
+  enableListAgents: boolean;
+  shutdownTimeout: number;
+  keepAliveTimeout: number;
+  headersTimeout: number;
+  requestTimeout: number;
+}
+
+/** What a JSON config file may hold: server options, plus where to listen and keep data. */
+export interface FileConfig {
+  server: AgentServerConfig;
+  port?: number | undefined;
+  host?: string | undefined;
+  dataDir?: string | undefined;
+}
+
+/** Node timers overflow above 2^31 - 1 ms (and then fire at once), so no duration may exceed it. */
+const MAX_TIMER = 2_147_483;
+
+type Kind = 'seconds' | 'idleSeconds' | 'positiveSeconds' | 'count' | 'boolean' | 'function' | 'object' | 'string' | 'port' | 'origins';
+
+/** Every option the server takes, and how it is checked (typed so a new router option cannot be forgotten here). */
+const OPTIONS: { readonly [K in keyof Required<AgentServerConfig>]: Kind } = {
+  idleTimeout: 'idleSeconds',
+  maxAgents: 'count',
+  enableListAgents: 'boolean',
+  shutdownTimeout: 'seconds',
+  keepAliveTimeout: 'positiveSeconds',
+  headersTimeout: 'positiveSeconds',
+  requestTimeout: 'seconds',
+  bodyLimit: 'count',
+  maxIdLength: 'count',
+  pingInterval: 'seconds',
+  turnTimeout: 'seconds',
+  maxStreams: 'count',
+  openapi: 'boolean',
+  cors: 'object',
+  tags: 'object',
+  responses: 'object',
+  authorize: 'function',
+  logger: 'object',
+  onCreate: 'function',
+  onEvict: 'function',
+  now: 'function',
+};
+
+/** The snake_case names of a config file (the spec's names) and the option each sets. */
+const FILE_KEYS: Record<string, string> = {
+  idle_timeout: 'idleTimeout',
+  max_agents: 'maxAgents',
+  enable_list_agents: 'enableListAgents',
+  shutdown_timeout: 'shutdownTimeout',
+  keep_alive_timeout: 'keepAliveTimeout',
+  headers_timeout: 'headersTimeout',
+  request_timeout: 'requestTimeout',
+  body_limit: 'bodyLimit',
+  max_id_length: 'maxIdLength',
+  ping_interval: 'pingInterval',
+  turn_timeout: 'turnTimeout',
+  max_streams: 'maxStreams',
+  openapi: 'openapi',
+};
+const FILE_EXTRA: Record<string, Kind> = { port: 'port', host: 'string', data_dir: 'string', cors_origins: 'origins' };
+
+/**
+ * Checks an AgentServer config and fills in the defaults. A wrong type or an
+ * unknown key is a TypeError naming the key (`name` maps an option to the
+ * name the user wrote, e.g. its snake_case spelling in a config file).
+ */
+export function resolveServerConfig(config: AgentServerConfig, where = 'AgentServer', name: (key: string) => string = (key) => key): ServerSettings {
+  if (typeof config !== 'object' || config === null || Array.isArray(config)) {
+    throw new TypeError(`${where}: config must be an object, e.g. { idleTimeout: 300, maxAgents: 10000 }`);
+  }
+  const values = config as Record<string, unknown>;
+  for (const key of Object.keys(values)) {
+    const kind = (OPTIONS as Record<string, Kind>)[key];
+    if (kind === undefined) throw new TypeError(`${where}: unknown option ${JSON.stringify(key)}${suggest(key)}`);
+    if (values[key] !== undefined) check(values[key], kind, `${where}: ${name(key)}`);
+  }
+  const keepAliveTimeout = config.keepAliveTimeout ?? 65;
+  const headersTimeout = config.headersTimeout ?? keepAliveTimeout + 1;
+  const requestTimeout = config.requestTimeout ?? Math.max(120, headersTimeout);
+  if (headersTimeout <= keepAliveTimeout) {
+    // Node then times a reused connection's next request out as it arrives (the old ALB 502 bug).
+    throw new TypeError(`${where}: ${name('headersTimeout')} (${headersTimeout}) must be above ${name('keepAliveTimeout')} (${keepAliveTimeout})`);
+  }
+  if (requestTimeout !== 0 && requestTimeout < headersTimeout) {
+    throw new TypeError(`${where}: ${name('requestTimeout')} (${requestTimeout}) must be 0 or at least ${name('headersTimeout')} (${headersTimeout})`);
+  }
+  if (config.maxAgents !== undefined && config.maxAgents < 1) throw new TypeError(`${where}: ${name('maxAgents')} must be at least 1`);
+  return {
+    idleTimeout: config.idleTimeout ?? 300,
+    maxAgents: config.maxAgents ?? 10_000,
+    enableListAgents: config.enableListAgents ?? false,
+    shutdownTimeout: config.shutdownTimeout ?? 10,
+    keepAliveTimeout,
+    headersTimeout,
+    requestTimeout,
+  };
+}
+
+/**
+ * Reads a JSON config file written with the spec's snake_case names, e.g.
+ * `{"idle_timeout": 300, "max_agents": 1000, "enable_list_agents": true, "port": 8080}`.
+ * Throws a TypeError naming the file and the bad key.
+ */
+export async function readConfigFile(file: string): Promise<FileConfig> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw new TypeError(`cannot read config file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`, { cause: error });
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (error) {
+    throw new TypeError(`config file ${file} is not valid JSON: ${(error as Error).message}`, { cause: error });
+  }
+  return parseFileConfig(data, `config file ${file}`);
+}
+
+/** Maps a parsed config file (snake_case) to options; see {@link readConfigFile}. */
+export function parseFileConfig(data: unknown, where: string): FileConfig {
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+    throw new TypeError(`${where}: must hold a JSON object, e.g. {"idle_timeout": 300, "max_agents": 1000}`);
+  }
+  const server: Record<string, unknown> = {};
+  const result: FileConfig = { server };
+  for (const [key, value] of Object.entries(data)) {
+    const option = FILE_KEYS[key];
+    const extra = FILE_EXTRA[key];
+    if (option !== undefined) server[option] = value;
+    else if (extra !== undefined) {
+      check(value, extra, `${where}: ${key}`);
+      if (key === 'port') result.port = value as number;
+      else if (key === 'host') result.host = value as string;
+      else if (key === 'data_dir') result.dataDir = value as string;
+      else server['cors'] = { origins: value };
+    } else {
+      const known = [...Object.keys(FILE_KEYS), ...Object.keys(FILE_EXTRA)].join(', ');
+      throw new TypeError(`${where}: unknown key ${JSON.stringify(key)}; known keys: ${known}`);
+    }
+  }
+  const snake = Object.fromEntries(Object.entries(FILE_KEYS).map(([file, option]) => [option, file]));
+  resolveServerConfig(result.server, where, (option) => snake[option] ?? option);
+  return result;
+}
+
+function check(value: unknown, kind: Kind, label: string): void {
+  const ok = {
+    seconds: () => typeof value === 'number' && value >= 0 && value <= MAX_TIMER,
+    idleSeconds: () => typeof value === 'number' && value >= 0 && (value <= MAX_TIMER || value === Infinity),
+    positiveSeconds: () => typeof value === 'number' && value > 0 && value <= MAX_TIMER,
+    count: () => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0,
+    port: () => typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 65535,
+    boolean: () => typeof value === 'boolean',
+    function: () => typeof value === 'function',
+    object: () => typeof value === 'object' && value !== null,
+    string: () => typeof value === 'string' && value !== '',
+    origins: () => value === '*' || (Array.isArray(value) && value.every((origin) => typeof origin === 'string')),
+  }[kind]();
+  if (ok) return;
+  const expected = {
+    seconds: `a number of seconds from 0 to ${MAX_TIMER}`,
+    idleSeconds: `a number of seconds from 0 to ${MAX_TIMER}, or Infinity`,
+    positiveSeconds: `a number of seconds above 0, at most ${MAX_TIMER}`,
+    count: 'a whole number >= 0',
+    port: 'a port number from 0 to 65535',
+    boolean: 'true or false',
+    function: 'a function',
+    object: 'an object',
+    string: 'a non-empty string',
+    origins: '"*" or a list of origins such as ["https://app.example.com"]',
+  }[kind];
+  throw new TypeError(`${label} must be ${expected}, got ${describe(value)}`);
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value);
+  return Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+}
+
+/** `idle_timeout` passed to the constructor: point at `idleTimeout`. */
+function suggest(key: string): string {
+  const camel = FILE_KEYS[key];
+  if (camel !== undefined) return `; did you mean ${camel}? (snake_case names are for config files)`;
+  return `; known options: ${Object.keys(OPTIONS).join(', ')}`;
+}

@@ -1,0 +1,245 @@
+import { setMaxListeners } from 'node:events';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Agent } from '../agent/agent.ts';
+import { errorBody, httpErrors, statusOf } from '../errors.ts';
+import { authorizeRequest } from '../http/authorize.ts';
+import { splitTarget } from '../http/path.ts';
+import { sendError, sendJson } from '../http/respond.ts';
+import { AgentRouter, type Logger } from '../http/router.ts';
+import { AgentRegistry, type AgentClass } from '../registry/registry.ts';
+import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from './config.ts';
+import { answerClientError } from './client-error.ts';
+import { InFlight } from './inflight.ts';
+import { AgentPool } from './pool.ts';
+
+/** After the shutdown deadline, aborted turns get this long to write their `event: error`, and sockets this long to close, before they are cut. */
+const ABORT_GRACE_MS = 1000;
+
+/**
+ * The standalone server (DESIGN.md section 2): the registry router at
+ * `/agent`, `GET /agents` when `enableListAgents`, `GET /healthz`, and 404
+ * JSON for everything else. It owns the pool of live agents (idle eviction,
+ * `maxAgents`) and shuts down gracefully.
+ *
+ * @example
+ * const server = new AgentServer(registry, { idleTimeout: 300, maxAgents: 1000 });
+ * await server.serve(8080);            // POST http://127.0.0.1:8080/agent/{agent_id}/chat
+ * process.on('SIGTERM', () => server.close());
+ */
+export class AgentServer {
+  /** The registry served (for a single Agent, one made around it). */
+  readonly registry: AgentRegistry;
+  /** The router mounted at `/agent`. */
+  readonly router: AgentRouter;
+  /** The live agent instances. */
+  readonly pool: AgentPool;
+  /** The settings in effect, defaults filled in. */
+  readonly config: Readonly<ServerSettings>;
+  readonly #logger: Logger;
+  readonly #inFlight = new InFlight();
+  /** Aborted at the shutdown deadline: every running turn fails with 503 `shutting_down`. */
+  readonly #shutdown = new AbortController();
+  #http: http.Server | undefined;
+  #port: number | undefined;
+  #host = '127.0.0.1';
+  #closing: Promise<void> | undefined;
+
+  /**
+   * @param target an AgentRegistry, or one Agent (served at `/agent/{its id}/...`)
+   * @param config see {@link AgentServerConfig}; durations in seconds
+   */
+  constructor(target: AgentRegistry | Agent<any>, config: AgentServerConfig = {}) {
+    this.registry = registryFor(target);
+    this.config = Object.freeze(resolveServerConfig(config));
+    this.#logger = config.logger ?? { error: (message, error) => console.error(message, error) };
+    this.pool = new AgentPool({
+      idleTimeout: this.config.idleTimeout,
+      maxAgents: this.config.maxAgents,
+      onCreate: config.onCreate,
+      onEvict: config.onEvict,
+      now: config.now,
+    });
+    const { enableListAgents, shutdownTimeout, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;
+    this.router = new AgentRouter(this.registry, { ...routerOptions, prefix: '/agent', pool: this.pool });
+    // Every running request listens on this one signal; the default cap of 10 would warn under load.
+    setMaxListeners(0, this.#shutdown.signal);
+  }
+
+  /** The bound port once `serve` resolved (the real one when asked for port 0). */
+  get port(): number | undefined {
+    return this.#port;
+  }
+
+  /** `http://host:port` once serving. */
+  get url(): string | undefined {
+    if (this.#port === undefined) return undefined;
+    const host = this.#host.includes(':') ? `[${this.#host}]` : this.#host;
+    return `http://${host}:${this.#port}`;
+  }
+
+  /** The underlying `http.Server` once `serve` was called. */
+  get httpServer(): http.Server | undefined {
+    return this.#http;
+  }
+
+  /** True once `close()` was called. */
+  get closing(): boolean {
+    return this.#closing !== undefined;
+  }
+
+  /**
+   * The server's `(req, res)` listener, to mount it on an `http.Server` of
+   * your own instead of calling `serve`. `close()` then drains its requests
+   * but cannot stop your server from accepting.
+   */
+  readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
+    if (this.#closing !== undefined) {
+      refuse(res);
+      // Tracked too: it may be queued behind a pipelined stream, and must not be cut before it is sent.
+      this.#inFlight.track(res, Promise.resolve());
+      return;
+    }
+    this.#inFlight.track(res, this.#route(req, res).catch((error: unknown) => {
+      if (statusOf(error) >= 500) this.#logger.error('AgentServer: request failed', error);
+      sendError(res, error);
+    }));
+  };
+
+  /**
+   * Starts listening; resolves once it does, then `port` and `url` are set.
+   * Rejects with a clear error (its `code`, e.g. `EADDRINUSE`, kept) when it cannot.
+   * @param port @defaultValue 8080; 0 picks a free port
+   * @param host @defaultValue '127.0.0.1' (only this machine); '0.0.0.0' for every interface
+   */
+  async serve(port = 8080, host = '127.0.0.1'): Promise<void> {
+    if (this.#closing !== undefined) throw new Error('AgentServer.serve: this server was closed; create a new AgentServer');
+    if (this.#http !== undefined) throw new Error(`AgentServer.serve: already serving${this.url === undefined ? '' : ` on ${this.url}`}`);
+    if (!Number.isInteger(port) || port < 0 || port > 65535) {
+      throw new TypeError(`AgentServer.serve: port must be an integer from 0 to 65535, got ${String(port)}`);
+    }
+    if (typeof host !== 'string' || host === '') throw new TypeError('AgentServer.serve: host must be a string such as "127.0.0.1"');
+    const { keepAliveTimeout, headersTimeout, requestTimeout } = this.config;
+    const server = http.createServer({
+      keepAliveTimeout: keepAliveTimeout * 1000,
+      headersTimeout: headersTimeout * 1000,
+      requestTimeout: requestTimeout * 1000,
+      // How often Node checks those deadlines; its 30 s default would let a short timeout run long.
+      connectionsCheckingInterval: Math.min(30_000, Math.max(50, headersTimeout * 250)),
+    }, this.listener);
+    server.keepAliveTimeout = keepAliveTimeout * 1000;
+    server.on('clientError', answerClientError);
+    this.#http = server; // claimed now, so a second serve() while this one starts is refused
+    await new Promise<void>((resolve, reject) => {
+      const onError = (error: NodeJS.ErrnoException): void => {
+        server.off('listening', onListening);
+        this.#http = undefined;
+        reject(listenError(error, host, port));
+      };
+      const onListening = (): void => {
+        server.off('error', onError);
+        resolve();
+      };
+      server.once('error', onError);
+      server.once('listening', onListening);
+      server.listen(port, host);
+    });
+    server.on('error', (error) => this.#logger.error('AgentServer: server error', error));
+    this.#host = host;
+    this.#port = (server.address() as AddressInfo).port;
+  }
+
+  /** Drops one live agent on purpose (its state stays in storage); false if it is not live or is busy. */
+  evict(agentId: string): boolean {
+    return this.pool.evict(agentId);
+  }
+
+  /**
+   * Shuts down gracefully: stops accepting connections, answers new requests
+   * 503 `shutting_down` with `Connection: close`, lets running turns and
+   * streams finish for up to `shutdownTimeout` seconds, then aborts the rest
+   * (a stream ends with `event: error`, an aborted turn changes nothing),
+   * closes the remaining sockets and drops every live agent. Calling it
+   * again returns the same promise.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#drain();
+    return this.#closing;
+  }
+
+  async #drain(): Promise<void> {
+    const server = this.#http;
+    // A serve() still starting finishes first, so there is a listening server to close.
+    if (server !== undefined && !server.listening) await new Promise((resolve) => server.once('listening', resolve).once('error', resolve));
+    const closed = server === undefined || !server.listening ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const res of this.#inFlight.responses()) if (!res.headersSent) res.setHeader('Connection', 'close');
+    if (!(await this.#inFlight.idle(this.config.shutdownTimeout * 1000))) {
+      this.#shutdown.abort(httpErrors.unavailable());
+      await this.#inFlight.idle(ABORT_GRACE_MS);
+    }
+    this.pool.clear();
+    if (server !== undefined) {
+      // Every response is flushed by now: idle keep-alive sockets go; a socket still busy after
+      // the grace (a turn that ignored its abort signal, a client that stopped reading) is cut.
+      server.closeIdleConnections();
+      const timer = setTimeout(() => server.closeAllConnections(), ABORT_GRACE_MS);
+      await closed;
+      clearTimeout(timer);
+    }
+  }
+
+  async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { path } = splitTarget(req.url ?? '/');
+    if (path === '/healthz' || path === '/healthz/') {
+      if (allowRead(req, res)) sendJson(res, 200, { status: 'ok' });
+      return;
+    }
+    if (this.config.enableListAgents && (path === '/agents' || path === '/agents/')) {
+      if (!allowRead(req, res)) return;
+      // Agent ids can be user ids: the list is only for callers the authorize hook lets in.
+      await authorizeRequest(this.router.options.authorize, req, '*', 'list');
+      const agents = this.pool.list().map((agent) => ({ id: agent.id, last_activity: agent.lastActivity, busy: agent.busy }));
+      sendJson(res, 200, { agents });
+      return;
+    }
+    if (await this.router.handle(req, res, { signal: this.#shutdown.signal })) return;
+    sendJson(res, 404, { error: `No route for ${req.method} ${path.slice(0, 200)}`, code: 'not_found' });
+  }
+}
+
+/** GET and HEAD only; anything else gets 405 with `Allow`. */
+function allowRead(req: IncomingMessage, res: ServerResponse): boolean {
+  if (req.method === 'GET' || req.method === 'HEAD') return true;
+  sendError(res, httpErrors.methodNotAllowed('GET, HEAD'));
+  return false;
+}
+
+function refuse(res: ServerResponse): void {
+  sendJson(res, 503, errorBody(httpErrors.unavailable()), { Connection: 'close' });
+}
+
+function registryFor(target: AgentRegistry | Agent<any>): AgentRegistry {
+  if (target instanceof AgentRegistry) return target;
+  if (target instanceof Agent) {
+    const agent = target;
+    const registry = new AgentRegistry();
+    // `new` returns the object a constructor returns, so this "class" always hands back the one instance.
+    const single = function SingleAgent() {
+      return agent;
+    } as unknown as AgentClass;
+    registry.register(agent.id.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), single);
+    return registry;
+  }
+  throw new TypeError('AgentServer: the first argument must be an AgentRegistry or an Agent, e.g. new AgentServer(registry, { idleTimeout: 300 })');
+}
+
+function listenError(error: NodeJS.ErrnoException, host: string, port: number): Error {
+  const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const message = {
+    EADDRINUSE: `${where} is already in use; stop the other process or choose another port`,
+    EACCES: `permission denied to listen on ${where}; ports below 1024 need privileges, choose another port`,
+    EADDRNOTAVAIL: `${host} is not an address of this machine; use 127.0.0.1 or 0.0.0.0`,
+    ENOTFOUND: `cannot resolve host ${JSON.stringify(host)}`,
+  }[error.code ?? ''] ?? `cannot listen on ${where}: ${error.message}`;
+  return Object.assign(new Error(`AgentServer.serve: ${message}`, { cause: error }), { code: error.code });
+}

@@ -1,0 +1,157 @@
+/**
+ * FileStorage's disk operations on one journal: read its view cheaply (from
+ * a cached view when the file is unchanged, reading only appended bytes when
+ * it grew), read it whole, append a line, replace it with a snapshot. The
+ * caller (file.ts) holds the id's locks; these functions only do I/O.
+ */
+import { randomUUID } from 'node:crypto';
+import type { BigIntStats } from 'node:fs';
+import { open, rename, stat, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import { EMPTY_VIEW, scanJournal } from './file-journal.ts';
+import type { JournalView, ParsedJournal } from './file-journal.ts';
+
+/** A journal's view plus the identity of the file it was read from, to tell an unchanged file cheaply. */
+export interface CachedView extends JournalView {
+  ino: bigint;
+  birth: bigint;
+  size: bigint;
+  mtime: bigint;
+}
+
+/** The view of a journal that does not exist. */
+export const NO_FILE: CachedView = { ...EMPTY_VIEW, ino: 0n, birth: 0n, size: 0n, mtime: 0n };
+
+type Handle = Awaited<ReturnType<typeof open>>;
+
+/** The journal's view; `cached` (from an earlier read of this file) saves reading what was read before. */
+export async function readView(file: string, agentId: string, cached: CachedView | undefined): Promise<CachedView> {
+  if (cached !== undefined) {
+    const info = await stat(file, { bigint: true }).catch(() => undefined);
+    // Only appends change a journal in place (compaction makes a new file),
+    // so the same file at the same size holds the same content; unless a
+    // torn tail was cut and rewritten to the same length, hence the last test.
+    if (info !== undefined && sameFile(cached, info) && cached.size === info.size && cached.mtime === info.mtimeNs
+      && BigInt(cached.validBytes) === cached.size) return cached;
+  }
+  const handle = await openIfExists(file);
+  if (handle === undefined) return NO_FILE;
+  try {
+    const info = await handle.stat({ bigint: true });
+    if (cached !== undefined && sameFile(cached, info) && info.size >= BigInt(cached.validBytes)) {
+      const tail = await readRange(handle, cached.validBytes, Number(info.size) - cached.validBytes);
+      const view = scanJournal(tail, { agentId, file, from: cached });
+      if (view !== undefined) return withIdentity(view, info);
+    }
+    return withIdentity(scanWhole(file, agentId, await readRange(handle, 0, Number(info.size))), info);
+  } finally {
+    await handle.close();
+  }
+}
+
+/** The whole journal (state and history) and its view; `undefined` when there is no file. */
+export async function readWhole(file: string, agentId: string): Promise<{ journal: ParsedJournal; view: CachedView } | undefined> {
+  const handle = await openIfExists(file);
+  if (handle === undefined) return undefined;
+  try {
+    const info = await handle.stat({ bigint: true });
+    const journal = scanWhole(file, agentId, await readRange(handle, 0, Number(info.size)));
+    return { journal, view: withIdentity(journal, info) };
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Appends one line after cutting off a torn tail (a crashed writer's half
+ * line), flushing it when asked; resolves the file's identity afterwards.
+ * `view` must have been read under the id's lock, so no writer added since.
+ */
+export async function appendLine(file: string, view: CachedView, line: string, fsync: boolean): Promise<BigIntStats> {
+  const handle = await open(file, 'a');
+  try {
+    if (view.size > BigInt(view.validBytes)) await handle.truncate(view.validBytes);
+    await handle.writeFile(line);
+    if (fsync) await handle.datasync();
+    return await handle.stat({ bigint: true });
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Replaces the journal by `content` atomically: temp file, flush, rename, flush the directory. */
+export async function replaceFile(file: string, content: string): Promise<BigIntStats> {
+  const temp = `${file}.${randomUUID()}.tmp`;
+  const handle = await open(temp, 'wx');
+  let info: BigIntStats;
+  try {
+    await handle.writeFile(content);
+    await handle.datasync();
+    info = await handle.stat({ bigint: true });
+  } finally {
+    await handle.close();
+  }
+  try {
+    await rename(temp, file);
+  } catch (error) {
+    await unlink(temp).catch(() => undefined);
+    throw error;
+  }
+  await syncDir(path.dirname(file));
+  return info;
+}
+
+export function withIdentity(view: JournalView, info: BigIntStats): CachedView {
+  return {
+    version: view.version,
+    validBytes: view.validBytes,
+    stateBytes: view.stateBytes,
+    staleBytes: view.staleBytes,
+    ino: info.ino,
+    birth: info.birthtimeNs,
+    size: info.size,
+    mtime: info.mtimeNs,
+  };
+}
+
+/** Makes a created, renamed or removed directory entry durable; a no-op where directories cannot be opened (Windows). */
+export async function syncDir(dir: string): Promise<void> {
+  let handle;
+  try {
+    handle = await open(dir, 'r');
+    await handle.sync();
+  } catch {
+    // EISDIR/EPERM on Windows: its file system orders metadata itself.
+  } finally {
+    await handle?.close();
+  }
+}
+
+function scanWhole(file: string, agentId: string, bytes: Buffer): ParsedJournal {
+  // A whole-file scan throws on a mid-file snapshot rather than yield undefined.
+  return scanJournal(bytes, { agentId, file, collect: true }) as ParsedJournal;
+}
+
+function sameFile(cached: CachedView, info: BigIntStats): boolean {
+  return cached.ino === info.ino && cached.birth === info.birthtimeNs;
+}
+
+async function openIfExists(file: string): Promise<Handle | undefined> {
+  try {
+    return await open(file, 'r');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+async function readRange(handle: Handle, position: number, length: number): Promise<Buffer> {
+  const buffer = Buffer.alloc(Math.max(0, length));
+  let filled = 0;
+  while (filled < buffer.length) {
+    const { bytesRead } = await handle.read(buffer, filled, buffer.length - filled, position + filled);
+    if (bytesRead === 0) break;
+    filled += bytesRead;
+  }
+  return filled === buffer.length ? buffer : buffer.subarray(0, filled);
+}

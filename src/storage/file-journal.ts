@@ -1,0 +1,136 @@
+/**
+ * The FileStorage journal format: one agent per file, JSON lines, one line
+ * per commit, appended and never rewritten in place.
+ *
+ *   {"id":"bob","v":1,"state":{...},"append":[...]}   first line: the id, then commit 1
+ *   {"v":2,"state":{...},"append":[...]}              one line per later commit
+ *   {"id":"bob","v":7,"state":{...},"messages":[...]} first line of a compacted file
+ *
+ * A crash mid-append leaves a torn last line (no newline, or bytes that do
+ * not parse); it is dropped on load and cut off before the next append. A
+ * bad line anywhere else is corruption and is reported, never skipped. A
+ * line whose version does not follow the one before is a write from a
+ * writer that lost its lease; it is ignored, so the first write of each
+ * version wins and every reader agrees on it.
+ */
+import { AgentRouterError } from '../errors.ts';
+import type { ChatMessage, JsonObject } from '../types.ts';
+
+/** What a writer needs to know about a journal, without its history. */
+export interface JournalView {
+  version: number;
+  /** Bytes up to the end of the last valid line; anything after it is a torn tail. */
+  validBytes: number;
+  /** Serialized size of the current state; it turns stale with the next commit. */
+  stateBytes: number;
+  /** Bytes of superseded states and ignored lines: what compaction reclaims. */
+  staleBytes: number;
+}
+
+export interface ParsedJournal extends JournalView {
+  state: JsonObject;
+  messages: ChatMessage[];
+}
+
+interface Line {
+  id?: unknown;
+  v: number;
+  state: JsonObject;
+  append?: ChatMessage[];
+  messages?: ChatMessage[];
+}
+
+export const EMPTY_VIEW: JournalView = { version: 0, validBytes: 0, stateBytes: 0, staleBytes: 0 };
+
+const NEWLINE = 0x0a;
+
+/**
+ * Reads journal lines from `bytes`, which start at byte `offset` of the file
+ * (0: the whole file; otherwise the bytes after `from.validBytes`). With
+ * `collect`, also rebuilds state and history (a full read must start at 0).
+ * Returns `undefined` when a tail read meets a snapshot line: the file was
+ * compacted and replaced under the caller, which must read it whole.
+ */
+export function scanJournal(bytes: Buffer, options: {
+  agentId: string;
+  file: string;
+  from?: JournalView | undefined;
+  collect?: boolean | undefined;
+}): ParsedJournal | undefined {
+  const from = options.from ?? EMPTY_VIEW;
+  const offset = from.validBytes;
+  const view: ParsedJournal = { ...from, state: {}, messages: [] };
+  let start = 0;
+  let lineNumber = 0;
+  while (start < bytes.length) {
+    const end = bytes.indexOf(NEWLINE, start);
+    if (end < 0) break; // torn tail: a write that never finished
+    lineNumber++;
+    const line = parseLine(bytes.toString('utf8', start, end));
+    const atFileStart = offset + start === 0;
+    if (line === undefined || (atFileStart && line.id !== options.agentId) || (!atFileStart && (line.id !== undefined || line.messages !== undefined))) {
+      // A garbled last line is a torn write (a crash can leave zeroes or half a
+      // line followed by a newline); anywhere else it is real corruption.
+      if (line === undefined && bytes.indexOf(NEWLINE, end + 1) < 0) break;
+      if (offset > 0 && line?.messages !== undefined) return undefined;
+      throw corrupt(options.file, offset, lineNumber);
+    }
+    const lineBytes = end + 1 - start;
+    start = end + 1;
+    view.validBytes = offset + start;
+    if (line.messages === undefined && line.v !== view.version + 1) {
+      view.staleBytes += lineBytes; // a fenced-out writer's line: ignored, reclaimed by compaction
+      continue;
+    }
+    view.staleBytes += view.stateBytes;
+    view.stateBytes = Buffer.byteLength(JSON.stringify(line.state));
+    view.version = line.v;
+    if (options.collect === true) {
+      view.state = line.state;
+      if (line.messages !== undefined) view.messages = line.messages;
+      else for (const message of line.append ?? []) view.messages.push(message);
+    }
+  }
+  return view;
+}
+
+/**
+ * One commit as a journal line; the file's first line also names the id it
+ * belongs to. `stateJson` is the state already serialized (its size feeds
+ * the compaction accounting). JSON.stringify escapes every newline inside
+ * strings, so a line never holds a raw newline byte.
+ */
+export function commitLine(agentId: string | undefined, v: number, stateJson: string, append: readonly ChatMessage[]): string {
+  const id = agentId === undefined ? '' : `"id":${JSON.stringify(agentId)},`;
+  return `{${id}"v":${v},"state":${stateJson},"append":${JSON.stringify(append)}}\n`;
+}
+
+/** The single line of a freshly compacted journal. */
+export function snapshotLine(agentId: string, journal: ParsedJournal): string {
+  return `${JSON.stringify({ id: agentId, v: journal.version, state: journal.state, messages: journal.messages })}\n`;
+}
+
+function parseLine(text: string): Line | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const line = value as Record<string, unknown>;
+  const { v, state, append, messages } = line as { v?: unknown; state?: unknown; append?: unknown; messages?: unknown };
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) return undefined;
+  if (typeof state !== 'object' || state === null || Array.isArray(state)) return undefined;
+  if (Array.isArray(append) === Array.isArray(messages)) return undefined;
+  return line as unknown as Line;
+}
+
+function corrupt(file: string, offset: number, lineNumber: number): AgentRouterError {
+  const where = offset === 0 ? `line ${lineNumber}` : `line ${lineNumber} after byte ${offset}`;
+  return new AgentRouterError(
+    500,
+    'storage_corrupt',
+    `FileStorage: ${file} ${where} is not a journal entry for this agent; move the file aside or repair that line`,
+  );
+}

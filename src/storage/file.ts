@@ -1,0 +1,298 @@
+import { mkdir, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import { VersionConflictError } from '../errors.ts';
+import { checkTurn } from './check.ts';
+import { appendLine, NO_FILE, readView, readWhole, replaceFile, syncDir, withIdentity } from './file-io.ts';
+import type { CachedView } from './file-io.ts';
+import { commitLine, snapshotLine } from './file-journal.ts';
+import type { ParsedJournal } from './file-journal.ts';
+import { journalBaseName } from './file-names.ts';
+import { FileLease } from './file-lock.ts';
+import type { LeaseSettings } from './file-lock.ts';
+import { leaseMilliseconds } from './ids.ts';
+import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
+import { KeyedMutex } from './wait.ts';
+
+export interface FileStorageOptions {
+  /**
+   * Flush each commit to the disk (`fdatasync`) before `commit` resolves, and
+   * the directory after a journal is created, renamed or removed. With
+   * `false`, a commit is in the operating system's cache when it resolves:
+   * it survives the process crashing or being killed, but a power cut or a
+   * kernel crash may lose the last few seconds of turns. Compaction always
+   * flushes, whatever this says.
+   * @defaultValue true
+   */
+  fsync?: boolean | undefined;
+  /**
+   * How long a process's lock on an agent id lasts unless renewed (the
+   * holder renews it every third of that). A process that dies mid-turn
+   * blocks the id at most this long; on the same host a dead holder's pid is
+   * noticed and its lock taken at once.
+   * @defaultValue 30
+   */
+  leaseSeconds?: number | undefined;
+  /**
+   * Compaction rewrites a journal into one snapshot line once the states that
+   * later commits superseded add up to this many bytes and to at least half
+   * the file. Each compaction is paid for by as many bytes of appends, so a
+   * turn's average cost stays independent of the history's length.
+   * @defaultValue 1048576 (1 MiB)
+   */
+  compactAfterBytes?: number | undefined;
+  /** Keep held locks alive (default true). `false` acts like a holder that died: for tests. */
+  renewLease?: boolean | undefined;
+  /** The clock for lock expiry, in milliseconds since the epoch: for tests. @defaultValue Date.now */
+  now?: (() => number) | undefined;
+}
+
+/** Views kept per storage; past this the oldest is re-read from disk when next needed. */
+const MAX_CACHED_VIEWS = 10_000;
+
+/**
+ * Durable storage in a directory, with no dependency: the CLI's default.
+ * Each agent id has a journal of JSON lines (see file-journal.ts), appended
+ * once per turn and compacted now and then, so a turn never rewrites the
+ * history. File names derive from a hash of the id (see file-names.ts), so
+ * no id can leave the directory or share a file with another id.
+ *
+ * Inside a process, operations on one id run one at a time. Across
+ * processes sharing the directory, `lock` takes a lock file per id (O_EXCL,
+ * with a lease), and `commit` writes under that lock (taking it briefly when
+ * the caller did not), so its version check holds across processes too.
+ *
+ * @example
+ * const storage = new FileStorage('./data/agents');
+ * const bot = new Agent('bot', { model: echoModel(), storage });
+ */
+export class FileStorage implements Storage {
+  /** The directory, resolved to an absolute path. */
+  readonly dir: string;
+  readonly #fsync: boolean;
+  readonly #lease: LeaseSettings;
+  readonly #compactAfterBytes: number;
+  /** One operation per id at a time in this process. */
+  readonly #io = new KeyedMutex();
+  /** One `lock` holder per id in this instance; waiters queue here instead of polling the lock file. */
+  readonly #turns = new KeyedMutex();
+  readonly #held = new Map<string, FileLease>();
+  readonly #views = new Map<string, CachedView>();
+  readonly #pending = new Set<Promise<unknown>>();
+  #ready: Promise<void> | undefined;
+
+  constructor(dir: string, options: FileStorageOptions = {}) {
+    if (typeof dir !== 'string' || dir === '') throw new TypeError('FileStorage: dir must be a directory path, e.g. new FileStorage("./data")');
+    this.dir = path.resolve(dir);
+    this.#fsync = options.fsync ?? true;
+    this.#lease = {
+      leaseMs: leaseMilliseconds(options.leaseSeconds, 30, 'FileStorage'),
+      now: options.now ?? Date.now,
+      renew: options.renewLease ?? true,
+    };
+    const compact = options.compactAfterBytes ?? 1024 * 1024;
+    if (!Number.isFinite(compact) || compact < 0) throw new TypeError('FileStorage: compactAfterBytes must be a number of bytes >= 0');
+    this.#compactAfterBytes = compact;
+  }
+
+  async load(agentId: string): Promise<AgentRecord | undefined> {
+    checkId(agentId);
+    return this.#op(agentId, async () => {
+      const journal = await this.#readFull(agentId);
+      if (journal === undefined || journal.version === 0) return undefined;
+      return { state: journal.state, messages: journal.messages, version: journal.version };
+    });
+  }
+
+  async head(agentId: string): Promise<number> {
+    checkId(agentId);
+    return this.#op(agentId, async () => (await this.#refresh(agentId)).version);
+  }
+
+  async commit(agentId: string, turn: TurnCommit): Promise<number> {
+    checkId(agentId);
+    checkTurn(turn, 'FileStorage');
+    const stateJson = JSON.stringify(turn.state);
+    const view = await this.#op(agentId, () => this.#underLock(agentId, 'wait', () => this.#append(agentId, turn, stateJson)));
+    if (view.staleBytes >= this.#compactAfterBytes && view.staleBytes * 2 >= view.validBytes) {
+      // In the background: the turn is durable already, and compaction is
+      // only an optimization (a failed one leaves a valid journal behind).
+      void this.#track(this.compact(agentId).catch(() => false));
+    }
+    return view.version;
+  }
+
+  /** Takes this id's lock for a turn; see FileStorageOptions.leaseSeconds. */
+  async lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+    checkId(agentId);
+    await this.#ensureDir();
+    const releaseTurn = await this.#turns.acquire(agentId, signal);
+    let lease: FileLease;
+    try {
+      lease = await FileLease.acquire(this.#lockPath(agentId), this.#lease, signal);
+    } catch (error) {
+      releaseTurn();
+      throw error;
+    }
+    this.#held.set(agentId, lease);
+    let unlocked = false;
+    return async () => {
+      if (unlocked) return;
+      unlocked = true;
+      try {
+        // Through the id's queue: a commit or compaction under this lock finishes first.
+        await this.#op(agentId, async () => {
+          if (this.#held.get(agentId) === lease) this.#held.delete(agentId);
+          await lease.release();
+        });
+      } finally {
+        releaseTurn();
+      }
+    };
+  }
+
+  async delete(agentId: string): Promise<void> {
+    checkId(agentId);
+    await this.#op(agentId, () =>
+      this.#underLock(agentId, 'wait', async () => {
+        this.#views.delete(agentId);
+        try {
+          await unlink(this.#journalPath(agentId));
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+          throw error;
+        }
+        if (this.#fsync) await syncDir(this.dir);
+      }),
+    );
+  }
+
+  /**
+   * Rewrites one journal as a single snapshot line (temp file, flush, rename,
+   * flush the directory). Runs on its own now and then; call it to compact
+   * at a time of your choosing. Resolves false when there was nothing to
+   * compact or another process held the id's lock.
+   */
+  async compact(agentId: string): Promise<boolean> {
+    checkId(agentId);
+    return this.#op(agentId, async () => {
+      const done = await this.#underLock(agentId, 'try', async () => {
+        const journal = await this.#readFull(agentId);
+        if (journal === undefined || journal.version === 0) return false;
+        const info = await replaceFile(this.#journalPath(agentId), snapshotLine(agentId, journal));
+        const stateBytes = Buffer.byteLength(JSON.stringify(journal.state));
+        this.#remember(agentId, withIdentity({ version: journal.version, validBytes: Number(info.size), stateBytes, staleBytes: 0 }, info));
+        return true;
+      });
+      return done === true;
+    });
+  }
+
+  /** Waits for background work (compaction), releases held locks and forgets cached views. */
+  async close(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+    for (const [agentId, lease] of this.#held) {
+      this.#held.delete(agentId);
+      await lease.release();
+    }
+    this.#views.clear();
+  }
+
+  // --- internals -----------------------------------------------------------
+
+  #journalPath(agentId: string): string {
+    return path.join(this.dir, `${journalBaseName(agentId)}.jsonl`);
+  }
+
+  #lockPath(agentId: string): string {
+    return path.join(this.dir, `${journalBaseName(agentId)}.lock`);
+  }
+
+  #ensureDir(): Promise<void> {
+    this.#ready ??= mkdir(this.dir, { recursive: true }).then(
+      () => undefined,
+      (error: unknown) => {
+        this.#ready = undefined;
+        throw error;
+      },
+    );
+    return this.#ready;
+  }
+
+  #op<T>(agentId: string, work: () => Promise<T>): Promise<T> {
+    return this.#track(this.#ensureDir().then(() => this.#io.run(agentId, work)));
+  }
+
+  #track<T>(promise: Promise<T>): Promise<T> {
+    this.#pending.add(promise);
+    const forget = (): void => {
+      this.#pending.delete(promise);
+    };
+    promise.then(forget, forget);
+    return promise;
+  }
+
+  /**
+   * Runs a write under the id's cross-process lock: the caller's own when it
+   * still holds it, else one taken for this write ('wait'), or only if free
+   * at once ('try': resolves `undefined` when busy).
+   */
+  async #underLock<T>(agentId: string, mode: 'wait', work: () => Promise<T>): Promise<T>;
+  async #underLock<T>(agentId: string, mode: 'try', work: () => Promise<T>): Promise<T | undefined>;
+  async #underLock<T>(agentId: string, mode: 'wait' | 'try', work: () => Promise<T>): Promise<T | undefined> {
+    const held = this.#held.get(agentId);
+    if (held?.isHeld() === true) return work();
+    const lockPath = this.#lockPath(agentId);
+    const lease = mode === 'wait' ? await FileLease.acquire(lockPath, this.#lease) : await FileLease.tryAcquire(lockPath, this.#lease);
+    if (lease === undefined) return undefined;
+    try {
+      return await work();
+    } finally {
+      await lease.release();
+    }
+  }
+
+  async #append(agentId: string, turn: TurnCommit, stateJson: string): Promise<CachedView> {
+    const view = await this.#refresh(agentId);
+    if (view.version !== turn.expectedVersion) throw new VersionConflictError(agentId, turn.expectedVersion, view.version);
+    const first = view.validBytes === 0;
+    const line = commitLine(first ? agentId : undefined, view.version + 1, stateJson, turn.append);
+    const info = await appendLine(this.#journalPath(agentId), view, line, this.#fsync);
+    if (first && this.#fsync) await syncDir(this.dir);
+    const next = { version: view.version + 1, validBytes: Number(info.size), stateBytes: Buffer.byteLength(stateJson), staleBytes: view.staleBytes + view.stateBytes };
+    return this.#remember(agentId, withIdentity(next, info));
+  }
+
+  /** The journal's view, from the cache when the file is unchanged, else reading only what was appended. */
+  async #refresh(agentId: string): Promise<CachedView> {
+    const view = await readView(this.#journalPath(agentId), agentId, this.#views.get(agentId));
+    if (view === NO_FILE) {
+      this.#views.delete(agentId);
+      return view;
+    }
+    return this.#remember(agentId, view);
+  }
+
+  async #readFull(agentId: string): Promise<ParsedJournal | undefined> {
+    const read = await readWhole(this.#journalPath(agentId), agentId);
+    if (read === undefined) {
+      this.#views.delete(agentId);
+      return undefined;
+    }
+    this.#remember(agentId, read.view);
+    return read.journal;
+  }
+
+  #remember(agentId: string, view: CachedView): CachedView {
+    this.#views.delete(agentId);
+    this.#views.set(agentId, view);
+    if (this.#views.size > MAX_CACHED_VIEWS) {
+      const oldest = this.#views.keys().next().value;
+      if (oldest !== undefined) this.#views.delete(oldest);
+    }
+    return view;
+  }
+}
+
+function checkId(agentId: string): void {
+  if (typeof agentId !== 'string') throw new TypeError(`FileStorage: agent id must be a string, got ${typeof agentId}`);
+}

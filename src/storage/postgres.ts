@@ -1,0 +1,302 @@
+import { createHash } from 'node:crypto';
+import { VersionConflictError } from '../errors.ts';
+import type { ChatMessage, JsonObject } from '../types.ts';
+import { checkTurn } from './check.ts';
+import { assertStorableId, idDigest, leaseMilliseconds } from './ids.ts';
+import { postgresStorageDDL, statements, tableNames } from './postgres-sql.ts';
+import type { TableNames } from './postgres-sql.ts';
+import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
+import { backoff, delay } from './wait.ts';
+
+export { postgresStorageDDL } from './postgres-sql.ts';
+
+/** The part of a `pg` query result this storage reads. */
+export interface PgQueryResultLike {
+  rows: Array<Record<string, unknown>>;
+}
+
+/** Anything that runs a parameterized query the way `pg` does (`$1`, `$2`, ...). */
+export interface PgQueryable {
+  query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+}
+
+/** A client checked out of the pool, as `pg.PoolClient`. */
+export interface PgPoolClientLike extends PgQueryable {
+  /** Back to the pool; with an error (or `true`) the pool closes the connection instead. */
+  release(error?: Error | boolean): void;
+  on?(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener?(event: 'error', listener: (error: Error) => void): unknown;
+}
+
+/** The shape of `pg.Pool` this storage uses: `query` and `connect`. The library never imports `pg`. */
+export interface PgPoolLike extends PgQueryable {
+  connect(): Promise<PgPoolClientLike>;
+}
+
+export interface PostgresStorageOptions {
+  /** Schema for the tables (created if missing). @defaultValue the connection's search_path */
+  schema?: string | undefined;
+  /** Prefix of the two table names, `<prefix>agents` and `<prefix>messages`. @defaultValue "agent_router_" */
+  tablePrefix?: string | undefined;
+  /**
+   * A held lock's lease. The lock lives on its own connection, so a process
+   * that dies releases it at once (its connection closes). The lease covers
+   * a process that hangs while holding it: on Postgres 14+ the session is
+   * given `idle_session_timeout` = the lease and pinged every third of it,
+   * so a holder that stops answering loses its session, and the lock, after
+   * the lease. Older servers keep the lock until the connection drops.
+   * @defaultValue 30
+   */
+  leaseSeconds?: number | undefined;
+  /** Run the DDL (`CREATE ... IF NOT EXISTS`) on first use. @defaultValue true */
+  createTables?: boolean | undefined;
+  /** Ping held lock sessions (default true). `false` acts like a holder that hung: for tests. */
+  renewLease?: boolean | undefined;
+}
+
+/** A Storage on Postgres, with the cross-process members always present. */
+export interface PostgresStorage extends Storage {
+  head(agentId: string): Promise<number>;
+  lock(agentId: string, signal?: AbortSignal): Promise<Unlock>;
+  delete(agentId: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+interface HeldLock {
+  client: PgPoolClientLike;
+  /** Set when the session died (lease expired, connection lost): queries go to the pool again. */
+  broken: Error | undefined;
+  /** The client went back to the pool (unlock or close); never release it twice. */
+  released: boolean;
+}
+
+// Serializes the DDL of concurrent first uses: CREATE TABLE IF NOT EXISTS
+// racing itself can fail on the catalog's unique index.
+const DDL_LOCK_KEY = '7225371954390861409';
+
+/**
+ * Storage on a Postgres pool you own (`new pg.Pool(...)`, or anything with
+ * the same `query`/`connect`). State and version live in one row per agent,
+ * history as one row per message, so a turn costs one single-statement
+ * write whatever the history's length. `commit` is compare-and-set on the
+ * version in that statement; `lock` is a session advisory lock on a client
+ * taken from the pool for the turn (size the pool above the number of agent
+ * ids with turns in flight at once: each holds one connection).
+ *
+ * @example
+ * import pg from 'pg';
+ * const storage = postgresStorage(new pg.Pool({ connectionString: process.env.DATABASE_URL }));
+ */
+export function postgresStorage(pool: PgPoolLike, options: PostgresStorageOptions = {}): PostgresStorage {
+  if (typeof pool?.query !== 'function' || typeof pool.connect !== 'function') {
+    throw new TypeError('postgresStorage: pass a pg.Pool (an object with query() and connect()), e.g. postgresStorage(new pg.Pool())');
+  }
+  return new PostgresStorageImpl(pool, options);
+}
+
+class PostgresStorageImpl implements PostgresStorage {
+  readonly #pool: PgPoolLike;
+  readonly #tables: TableNames;
+  readonly #sql: ReturnType<typeof statements>;
+  readonly #ddl: string | undefined;
+  readonly #leaseMs: number;
+  readonly #renew: boolean;
+  readonly #held = new Map<string, HeldLock>();
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #ready: Promise<boolean> | undefined;
+
+  constructor(pool: PgPoolLike, options: PostgresStorageOptions) {
+    this.#pool = pool;
+    this.#tables = tableNames(options);
+    this.#sql = statements(this.#tables);
+    this.#ddl = options.createTables === false ? undefined : postgresStorageDDL(options);
+    this.#leaseMs = leaseMilliseconds(options.leaseSeconds, 30, 'postgresStorage');
+    this.#renew = options.renewLease ?? true;
+  }
+
+  async head(agentId: string): Promise<number> {
+    const key = this.#key(agentId);
+    await this.#init();
+    const { rows } = await this.#query(agentId, this.#sql.head, [key]);
+    return rows[0] === undefined ? 0 : Number(rows[0]['version']);
+  }
+
+  async load(agentId: string): Promise<AgentRecord | undefined> {
+    const key = this.#key(agentId);
+    await this.#init();
+    const row = (await this.#query(agentId, this.#sql.load, [key])).rows[0];
+    if (row === undefined) return undefined;
+    return {
+      state: JSON.parse(String(row['state'])) as JsonObject,
+      messages: JSON.parse(String(row['messages'])) as ChatMessage[],
+      version: Number(row['version']),
+    };
+  }
+
+  async commit(agentId: string, turn: TurnCommit): Promise<number> {
+    const key = this.#key(agentId);
+    checkTurn(turn, 'postgresStorage');
+    await this.#init();
+    const state = JSON.stringify(turn.state);
+    const append = JSON.stringify(turn.append);
+    const { rows } = turn.expectedVersion === 0
+      ? await this.#query(agentId, this.#sql.commitFirst, [key, agentId, state, append])
+      : await this.#query(agentId, this.#sql.commitNext, [key, turn.expectedVersion, state, append]);
+    if (rows[0] !== undefined) return Number(rows[0]['version']);
+    const actual = await this.head(agentId).catch(() => undefined);
+    throw new VersionConflictError(agentId, turn.expectedVersion, actual);
+  }
+
+  async delete(agentId: string): Promise<void> {
+    const key = this.#key(agentId);
+    await this.#init();
+    await this.#query(agentId, this.#sql.delete, [key]);
+  }
+
+  async lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+    const lockKey = this.#lockKey(agentId);
+    signal?.throwIfAborted();
+    const withLease = await this.#init();
+    const client = await this.#pool.connect();
+    const held: HeldLock = { client, broken: undefined, released: false };
+    // A checked-out pg client that errors with no listener crashes the process:
+    // that is what a lease expiry (the server ends the session) looks like.
+    const onError = (error: Error): void => {
+      held.broken = error;
+    };
+    client.on?.('error', onError);
+    let prior: string | undefined;
+    try {
+      const first = withLease
+        ? await client.query(this.#sql.tryLockWithLease, [lockKey, `${this.#leaseMs}ms`])
+        : await client.query(this.#sql.tryLock, [lockKey]);
+      const row = first.rows[0] ?? {};
+      prior = row['prior'] === undefined || row['prior'] === null ? undefined : String(row['prior']);
+      if (row['ok'] !== true) await this.#waitForLock(client, lockKey, Number(row['pid']), signal);
+      signal?.throwIfAborted();
+    } catch (error) {
+      // Mid-wait or holding the lock: closing the connection is the one sure release.
+      client.removeListener?.('error', onError);
+      client.release(error instanceof Error ? error : true);
+      throw error;
+    }
+    this.#held.set(agentId, held);
+    const timer = this.#renew && withLease ? this.#startPings(held) : undefined;
+    let unlocked = false;
+    return async () => {
+      if (unlocked) return;
+      unlocked = true;
+      if (timer !== undefined) {
+        clearInterval(timer);
+        this.#timers.delete(timer);
+      }
+      if (this.#held.get(agentId) === held) this.#held.delete(agentId);
+      await this.#unlock(held, lockKey, withLease ? (prior ?? '0') : undefined);
+      client.removeListener?.('error', onError);
+    };
+  }
+
+  /** Stops lease pings and releases held locks. The pool stays open: it is yours to end. */
+  async close(): Promise<void> {
+    for (const timer of this.#timers) clearInterval(timer);
+    this.#timers.clear();
+    const held = [...this.#held.values()];
+    this.#held.clear();
+    for (const lock of held) {
+      lock.released = true;
+      lock.client.release(true);
+    }
+  }
+
+  // --- internals -----------------------------------------------------------
+
+  #key(agentId: string): string {
+    assertStorableId(agentId, 'postgresStorage');
+    return idDigest(agentId).toString('hex');
+  }
+
+  /** 64 bits of SHA-256 over the table namespace and the id; a rare collision only serializes two ids. */
+  #lockKey(agentId: string): string {
+    assertStorableId(agentId, 'postgresStorage');
+    const digest = createHash('sha256').update(`${this.#tables.namespace}\n${agentId}`, 'utf8').digest();
+    return digest.readBigInt64BE(0).toString();
+  }
+
+  /** Creates the tables once; resolves whether the server enforces leases (Postgres 14+). */
+  #init(): Promise<boolean> {
+    this.#ready ??= (async () => {
+      if (this.#ddl !== undefined) {
+        // One simple-protocol query runs as one transaction, so the xact lock covers the DDL.
+        await this.#pool.query(`SELECT pg_advisory_xact_lock(${DDL_LOCK_KEY});\n${this.#ddl}`);
+      }
+      const { rows } = await this.#pool.query(this.#sql.serverVersion);
+      return Number(rows[0]?.['version']) >= 140000;
+    })().catch((error: unknown) => {
+      this.#ready = undefined;
+      throw error;
+    });
+    return this.#ready;
+  }
+
+  /** Through the lock's own session while this storage holds the id, so a turn never waits for a second connection. */
+  #query(agentId: string, text: string, values: unknown[]): Promise<PgQueryResultLike> {
+    const held = this.#held.get(agentId);
+    if (held !== undefined && held.broken === undefined) return held.client.query(text, values);
+    return this.#pool.query(text, values);
+  }
+
+  async #waitForLock(client: PgPoolClientLike, lockKey: string, pid: number, signal: AbortSignal | undefined): Promise<void> {
+    signal?.throwIfAborted();
+    let settled = false;
+    const onAbort = async (): Promise<void> => {
+      // The waiting statement blocks its connection, so it is cancelled from
+      // another one. A cancel that lands before the statement reaches the
+      // server is ignored by Postgres, hence the retries until it settles.
+      for (let attempt = 0; !settled; attempt++) {
+        await this.#pool.query(this.#sql.cancel, [pid]).catch(() => undefined);
+        if (!settled) await delay(backoff(attempt, 100));
+      }
+    };
+    const listener = (): void => void onAbort();
+    signal?.addEventListener('abort', listener, { once: true });
+    try {
+      await client.query(this.#sql.waitLock, [lockKey]);
+    } catch (error) {
+      if (signal?.aborted === true) throw signal.reason;
+      throw error;
+    } finally {
+      settled = true;
+      signal?.removeEventListener('abort', listener);
+    }
+  }
+
+  #startPings(held: HeldLock): NodeJS.Timeout {
+    const timer = setInterval(() => {
+      if (held.broken !== undefined) return;
+      held.client.query(this.#sql.ping).catch((error: unknown) => {
+        held.broken ??= error instanceof Error ? error : new Error(String(error));
+      });
+    }, Math.max(1, Math.floor(this.#leaseMs / 3)));
+    timer.unref();
+    this.#timers.add(timer);
+    return timer;
+  }
+
+  async #unlock(held: HeldLock, lockKey: string, prior: string | undefined): Promise<void> {
+    if (held.released) return;
+    held.released = true;
+    if (held.broken !== undefined) {
+      held.client.release(held.broken);
+      return;
+    }
+    try {
+      if (prior === undefined) await held.client.query(this.#sql.unlock, [lockKey]);
+      else await held.client.query(this.#sql.unlockAndRestore, [lockKey, prior]);
+      held.client.release();
+    } catch (error) {
+      // Not rethrown: closing the connection ends the session, which releases
+      // the lock just as surely, and the turn itself has already completed.
+      held.client.release(error instanceof Error ? error : true);
+    }
+  }
+}

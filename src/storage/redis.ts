@@ -1,0 +1,160 @@
+import { randomBytes } from 'node:crypto';
+import { VersionConflictError } from '../errors.ts';
+import type { ChatMessage, JsonObject } from '../types.ts';
+import { checkTurn } from './check.ts';
+import { assertStorableId, leaseMilliseconds } from './ids.ts';
+import { COMMIT, commandSender, LOAD, RELEASE, RENEW, runScript } from './redis-scripts.ts';
+import type { RedisClientLike, SendCommand } from './redis-scripts.ts';
+import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
+import { backoff, delay } from './wait.ts';
+
+export type { IoRedisLike, NodeRedisLike, RedisClientLike } from './redis-scripts.ts';
+
+export interface RedisStorageOptions {
+  /** Prepended to every key, e.g. to share one Redis between apps. @defaultValue "agent-router:" */
+  prefix?: string | undefined;
+  /**
+   * A held lock's lease (`SET ... NX PX`); the holder extends it every third
+   * of that while the turn runs, so only a holder that died or stalled loses
+   * it, and the id is free again at most this long after.
+   * @defaultValue 30
+   */
+  leaseSeconds?: number | undefined;
+  /** Extend held leases (default true). `false` acts like a holder that died: for tests. */
+  renewLease?: boolean | undefined;
+}
+
+/** A Storage on Redis, with the cross-process members always present. */
+export interface RedisStorage extends Storage {
+  head(agentId: string): Promise<number>;
+  lock(agentId: string, signal?: AbortSignal): Promise<Unlock>;
+  delete(agentId: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Storage on a Redis client you own and have connected: node-redis
+ * (`createClient()` from the `redis` package, v4+) or ioredis. It is told
+ * apart by shape: anything with ioredis's `call(command, ...args)` or
+ * node-redis's `sendCommand(args)` works. (A node-redis *cluster* client is
+ * not supported; an ioredis Cluster is.)
+ *
+ * A commit is one Lua script: compare the version, RPUSH the messages, SET
+ * the state and the version, so its cost does not depend on the history's
+ * length. `lock` is a lease, `SET key token NX PX lease`, renewed while held
+ * and released by a compare-and-delete script; a writer whose lease expired
+ * is fenced by the version check at commit.
+ *
+ * @example
+ * import { createClient } from 'redis';
+ * const client = await createClient({ url: process.env.REDIS_URL }).connect();
+ * const storage = redisStorage(client);
+ */
+export function redisStorage(client: RedisClientLike, options: RedisStorageOptions = {}): RedisStorage {
+  return new RedisStorageImpl(commandSender(client), options);
+}
+
+class RedisStorageImpl implements RedisStorage {
+  readonly #send: SendCommand;
+  readonly #prefix: string;
+  readonly #leaseMs: number;
+  readonly #renew: boolean;
+  readonly #held = new Map<string, () => Promise<void>>();
+
+  constructor(send: SendCommand, options: RedisStorageOptions) {
+    this.#send = send;
+    const prefix = options.prefix ?? 'agent-router:';
+    if (typeof prefix !== 'string') throw new TypeError('redisStorage: prefix must be a string, e.g. "myapp:agents:"');
+    this.#prefix = prefix;
+    this.#leaseMs = leaseMilliseconds(options.leaseSeconds, 30, 'redisStorage');
+    this.#renew = options.renewLease ?? true;
+  }
+
+  async head(agentId: string): Promise<number> {
+    const [version] = this.#keys(agentId);
+    const value = await this.#send(['GET', version]);
+    return value === null || value === undefined ? 0 : Number(value);
+  }
+
+  async load(agentId: string): Promise<AgentRecord | undefined> {
+    const reply = (await runScript(this.#send, LOAD, this.#keys(agentId), [])) as [unknown, unknown, unknown[]];
+    const [version, state, history] = reply;
+    if (version === null || version === undefined) return undefined;
+    return {
+      state: JSON.parse(String(state)) as JsonObject,
+      messages: history.map((item) => JSON.parse(String(item)) as ChatMessage),
+      version: Number(version),
+    };
+  }
+
+  async commit(agentId: string, turn: TurnCommit): Promise<number> {
+    const keys = this.#keys(agentId);
+    checkTurn(turn, 'redisStorage');
+    const args = [String(turn.expectedVersion), JSON.stringify(turn.state), ...turn.append.map((message) => JSON.stringify(message))];
+    const [ok, version] = (await runScript(this.#send, COMMIT, keys, args)) as [unknown, unknown];
+    if (Number(ok) !== 1) throw new VersionConflictError(agentId, turn.expectedVersion, Number(version));
+    return Number(version);
+  }
+
+  async delete(agentId: string): Promise<void> {
+    await this.#send(['DEL', ...this.#keys(agentId)]);
+  }
+
+  async lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+    const key = this.#lockKey(agentId);
+    const token = randomBytes(16).toString('hex');
+    const lease = String(this.#leaseMs);
+    for (let attempt = 0; ; attempt++) {
+      signal?.throwIfAborted();
+      const reply = await this.#send(['SET', key, token, 'NX', 'PX', lease]);
+      if (reply !== null && reply !== undefined) break;
+      await delay(backoff(attempt), signal);
+    }
+    let timer: NodeJS.Timeout | undefined;
+    if (this.#renew) {
+      // unref: a held lease must not keep an otherwise finished process alive.
+      timer = setInterval(() => {
+        runScript(this.#send, RENEW, [key], [token, lease]).then(
+          (renewed) => {
+            if (Number(renewed) !== 1) clearInterval(timer);
+          },
+          () => undefined, // retried next tick; if every try fails the lease expires, as leases do
+        );
+      }, Math.max(1, Math.floor(this.#leaseMs / 3))).unref();
+    }
+    let unlocked = false;
+    const unlock = async (): Promise<void> => {
+      if (unlocked) return;
+      unlocked = true;
+      clearInterval(timer);
+      if (this.#held.get(agentId) === unlock) this.#held.delete(agentId);
+      // Not rethrown: the turn has completed, and a lock this process fails
+      // to delete expires after the lease anyway.
+      await runScript(this.#send, RELEASE, [key], [token]).catch(() => undefined);
+    };
+    this.#held.set(agentId, unlock);
+    return unlock;
+  }
+
+  /** Stops renewals and releases held locks. The client stays open: it is yours to close. */
+  async close(): Promise<void> {
+    const held = [...this.#held.values()];
+    this.#held.clear();
+    await Promise.all(held.map((unlock) => unlock()));
+  }
+
+  #keys(agentId: string): [string, string, string] {
+    const base = this.#base(agentId);
+    return [`${base}:v`, `${base}:s`, `${base}:h`];
+  }
+
+  #lockKey(agentId: string): string {
+    return `${this.#base(agentId)}:l`;
+  }
+
+  #base(agentId: string): string {
+    // NUL is fine in a Redis key; lone surrogates are not (they would turn into U+FFFD on the way).
+    assertStorableId(agentId, 'redisStorage', { allowNul: true });
+    return `${this.#prefix}{${agentId}}`;
+  }
+}

@@ -1,0 +1,287 @@
+import { AgentRouterError, type UpstreamError } from '../errors.ts';
+import { createSSEParser } from '../sse/parser.ts';
+import { describeRemote } from './remote-url.ts';
+import type { Slots } from './slots.ts';
+import { badResponse, incomplete, interrupted, statusError, streamFailed, timedOut, unreachable } from './upstream-errors.ts';
+import { Watchdog } from './watchdog.ts';
+
+/** The `fetch` HTTPTransport calls: the global one, or any function shaped like it. */
+export type FetchLike = (input: URL, init: RequestInit) => Promise<Response>;
+
+/** What every call of one transport shares. */
+export interface CallSettings {
+  fetch: FetchLike;
+  /** The configured headers, names lowercased, without the three the transport sets itself. */
+  headers: Readonly<Record<string, string>>;
+  timeout: number;
+  slots: Slots;
+  maxResponseSize: number;
+}
+
+export interface CallRequest {
+  url: URL;
+  method: 'GET' | 'POST';
+  body: string | undefined;
+  stream: boolean;
+  requestId: string;
+  signal: AbortSignal | undefined;
+}
+
+/** A 4xx error body is relayed, so it is read; nothing longer than this is an error message. */
+const ERROR_BODY_LIMIT = 64 * 1024;
+/** Bytes read past `event: done` so the connection can go back to the pool; past this it is dropped. */
+const DRAIN_LIMIT = 64 * 1024;
+const noop = (): void => {};
+
+/**
+ * One request to a remote agent router, from the first byte out to the last
+ * byte in. It owns everything the request holds (a connection slot, the
+ * inactivity watchdog, the listener on the caller's signal, the response
+ * body) and lets go of all of it exactly once, on every path: the body is
+ * read to its end or cancelled, because an unread fetch body pins its
+ * connection in Node.
+ */
+export class RemoteCall {
+  /** Origin and path of the remote route, for messages (never credentials, never the query). */
+  readonly remote: string;
+  /** Settles once the remote answered 2xx (with SSE for a stream); rejects with the AgentRouterError to answer. */
+  readonly response: Promise<Response>;
+  readonly #settings: CallSettings;
+  readonly #controller = new AbortController();
+  readonly #watchdog: Watchdog;
+  readonly #callerSignal: AbortSignal | undefined;
+  #body: ReadableStream<Uint8Array> | null = null;
+  #reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  #holdsSlot = false;
+  #finished = false;
+
+  constructor(settings: CallSettings, request: CallRequest) {
+    this.#settings = settings;
+    this.remote = describeRemote(request.url);
+    this.#callerSignal = request.signal;
+    this.#controller.signal.addEventListener('abort', this.#onAbort, { once: true });
+    this.#watchdog = new Watchdog(settings.timeout * 1000, () => this.#controller.abort(timedOut(this.remote, settings.timeout)));
+    if (request.signal?.aborted === true) this.#controller.abort(request.signal.reason);
+    else request.signal?.addEventListener('abort', this.#onCallerAbort, { once: true });
+    this.response = this.#send(request);
+    this.response.catch(noop); // a stream nobody awaits must not crash the process
+  }
+
+  /** Reads the whole body as a JSON object, or throws 502. */
+  async readJson(response: Response): Promise<Record<string, unknown>> {
+    try {
+      const text = await this.#readText(response, this.#settings.maxResponseSize);
+      let reply: unknown;
+      try {
+        reply = JSON.parse(text);
+      } catch {
+        throw this.badResponse('a body that is not JSON');
+      }
+      if (typeof reply !== 'object' || reply === null || Array.isArray(reply)) throw this.badResponse('JSON that is not an object');
+      return reply as Record<string, unknown>;
+    } finally {
+      this.finish();
+    }
+  }
+
+  /**
+   * Yields the `data` of each plain SSE event. Ends at `event: done`; throws
+   * on `event: error`, on a body that ends before `done`, and on a broken
+   * connection, so a relaying router ends its own stream with an error too.
+   */
+  async *chunks(): AsyncGenerator<string, void, undefined> {
+    const response = await this.response;
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    this.#reader = reader;
+    const decoder = new TextDecoder();
+    const queue: string[] = [];
+    let finished = false;
+    let failure: Error | undefined;
+    const parser = createSSEParser({
+      maxBufferSize: this.#settings.maxResponseSize,
+      onEvent: (event) => {
+        if (finished) return;
+        if (event.event === 'message') {
+          if (event.data !== '') queue.push(event.data);
+        } else if (event.event === 'done') finished = true;
+        else if (event.event === 'error') {
+          finished = true;
+          failure = streamFailed(this.remote, event.data);
+        }
+      },
+    });
+    let drained = false;
+    try {
+      while (!finished) {
+        const step = await this.#read(reader);
+        if (step.done) throw incomplete(this.remote);
+        this.#watchdog.touch();
+        try {
+          parser.feed(decoder.decode(step.value, { stream: true }));
+        } catch (error) {
+          throw this.badResponse(`an SSE event larger than ${this.#settings.maxResponseSize} characters`, error);
+        }
+        while (queue.length > 0) {
+          this.#watchdog.pause();
+          yield queue.shift() as string;
+          this.#watchdog.resume();
+        }
+      }
+      if (failure !== undefined) throw failure;
+      drained = true;
+      await this.#drain(reader);
+    } finally {
+      if (!drained) {
+        await reader.cancel().catch(noop);
+        this.finish();
+      }
+    }
+  }
+
+  /** An error for a 2xx answer that is not what the route promises. */
+  badResponse(what: string, cause?: unknown): UpstreamError {
+    return badResponse(this.remote, what, cause);
+  }
+
+  /** Lets go of the slot, the watchdog and the caller's signal; idempotent. */
+  finish(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#watchdog.stop();
+    this.#callerSignal?.removeEventListener('abort', this.#onCallerAbort);
+    if (!this.#holdsSlot) return;
+    // Node's fetch puts the socket back in its pool a tick after the body
+    // ends; a request let in sooner would open a new connection instead.
+    const slots = this.#settings.slots;
+    setImmediate(() => slots.release());
+  }
+
+  async #send(request: CallRequest): Promise<Response> {
+    const signal = this.#controller.signal;
+    const headers: Record<string, string> = {
+      ...this.#settings.headers,
+      accept: request.stream ? 'text/event-stream' : 'application/json',
+      'x-request-id': request.requestId,
+    };
+    if (request.body !== undefined) headers['content-type'] = 'application/json';
+    let response: Response;
+    try {
+      await this.#settings.slots.acquire(signal);
+      this.#holdsSlot = true;
+      signal.throwIfAborted(); // aborted while the slot was being granted: send nothing
+      // redirect: 'manual' hands a 3xx back instead of following it, so the
+      // configured credentials can never be sent to another origin.
+      response = await this.#settings.fetch(request.url, { method: request.method, headers, body: request.body ?? null, redirect: 'manual', signal });
+    } catch (error) {
+      this.finish();
+      throw this.#failure(error, () => unreachable(this.remote, error));
+    }
+    this.#body = response.body;
+    this.#watchdog.touch();
+    try {
+      if (response.status < 200 || response.status >= 300) throw await this.#statusError(response);
+      const type = response.headers.get('content-type') ?? '';
+      if (request.stream && !/^\s*text\/event-stream\s*(;|$)/i.test(type)) {
+        throw this.badResponse(`content type ${JSON.stringify(type.slice(0, 100))} instead of text/event-stream`);
+      }
+      if (response.body === null) throw this.badResponse('no body');
+      return response;
+    } catch (error) {
+      await this.#cancelBody();
+      this.finish();
+      throw error;
+    }
+  }
+
+  async #statusError(response: Response): Promise<AgentRouterError> {
+    const { status } = response;
+    let body: unknown;
+    if (status >= 400 && status < 500) {
+      // Only a 4xx body is read: it may hold an error to relay. Others are cancelled unread.
+      try {
+        body = JSON.parse(await this.#readText(response, ERROR_BODY_LIMIT));
+      } catch (error) {
+        if (error instanceof AgentRouterError || this.#controller.signal.aborted) throw error;
+      }
+    }
+    return statusError(this.remote, status, body, response.headers.get('retry-after'));
+  }
+
+  async #readText(response: Response, limit: number): Promise<string> {
+    if (response.body === null) return '';
+    const reader = response.body.getReader();
+    this.#reader = reader;
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    while (true) {
+      const step = await this.#read(reader);
+      if (step.done) break;
+      this.#watchdog.touch();
+      size += step.value.byteLength;
+      if (size > limit) {
+        await reader.cancel().catch(noop);
+        throw this.badResponse(`a body larger than ${limit} bytes`);
+      }
+      parts.push(step.value);
+    }
+    return Buffer.concat(parts, size).toString('utf8');
+  }
+
+  /** One read; a failure while the remote is sending means it broke off (or we aborted). */
+  async #read(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<ReadableStreamReadResult<Uint8Array>> {
+    let step: ReadableStreamReadResult<Uint8Array>;
+    try {
+      step = await reader.read();
+    } catch (error) {
+      throw this.#failure(error, () => interrupted(this.remote, error));
+    }
+    // A fetch that ignores the signal may still hand over data after an abort.
+    if (this.#controller.signal.aborted) throw this.#controller.signal.reason;
+    return step;
+  }
+
+  /**
+   * After `event: done`: read the rest (only the chunked-encoding end, from a
+   * conforming remote; it nearly always came in the same read) so the
+   * connection goes back to the pool before the next call needs one.
+   */
+  async #drain(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
+    try {
+      let size = 0;
+      while (size <= DRAIN_LIMIT) {
+        const step = await reader.read();
+        if (step.done) return;
+        size += step.value.byteLength;
+      }
+      await reader.cancel();
+    } catch {
+      // the stream already succeeded; a remote that breaks off now changes nothing
+    } finally {
+      this.finish();
+    }
+  }
+
+  /** The error to throw: the abort reason (timeout or the caller's) wins over what fetch made of it. */
+  #failure(error: unknown, otherwise: () => AgentRouterError): unknown {
+    if (this.#controller.signal.aborted) return this.#controller.signal.reason;
+    if (error instanceof AgentRouterError) return error;
+    return otherwise();
+  }
+
+  async #cancelBody(): Promise<void> {
+    const target = this.#reader ?? this.#body;
+    if (target === null || target === undefined) return;
+    if (target instanceof ReadableStream && target.locked) return;
+    await target.cancel().catch(noop);
+  }
+
+  readonly #onCallerAbort = (): void => {
+    this.#controller.abort(this.#callerSignal?.reason);
+  };
+
+  /** Timeout or caller abort: stop the fetch and drop a body nobody may ever read. */
+  readonly #onAbort = (): void => {
+    void this.#cancelBody();
+    this.finish();
+  };
+}

@@ -1,0 +1,194 @@
+import { randomUUID } from 'node:crypto';
+import type { JsonObject } from '../types.ts';
+import { RemoteCall, type CallSettings, type FetchLike } from './http-call.ts';
+import { remoteURLBuilder, type RemoteURLBuilder } from './remote-url.ts';
+import { Slots } from './slots.ts';
+import type { AgentTransport, ChunkStream, TransportCallOptions } from './transport.ts';
+
+export type { FetchLike } from './http-call.ts';
+
+export interface HTTPTransportOptions {
+  /**
+   * The only caller-chosen headers sent to the remote, e.g.
+   * `{ Authorization: 'Bearer <ACCESS_TOKEN>' }`. Nothing from an inbound
+   * request is ever forwarded: the transport never sees it.
+   */
+  headers?: HeadersInit | undefined;
+  /**
+   * Seconds the remote may stay silent: until the response headers arrive,
+   * and between any two reads of the body (SSE `: ping` comments count), so a
+   * long stream that keeps sending is never cut. `Infinity` turns it off.
+   * @defaultValue 30
+   */
+  timeout?: number | undefined;
+  /**
+   * The fetch to call. Node's global fetch keeps connections alive and reuses
+   * them (undici's pool). To tune the pool itself, pass a fetch bound to your
+   * own undici dispatcher: `(url, init) => undici.fetch(url, { ...init, dispatcher })`.
+   * @defaultValue globalThis.fetch
+   */
+  fetch?: FetchLike | undefined;
+  /**
+   * Requests in flight at once through this transport (a stream counts until
+   * it ends); more wait for a free slot, within `timeout`. Node's fetch uses
+   * one HTTP/1.1 connection per request in flight, so this also bounds the
+   * connections this transport opens.
+   * @defaultValue 256
+   */
+  maxConnections?: number | undefined;
+  /**
+   * Largest JSON reply and largest single SSE event accepted, in bytes
+   * (characters for SSE); a bigger one is a 502.
+   * @defaultValue 16 MiB
+   */
+  maxResponseSize?: number | undefined;
+}
+
+export interface HTTPTransportCallOptions extends TransportCallOptions {
+  /** Sent as `x-request-id` (printable ASCII, at most 200 characters); a random UUID otherwise. */
+  requestId?: string | undefined;
+}
+
+const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
+/** Set per request by the transport; a configured value for them is ignored. */
+const OWN_HEADERS = new Set(['accept', 'content-type', 'x-request-id']);
+
+/**
+ * A registry target that forwards to another agent router or AgentServer
+ * over fetch, and a small client for one. The agent id travels as one
+ * encoded path segment: `${url}/${encodeURIComponent(id)}/chat`; a url
+ * holding `{agent_id}` (a remote single-agent router) gets it substituted.
+ *
+ * Failures are AgentRouterErrors: unreachable 502 `upstream_unreachable`,
+ * silent past `timeout` 504 `upstream_timeout`, a 4xx JSON error relayed
+ * with its status and code, a 5xx, a redirect or a non-JSON answer 502. An
+ * aborted signal rejects with the signal's reason.
+ *
+ * @example
+ * registry.register('remote-.*', new HTTPTransport('http://10.0.0.5:8080/agent',
+ *   { headers: { Authorization: 'Bearer <ACCESS_TOKEN>' } }));
+ *
+ * const remote = new HTTPTransport('http://10.0.0.5:8080/agent');
+ * const reply = await remote.chat('bot-1', 'Hello', { signal: AbortSignal.timeout(5000) });
+ * for await (const chunk of remote.stream('bot-1', 'Tell me more')) process.stdout.write(chunk);
+ */
+export class HTTPTransport implements AgentTransport {
+  readonly #url: RemoteURLBuilder;
+  readonly #settings: CallSettings;
+
+  constructor(url: string | URL, options: HTTPTransportOptions = {}) {
+    this.#url = remoteURLBuilder(url);
+    const timeout = options.timeout ?? 30;
+    if (typeof timeout !== 'number' || !(timeout > 0)) {
+      throw new TypeError(`HTTPTransport: timeout is in seconds and must be a positive number (or Infinity), got ${String(timeout)}`);
+    }
+    const maxConnections = options.maxConnections ?? 256;
+    if (!(Number.isInteger(maxConnections) && maxConnections > 0) && maxConnections !== Infinity) {
+      throw new TypeError(`HTTPTransport: maxConnections must be a positive integer (or Infinity), got ${String(maxConnections)}`);
+    }
+    const maxResponseSize = options.maxResponseSize ?? 16 * 1024 * 1024;
+    if (!(Number.isInteger(maxResponseSize) && maxResponseSize > 0)) {
+      throw new TypeError(`HTTPTransport: maxResponseSize must be a positive integer (bytes), got ${String(maxResponseSize)}`);
+    }
+    if (options.fetch !== undefined && typeof options.fetch !== 'function') {
+      throw new TypeError('HTTPTransport: fetch must be a function shaped like the global fetch');
+    }
+    const headers: Record<string, string> = Object.create(null);
+    try {
+      // Headers checks names and values and lowercases the names, once, here.
+      for (const [name, value] of new Headers(options.headers)) if (!OWN_HEADERS.has(name)) headers[name] = value;
+    } catch {
+      // Not rethrown as the cause: fetch's message quotes the value, which may be a token.
+      throw new TypeError('HTTPTransport: headers holds an invalid header name or value (line breaks and characters outside Latin-1 are not allowed)');
+    }
+    this.#settings = {
+      fetch: options.fetch ?? ((input, init) => fetch(input, init)),
+      headers,
+      timeout,
+      slots: new Slots(maxConnections),
+      maxResponseSize,
+    };
+  }
+
+  /** Sends one message; resolves with the remote agent's whole reply. */
+  async chat(agentId: string, message: string, options: HTTPTransportCallOptions = {}): Promise<string> {
+    const call = this.#start(agentId, '/chat', { message: checkMessage(message) }, false, options);
+    const reply = await call.readJson(await call.response);
+    if (typeof reply['response'] !== 'string') throw call.badResponse('JSON without a "response" string');
+    return reply['response'];
+  }
+
+  /**
+   * Streams one reply as it is generated. The request starts at once; `ready`
+   * settles when the remote accepted it (rejecting with the error `chat`
+   * would throw). Iterate at most once; breaking out cancels the request. A
+   * stream that is never iterated is dropped after `timeout` seconds, or when
+   * the signal aborts.
+   */
+  stream(agentId: string, message: string, options: HTTPTransportCallOptions = {}): ChunkStream {
+    let call: RemoteCall | undefined;
+    let response: Promise<Response>;
+    try {
+      call = this.#start(agentId, '/chat', { message: checkMessage(message) }, true, options);
+      response = call.response;
+    } catch (error) {
+      response = Promise.reject(error);
+    }
+    const ready = response.then(noop);
+    ready.catch(noop); // awaiting `ready` is optional; iterating rethrows the same error
+    let iterated = false;
+    return {
+      ready,
+      [Symbol.asyncIterator]() {
+        if (iterated) throw new TypeError('HTTPTransport.stream: a ChunkStream can be iterated only once');
+        iterated = true;
+        return call !== undefined ? call.chunks() : failed(response);
+      },
+    };
+  }
+
+  /** Calls one of the remote agent's actions; resolves with its result. */
+  async invoke(agentId: string, method: string, params?: unknown, options: HTTPTransportCallOptions = {}): Promise<unknown> {
+    if (typeof method !== 'string' || method === '') {
+      throw new TypeError('HTTPTransport.invoke: method must be a non-empty string, e.g. invoke("counter-1", "increment", { by: 2 })');
+    }
+    const call = this.#start(agentId, '/invoke', params === undefined ? { method } : { method, params }, false, options);
+    const reply = await call.readJson(await call.response);
+    if (!('result' in reply)) throw call.badResponse('JSON without a "result"');
+    return reply['result'];
+  }
+
+  /** The remote agent's state. */
+  async state(agentId: string, options: HTTPTransportCallOptions = {}): Promise<JsonObject> {
+    const call = this.#start(agentId, '/state', undefined, false, options);
+    const reply = await call.readJson(await call.response);
+    const state = reply['state'];
+    if (typeof state !== 'object' || state === null || Array.isArray(state)) throw call.badResponse('JSON without a "state" object');
+    return state as JsonObject;
+  }
+
+  #start(agentId: string, route: string, body: object | undefined, stream: boolean, options: HTTPTransportCallOptions): RemoteCall {
+    const url = this.#url(agentId, route, stream);
+    const requestId = options.requestId !== undefined && REQUEST_ID.test(options.requestId) ? options.requestId : randomUUID();
+    return new RemoteCall(this.#settings, {
+      url,
+      method: body === undefined ? 'GET' : 'POST',
+      body: body === undefined ? undefined : JSON.stringify(body),
+      stream,
+      requestId,
+      signal: options.signal,
+    });
+  }
+}
+
+function checkMessage(message: string): string {
+  if (typeof message !== 'string') throw new TypeError('HTTPTransport: message must be a string, e.g. chat("bot-1", "Hello")');
+  return message;
+}
+
+const noop = (): void => {};
+
+/** The iterator of a stream that could not even start: it throws what `ready` rejected with. */
+async function* failed(response: Promise<Response>): AsyncGenerator<string, void, undefined> {
+  await response;
+}

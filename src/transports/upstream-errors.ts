@@ -1,0 +1,81 @@
+import { AgentRouterError, UpstreamError } from '../errors.ts';
+
+/**
+ * The errors HTTPTransport throws, by what went wrong. `remote` is the origin
+ * and path of the route (never credentials, never the query). Messages name
+ * the remote and the fix; none quotes the remote's body except an error it
+ * sent for its caller (a 4xx `{"error"}` or an SSE `event: error`), which is
+ * relayed as the remote router would have answered it.
+ */
+
+/** What a remote's own stable code must look like to be relayed. */
+const CODE = /^[a-z][a-z0-9_]{0,63}$/;
+
+export function unreachable(remote: string, cause: unknown): UpstreamError {
+  const code = (cause as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  const detail = typeof code === 'string' ? ` (${code})` : '';
+  return new UpstreamError(502, 'upstream_unreachable', `HTTPTransport: could not reach ${remote}${detail}; check that the remote is up and the url is right`, { expose: true, cause });
+}
+
+export function timedOut(remote: string, seconds: number): UpstreamError {
+  return new UpstreamError(504, 'upstream_timeout', `HTTPTransport: ${remote} sent nothing for ${seconds} s; check the remote or raise the timeout option`, { expose: true });
+}
+
+export function interrupted(remote: string, cause: unknown): UpstreamError {
+  return new UpstreamError(502, 'upstream_interrupted', `HTTPTransport: the connection to ${remote} broke off mid-response`, { expose: true, cause });
+}
+
+export function incomplete(remote: string): UpstreamError {
+  return new UpstreamError(502, 'upstream_incomplete', `HTTPTransport: the stream from ${remote} ended without "event: done"`, { expose: true });
+}
+
+/** A 2xx answer that is not what the route promises. */
+export function badResponse(remote: string, what: string, cause?: unknown): UpstreamError {
+  return new UpstreamError(502, 'upstream_bad_response', `HTTPTransport: ${remote} answered with ${what}`, { expose: true, cause });
+}
+
+/**
+ * A non-2xx answer. A 4xx carrying a JSON `{"error"}` is relayed with its
+ * status, message, code and a numeric Retry-After; a 3xx (never followed),
+ * a 5xx, or a 4xx without such a body is a 502 that names only the remote.
+ */
+export function statusError(remote: string, status: number, body: unknown, retryAfter: string | null): AgentRouterError {
+  if (status >= 300 && status < 400) {
+    return new UpstreamError(502, 'upstream_redirect', `HTTPTransport: ${remote} answered ${status} (a redirect); no redirect is followed, so set the url to where the remote really is`, { expose: true });
+  }
+  if (status < 400 || status >= 500) {
+    return new UpstreamError(502, 'upstream_error', `HTTPTransport: ${remote} answered ${status}; see the remote's logs`, { expose: true });
+  }
+  const fields = asFields(body);
+  const message = fields['error'];
+  if (typeof message !== 'string') {
+    return new UpstreamError(502, 'upstream_bad_response', `HTTPTransport: ${remote} answered ${status} without a JSON error body`, { expose: true });
+  }
+  const headers = retryAfter !== null && /^\d{1,9}$/.test(retryAfter) ? { headers: { 'Retry-After': retryAfter } } : {};
+  return new UpstreamError(status, relayedCode(fields['code'], 'upstream_error'), message, { expose: true, ...headers });
+}
+
+/** An `event: error` frame: `{"error", "code"}` as our routers send it, or a JSON string as the seed's did. */
+export function streamFailed(remote: string, data: string): UpstreamError {
+  let reply: unknown;
+  try {
+    reply = JSON.parse(data);
+  } catch {
+    // not JSON: do not relay text we cannot vouch for
+  }
+  const message = typeof reply === 'string' ? reply : asFields(reply)['error'];
+  return new UpstreamError(
+    502,
+    relayedCode(asFields(reply)['code'], 'upstream_stream_error'),
+    typeof message === 'string' ? message : `HTTPTransport: the stream from ${remote} failed`,
+    { expose: true },
+  );
+}
+
+function asFields(value: unknown): Record<string, unknown> {
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {};
+}
+
+function relayedCode(code: unknown, fallback: string): string {
+  return typeof code === 'string' && CODE.test(code) ? code : fallback;
+}

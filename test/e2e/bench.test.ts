@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import test from 'node:test';
+
+/** The part of `npm run bench -- --json=FILE` this test reads. */
+interface BenchJson {
+  scenarios: Array<{
+    id: string;
+    title: string;
+    required: string[];
+    rows: Array<{ contender: string; cells: Record<string, number | string | null> }>;
+  }>;
+}
+
+const SCENARIOS = ['chat', 'state', 'sse', 'latency', 'streams', 'agents', 'proxy'];
+
+function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env = { ...process.env };
+  // Under `npm test` c8 sets this; the bench's children have nothing to report and would only run slower.
+  delete env['NODE_V8_COVERAGE'];
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/bench/index.ts', ...args], { cwd: process.cwd(), env });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+test('npm run bench -- --quick runs every scenario and every contender produces numbers', { timeout: 180_000 }, async (t) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-test-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'bench.json');
+  const { code, stdout, stderr } = await run(['--quick', `--json=${file}`]);
+  assert.equal(code, 0, `bench --quick exited ${code}\n${stderr}`);
+  const report = JSON.parse(readFileSync(file, 'utf8')) as BenchJson;
+  assert.deepEqual(report.scenarios.map((scenario) => scenario.id), SCENARIOS);
+  for (const scenario of report.scenarios) {
+    assert.ok(scenario.rows.length > 0, `${scenario.id}: no rows`);
+    for (const row of scenario.rows) {
+      for (const key of scenario.required) {
+        const value = row.cells[key];
+        // JSON turns NaN into null: a missing measurement fails here with the contender's reason.
+        assert.ok(typeof value === 'number' && Number.isFinite(value), `${scenario.id} / ${row.contender}: ${key} is ${JSON.stringify(value)}\n${stderr}`);
+      }
+    }
+  }
+  // The markdown report names every scenario, and its ratios next to the ceiling.
+  for (const scenario of report.scenarios) assert.ok(stdout.includes(`### ${scenario.title}`), `report lacks "${scenario.title}"`);
+  assert.match(stdout, /bare node:http/);
+});
+
+test('npm run bench refuses unknown options with its usage', async () => {
+  const { code, stderr } = await run(['--quick', '--frobnicate']);
+  assert.equal(code, 2);
+  assert.match(stderr, /unknown option --frobnicate/);
+  assert.match(stderr, /Usage: npm run bench/);
+});

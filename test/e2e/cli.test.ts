@@ -1,0 +1,205 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import { getJson, postJson } from '../helpers/http.ts';
+import { collectSSE } from '../helpers/sse.ts';
+
+const root = process.cwd();
+// Under tsx the CLI runs from source; compiled into .build (the coverage run), from there.
+const fromSource = import.meta.url.endsWith('.ts');
+const cliArgs = fromSource
+  ? ['--import', import.meta.resolve('tsx'), path.join(root, 'src/cli/main.ts')]
+  : [path.join(root, '.build/src/cli/main.js')];
+const exampleModule = fromSource ? path.join(root, 'examples/serve-agents.ts') : path.join(root, '.build/examples/serve-agents.js');
+
+interface Cli {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+function runCli(t: { after: (fn: () => void) => void }, args: string[], cwd = root): Cli {
+  const env = { ...process.env };
+  // Offline and predictable: no real model, no inherited port.
+  for (const name of ['PORT', 'AGENT_ROUTER_DEBUG', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY']) delete env[name];
+  const child = spawn(process.execPath, [...cliArgs, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout?.setEncoding('utf8').on('data', (text: string) => (out += text));
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => (err += text));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => resolve({ code, signal }));
+  });
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return { child, stdout: () => out, stderr: () => err, exited };
+}
+
+/** Resolves with the URL the CLI prints once it listens; rejects if it exits first. */
+function listening(cli: Cli): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const check = (): void => {
+      const match = /listening on (http:\/\/\S+)/.exec(cli.stdout());
+      if (match !== null) {
+        cli.child.stdout?.off('data', check);
+        resolve(match[1] as string);
+      }
+    };
+    cli.child.stdout?.on('data', check);
+    check();
+    void cli.exited.then(({ code }) => reject(new Error(`CLI exited with ${code} before listening: ${cli.stderr()}`)));
+  });
+}
+
+test('the demo serves echo and counter agents, prints curl lines, exits 0 on SIGTERM, and keeps state across restarts', async (t) => {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
+  t.after(() => rm(dataDir, { recursive: true, force: true }));
+  const cli = runCli(t, ['serve', '--port', '0', '--data-dir', dataDir]);
+  const url = await listening(cli);
+  assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
+
+  assert.deepEqual((await postJson(`${url}/agent/echo-1/chat`, { message: 'Hello, agent' })).body, { agent_id: 'echo-1', response: 'Hello, agent' });
+  const stream = await fetch(`${url}/agent/echo-1/chat?stream=true`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ message: 'Stream these words' }),
+  });
+  assert.equal((await collectSSE(stream)).text, 'Stream these words');
+  assert.deepEqual((await postJson(`${url}/agent/counter-1/invoke`, { method: 'increment', params: { by: 2 } })).body, { agent_id: 'counter-1', result: 2 });
+  assert.deepEqual((await getJson(`${url}/agent/counter-1/state`)).body, { agent_id: 'counter-1', state: { count: 2 } });
+  assert.equal((await postJson(`${url}/agent/counter-1/invoke`, { method: 'increment', params: { by: 'x' } })).status, 400);
+  assert.deepEqual((await getJson(`${url}/healthz`)).body, { status: 'ok' });
+
+  const printed = cli.stdout();
+  assert.ok(printed.includes(`curl '${url}/agent/echo-1/chat' -H 'content-type: application/json' -d '{"message": "Hello, agent"}'`), printed);
+  assert.ok(printed.includes(`curl -N '${url}/agent/echo-1/chat?stream=true' -H 'content-type: application/json'`), printed);
+
+  assert.match(printed, /Storage: files in .* \(FileStorage; kept across restarts\)/);
+
+  cli.child.kill('SIGTERM');
+  assert.deepEqual(await cli.exited, { code: 0, signal: null });
+  assert.match(cli.stdout(), /SIGTERM received/);
+  assert.equal(cli.stderr(), '');
+
+  const again = runCli(t, ['serve', '--port', '0', '--data-dir', dataDir]);
+  const url2 = await listening(again);
+  assert.deepEqual((await getJson(`${url2}/agent/counter-1/state`)).body.state, { count: 2 }, 'the embedded storage is durable');
+  assert.equal((await getJson(`${url2}/agent/echo-1/state`)).status, 200);
+  again.child.kill('SIGINT');
+  assert.deepEqual(await again.exited, { code: 0, signal: null });
+});
+
+test('serves a module whose default export is a registry; a config file sets the server options', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(path.join(dir, 'server.json'), JSON.stringify({ enable_list_agents: true, max_agents: 5, port: 0 }));
+  // The module path and the config path are resolved from the working directory.
+  const cli = runCli(t, ['serve', path.relative(dir, exampleModule), '--config', 'server.json'], dir);
+  const url = await listening(cli);
+  assert.deepEqual((await postJson(`${url}/agent/notes-alice/invoke`, { method: 'add', params: { text: 'buy milk' } })).body, { agent_id: 'notes-alice', result: 1 });
+  assert.deepEqual((await getJson(`${url}/agent/notes-alice/state`)).body.state, { notes: ['buy milk'] });
+  assert.deepEqual((await getJson(`${url}/agents`)).body.agents.map((agent: { id: string }) => agent.id), ['notes-alice']);
+  cli.child.kill('SIGINT');
+  assert.deepEqual(await cli.exited, { code: 0, signal: null });
+});
+
+test('serves a module whose default export is an Agent, or an AgentServer with its own options', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  // The same library files the CLI runs from, so `instanceof` holds.
+  const lib = (file: string): string => JSON.stringify(pathToFileURL(path.join(root, fromSource ? `src/${file}.ts` : `.build/src/${file}.js`)).href);
+  const imports = `import { Agent } from ${lib('agent/agent')};\nimport { echoModel } from ${lib('models/echo')};\nimport { AgentServer } from ${lib('server/server')};\n`;
+  await writeFile(path.join(dir, 'agent.mjs'), `${imports}export default new Agent('solo', { model: echoModel() });\n`);
+  await writeFile(path.join(dir, 'server.mjs'), `${imports}export default new AgentServer(new Agent('solo', { model: echoModel() }), { enableListAgents: true });\n`);
+  await writeFile(path.join(dir, 'config.json'), JSON.stringify({ max_agents: 3 }));
+
+  const agent = runCli(t, ['serve', 'agent.mjs', '--port', '0'], dir);
+  const agentUrl = await listening(agent);
+  assert.deepEqual((await postJson(`${agentUrl}/agent/solo/chat`, { message: 'just me' })).body, { agent_id: 'solo', response: 'just me' });
+  assert.equal((await getJson(`${agentUrl}/agents`)).status, 404);
+  agent.child.kill('SIGTERM');
+  assert.deepEqual(await agent.exited, { code: 0, signal: null });
+
+  const server = runCli(t, ['serve', 'server.mjs', '--port', '0', '--config', 'config.json'], dir);
+  const serverUrl = await listening(server);
+  assert.deepEqual((await postJson(`${serverUrl}/agent/solo/chat`, { message: 'hi' })).body, { agent_id: 'solo', response: 'hi' });
+  assert.deepEqual((await getJson(`${serverUrl}/agents`)).body.agents.map((live: { id: string }) => live.id), ['solo'], 'its own enableListAgents');
+  assert.equal(server.stderr(), 'agent-router: note: server.mjs exports its own AgentServer; only port and host from --config apply\n');
+  server.child.kill('SIGTERM');
+  assert.deepEqual(await server.exited, { code: 0, signal: null });
+});
+
+test('a missing module is one clear line on stderr and exit code 1', async (t) => {
+  const cli = runCli(t, ['serve', './no-such-agents.js', '--port', '0']);
+  assert.deepEqual(await cli.exited, { code: 1, signal: null });
+  assert.equal(cli.stderr(), `agent-router: cannot find module ./no-such-agents.js (looked for ${path.join(root, 'no-such-agents.js')})\n`);
+});
+
+test('a module exporting something else is refused, saying what to export', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(path.join(dir, 'wrong.mjs'), 'export default { answer: 42 };\n');
+  await writeFile(path.join(dir, 'none.mjs'), 'export const registry = 1;\n');
+  await writeFile(path.join(dir, 'throws.mjs'), 'throw new Error("database is down");\n');
+  const cases: Array<[string, RegExp]> = [
+    ['wrong.mjs', /^agent-router: wrong\.mjs default-exports an object \(Object\), not an AgentRegistry, an Agent or an AgentServer\n$/],
+    ['none.mjs', /^agent-router: none\.mjs has no default export; end it with `export default registry`/],
+    ['throws.mjs', /^agent-router: loading throws\.mjs failed: Error: database is down\n$/],
+  ];
+  // Started together: each is a process start, and they are independent.
+  const runs = cases.map(([file]) => runCli(t, ['serve', file], dir));
+  for (const [i, [file, expected]] of cases.entries()) {
+    const cli = runs[i] as Cli;
+    assert.deepEqual(await cli.exited, { code: 1, signal: null }, file);
+    assert.match(cli.stderr(), expected);
+    assert.doesNotMatch(cli.stderr(), /\n\s+at /, 'no stack trace');
+  }
+});
+
+test('a bad flag or port is a usage error: exit code 2', async (t) => {
+  const cases = [
+    [['serve', '--prot', '8080'], 'agent-router: unknown option --prot\n'],
+    [['serve', '--port'], 'agent-router: --port needs a value\n'],
+    [['serve', '--port', 'eighty'], 'agent-router: --port must be a port number from 0 to 65535, got "eighty"\n'],
+    [['serve', 'a.js', 'b.js'], 'agent-router: serve takes one module, got 2: a.js b.js\n'],
+  ] as const;
+  const runs = cases.map(([args]) => runCli(t, [...args]));
+  for (const [i, [args, expected]] of cases.entries()) {
+    const cli = runs[i] as Cli;
+    assert.deepEqual(await cli.exited, { code: 2, signal: null }, args.join(' '));
+    assert.equal(cli.stderr(), `${expected}Run 'agent-router --help' for usage.\n`);
+  }
+});
+
+test('a bad config file names the file and the key', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(path.join(dir, 'bad.json'), JSON.stringify({ idle_timout: 5 }));
+  const cli = runCli(t, ['serve', '--config', 'bad.json', '--port', '0'], dir);
+  assert.deepEqual(await cli.exited, { code: 1, signal: null });
+  assert.match(cli.stderr(), /^agent-router: config file .*bad\.json: unknown key "idle_timout"; known keys: idle_timeout, /);
+});
+
+test('a port in use is one clear line and exit code 1', async (t) => {
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise<void>((resolve) => blocker.close(() => resolve())));
+  const { port } = blocker.address() as net.AddressInfo;
+  const cli = runCli(t, ['serve', '--port', String(port)]);
+  assert.deepEqual(await cli.exited, { code: 1, signal: null });
+  assert.equal(cli.stderr(), `agent-router: 127.0.0.1:${port} is already in use; stop the other process or choose another port (--port)\n`);
+});
+
+test('--help prints usage and exits 0', async (t) => {
+  const cli = runCli(t, ['--help']);
+  assert.deepEqual(await cli.exited, { code: 0, signal: null });
+  assert.match(cli.stdout(), /^Usage: agent-router serve \[module\] \[options\]/);
+  assert.match(cli.stdout(), /--port <n>/);
+});

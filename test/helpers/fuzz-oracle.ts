@@ -1,0 +1,110 @@
+import { createSSEParser, type SSEEvent } from '../../src/sse/parser.ts';
+import type { WireReply } from './fuzz-wire.ts';
+
+/** Statuses DESIGN.md section 3 defines, plus 204 for a CORS preflight. 502 is absent: no remote is registered. */
+export const DEFINED_STATUSES: ReadonlySet<number> = new Set([200, 204, 400, 401, 403, 404, 405, 413, 415, 429, 503, 504]);
+
+/**
+ * What Node's HTTP server answers by itself, before any handler runs, to
+ * bytes that are not a valid request (400, with `Connection: close`), an
+ * unknown `Expect` (417) or headers over its limit (431): a bare status,
+ * no content type, no body. The fuzz sends such requests on raw sockets only.
+ */
+export const NODE_PARSER_STATUSES: ReadonlySet<number> = new Set([400, 417, 431, 505]);
+
+/** A marker the fuzz server puts in every deliberate failure's message; no answer may carry it. */
+export const SECRET = 'SECRET-';
+
+const INTERNAL = JSON.stringify({ error: 'Internal error', code: 'internal_error' });
+const PLAIN_EVENTS = new Set(['message', 'done', 'error']);
+const TYPED_EVENTS = new Set(['turn.started', 'text.delta', 'turn.finished', 'turn.failed']);
+
+export interface AnswerContext {
+  /** A deliberately failing agent, action or hook may have been hit. */
+  mayThrow: boolean;
+  /** The request was HEAD. */
+  head: boolean;
+  /** The request came over a raw socket, so Node's own parser answers are possible. */
+  raw: boolean;
+}
+
+/** What is wrong with an answer, or undefined when it is one the contract allows. */
+export function problemWith(reply: WireReply, context: AnswerContext): string | undefined {
+  const { status, headers, body } = reply;
+  const type = headers['content-type'];
+  if (context.raw && type === undefined && NODE_PARSER_STATUSES.has(status) && body === '') return undefined;
+  if (body.includes(SECRET)) return `the answer leaks a deliberate failure's message: ${body.slice(0, 200)}`;
+  if (status === 500) {
+    if (!context.mayThrow) return 'a 500 although no deliberately failing agent, action or hook was involved';
+    if (!reply.cut && !context.head && body !== INTERNAL) return `a 500 must say only ${INTERNAL}, got ${body.slice(0, 200)}`;
+  } else if (!DEFINED_STATUSES.has(status)) {
+    return `status ${status} is not one DESIGN.md defines`;
+  }
+  if (status === 204) return body === '' ? undefined : 'a 204 with a body';
+  if (status === 405 && headers['allow'] === undefined) return 'a 405 without Allow';
+  if (status === 429 && headers['retry-after'] === undefined) return 'a 429 without Retry-After';
+  if (type === undefined) return `status ${status} without a content type`;
+  if (status === 200 && type === 'text/event-stream') return reply.cut || context.head ? undefined : sseProblem(body, context);
+  if (!/^application\/json(;|$)/.test(type)) return `content type ${type} for status ${status}`;
+  if (reply.cut || context.head) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return `the body is not JSON: ${body.slice(0, 200)}`;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return `the body is not a JSON object: ${body.slice(0, 200)}`;
+  const record = parsed as Record<string, unknown>;
+  if (status >= 400) return errorBodyProblem(record);
+  if (typeof record['agent_id'] !== 'string') return `a 200 without agent_id: ${body.slice(0, 200)}`;
+  const keys = Object.keys(record).sort().join(',');
+  if (keys === 'agent_id,response') return typeof record['response'] === 'string' ? undefined : 'response is not a string';
+  if (keys === 'agent_id,state') return typeof record['state'] === 'object' && record['state'] !== null ? undefined : 'state is not an object';
+  if (keys === 'agent_id,result') return undefined;
+  return `a 200 body with keys ${keys}`;
+}
+
+/** Exactly `{"error": string, "code": snake_case}`. */
+export function errorBodyProblem(record: Record<string, unknown>): string | undefined {
+  const keys = Object.keys(record).sort().join(',');
+  if (keys !== 'code,error') return `an error body with keys ${keys}`;
+  if (typeof record['error'] !== 'string' || record['error'] === '') return 'error is not a non-empty string';
+  if (typeof record['code'] !== 'string' || !/^[a-z][a-z0-9_]*$/.test(record['code'])) return `code ${JSON.stringify(record['code'])} is not snake_case`;
+  return undefined;
+}
+
+/**
+ * A whole SSE answer: complete frames only, no `id:` (nothing may inject
+ * one), names from the plain or the typed stream, exactly one ending as the
+ * last event, an error ending being `{"error", "code"}`.
+ */
+function sseProblem(body: string, context: AnswerContext): string | undefined {
+  if (!body.endsWith('\n\n')) return `the stream does not end with a whole frame: ${JSON.stringify(body.slice(-100))}`;
+  const events: SSEEvent[] = [];
+  createSSEParser({ onEvent: (event) => events.push(event) }).feed(body);
+  const last = events[events.length - 1];
+  if (last === undefined) return 'a stream without events';
+  if (events.some((event) => event.id !== undefined)) return 'an event carries an id';
+  const typed = events[0]?.event === 'turn.started';
+  const names = typed ? TYPED_EVENTS : PLAIN_EVENTS;
+  const odd = events.find((event) => !names.has(event.event));
+  if (odd !== undefined) return `unexpected event ${JSON.stringify(odd.event)} in ${typed ? 'a typed' : 'a plain'} stream`;
+  const endings = typed ? ['turn.finished', 'turn.failed'] : ['done', 'error'];
+  if (!endings.includes(last.event)) return `the stream ends with ${last.event}, not ${endings.join(' or ')}`;
+  if (events.slice(0, -1).some((event) => endings.includes(event.event))) return 'an ending event before the last one';
+  if (last.event === 'done' && last.data !== '[DONE]') return `done carries ${last.data}`;
+  if (typed) {
+    for (const event of events) {
+      const payload = JSON.parse(event.data) as { type?: unknown };
+      if (payload.type !== event.event) return `typed event ${event.event} carries type ${String(payload.type)}`;
+    }
+  }
+  if (last.event === 'error' || last.event === 'turn.failed') {
+    const payload = JSON.parse(last.data) as Record<string, unknown>;
+    if (typed) delete payload['type'];
+    const problem = errorBodyProblem(payload);
+    if (problem !== undefined) return `stream error: ${problem}`;
+    if (payload['code'] === 'internal_error' && !context.mayThrow) return 'a stream failed with internal_error although nothing deliberate failed';
+  }
+  return undefined;
+}

@@ -1,0 +1,87 @@
+// toExpress against the real Express 4 and 5 (npm aliases express4, express5).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import express4 from 'express4';
+import express5 from 'express5';
+import { toExpress } from '../../src/adapters/express.ts';
+import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import { listen } from '../helpers/listen.ts';
+import { checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post } from './adapters-shared.ts';
+
+/**
+ * The README's recipe for a host that must run `express.json()` before the
+ * router: body-parser's refusals, which go to Express's error handlers and
+ * never reach the router, answered in the router's `{"error", "code"}` shape.
+ */
+const BODY_PARSER_CODES: Record<string, string> = {
+  'entity.parse.failed': 'invalid_json',
+  'entity.too.large': 'body_too_large',
+  'charset.unsupported': 'unsupported_media_type',
+  'encoding.unsupported': 'unsupported_media_type',
+};
+function bodyParserErrors(err: any, _req: any, res: any, next: (err?: unknown) => void): void {
+  const code = BODY_PARSER_CODES[err?.type];
+  if (code === undefined || res.headersSent) return next(err);
+  res.status(err.status).json({ error: code === 'invalid_json' ? 'Invalid JSON body' : err.message, code });
+}
+
+/** The host's own routes, beside and under the router's mount path. */
+function hostRoutes(app: any): void {
+  app.get('/health', (_req: any, res: any) => res.send('ok'));
+  app.get('/api/host/info', (_req: any, res: any) => res.json({ host: 'info' }));
+  app.post('/api/host/echo', (req: any, res: any) => res.json({ echoed: req.body }));
+}
+
+for (const [name, express] of [['express4', express4], ['express5', express5]] as const) {
+  test(`${name}: express.json() before the router, mounted at /api`, async (t) => {
+    const fixture = makeRegistryRouter();
+    const app = express();
+    app.use(express.json());
+    app.use('/api', toExpress(fixture.router));
+    hostRoutes(app);
+    app.use(bodyParserErrors);
+    const { url, close } = await listen(app);
+    t.after(close);
+    await checkRegistryRoutes(t, { origin: url, base: '/api', fixture });
+    await t.test('req.originalUrl is kept, req.url made relative by Express', () => {
+      assert.ok(fixture.originalUrls.includes('/api/counter-1/chat'), fixture.originalUrls.join(' '));
+    });
+  });
+
+  test(`${name}: no body parser before the router, mount path /api plus the router's prefix /v1`, async (t) => {
+    const fixture = makeRegistryRouter({ prefix: '/v1', openapi: true });
+    const app = express();
+    app.use('/api', toExpress(fixture.router));
+    app.use(express.json()); // after the router: only the host's routes see it
+    hostRoutes(app);
+    const { url, close } = await listen(app);
+    t.after(close);
+    await checkRegistryRoutes(t, { origin: url, base: '/api/v1', fixture });
+    await checkServedOpenAPI(t, `${url}/api/v1/openapi.json`, '/v1/{agent_id}/chat');
+  });
+
+  test(`${name}: a single-agent router at a mount path`, async (t) => {
+    const app = express();
+    app.use(express.json());
+    app.use('/bot', toExpress(makeSingleRouter()));
+    const { url, close } = await listen(app);
+    t.after(close);
+    await checkSingleRoutes(t, url, '/bot');
+  });
+
+  test(`${name}: an error thrown out of the router goes to next(err)`, async (t) => {
+    const router = new (class extends AgentRouter {
+      override handle(): Promise<boolean> {
+        return Promise.reject(new Error('boom'));
+      }
+    })(new AgentRegistry());
+    const app = express();
+    app.use(toExpress(router));
+    app.use((err: Error, _req: any, res: any, _next: unknown) => res.status(500).json({ seen: err.message }));
+    const { url, close } = await listen(app);
+    t.after(close);
+    const res = await post(`${url}/x/chat`, { message: 'hi' });
+    assert.deepEqual(await res.json(), { seen: 'boom' });
+  });
+}

@@ -1,0 +1,133 @@
+// toFastify against the real Fastify 4 and 5 (npm aliases fastify4, fastify5).
+import assert from 'node:assert/strict';
+import { test, type TestContext } from 'node:test';
+import fastify4 from 'fastify4';
+import fastify5, { type FastifyInstance } from 'fastify5';
+import { toFastify } from '../../src/adapters/fastify.ts';
+import { checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post, assertError } from './adapters-shared.ts';
+
+// The two majors' types differ in details the tests do not touch; the bodies
+// are written once against Fastify 5's types, and the first test below
+// type-checks a user's registration against each major's own types.
+type App = FastifyInstance;
+const majors: Array<[string, () => App]> = [
+  // forceCloseConnections: close() drops fetch's keep-alive sockets instead of waiting them out.
+  ['fastify4', () => fastify4({ forceCloseConnections: true }) as unknown as App],
+  ['fastify5', () => fastify5({ forceCloseConnections: true })],
+];
+
+/** Listens on 127.0.0.1, port 0, closed after the test. */
+async function start(t: TestContext, app: App): Promise<string> {
+  const url = await app.listen({ port: 0, host: '127.0.0.1' });
+  t.after(() => app.close());
+  return url;
+}
+
+/** The host's own routes, beside and under the plugin's prefix. */
+function hostRoutes(app: App): void {
+  app.get('/health', async () => 'ok');
+  app.get('/api/host/info', async () => ({ host: 'info' }));
+  app.post('/api/host/echo', async (request) => ({ echoed: request.body }));
+}
+
+test('the plugin type-checks and runs with each major\'s own types', async (t) => {
+  const router = makeSingleRouter();
+  const app4 = fastify4({ forceCloseConnections: true });
+  await app4.register(toFastify(router), { prefix: '/bot' });
+  const app5 = fastify5({ forceCloseConnections: true });
+  await app5.register(toFastify(router), { prefix: '/bot' });
+  for (const app of [app4, app5]) {
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    t.after(() => app.close());
+    assert.deepEqual(await (await post(`${url}/bot/chat`, { message: 'typed' })).json(), { agent_id: 'bot', response: 'typed' });
+  }
+});
+
+for (const [name, fastify] of majors) {
+  test(`${name}: Fastify's JSON parser, plugin prefix /api`, async (t) => {
+    const fixture = makeRegistryRouter();
+    const app = fastify();
+    hostRoutes(app);
+    await app.register(toFastify(fixture.router), { prefix: '/api' });
+    const url = await start(t, app);
+    // Fastify refuses an empty application/json body and prototype-poisoning keys itself; both answered as invalid JSON.
+    await checkRegistryRoutes(t, { origin: url, base: '/api', fixture, emptyJsonCodes: ['invalid_json'], unsafeKeys: 'refused' });
+  });
+
+  test(`${name}: no JSON parser in the plugin's scope (the router reads), prefixes /api and /v1 nested`, async (t) => {
+    const fixture = makeRegistryRouter({ openapi: true });
+    const app = fastify();
+    hostRoutes(app);
+    await app.register(
+      async (scope) => {
+        scope.removeContentTypeParser('application/json');
+        await scope.register(toFastify(fixture.router), { prefix: '/v1' });
+      },
+      { prefix: '/api' },
+    );
+    const url = await start(t, app);
+    await checkRegistryRoutes(t, { origin: url, base: '/api/v1', fixture });
+    await checkServedOpenAPI(t, `${url}/api/v1/openapi.json`, '/{agent_id}/chat');
+  });
+
+  test(`${name}: a single-agent router, at a plugin prefix and at the root`, async (t) => {
+    const app = fastify();
+    await app.register(toFastify(makeSingleRouter()), { prefix: '/bot' });
+    await app.register(toFastify(makeSingleRouter({ prefix: '/other' })));
+    await app.register(async (scope) => scope.register(toFastify(makeSingleRouter())), { prefix: '/root-of-scope' });
+    const url = await start(t, app);
+    await checkSingleRoutes(t, url, '/bot');
+    await checkSingleRoutes(t, url, '/other');
+    await checkSingleRoutes(t, url, '/root-of-scope');
+  });
+
+  test(`${name}: the host's hooks, error handler and not-found handler keep working`, async (t) => {
+    const fixture = makeRegistryRouter();
+    const app = fastify();
+    app.addHook('onRequest', async (request, reply) => {
+      reply.header('x-host-hook', 'ran');
+      if (request.headers['x-deny'] !== undefined) throw Object.assign(new Error('denied by the host'), { statusCode: 401 });
+    });
+    app.setErrorHandler(async (error, _request, reply) => reply.code(401).send({ host: (error as Error).message }));
+    app.setNotFoundHandler(async (_request, reply) => reply.code(404).send({ host: 'not found' }));
+    await app.register(toFastify(fixture.router), { prefix: '/api' });
+    const url = await start(t, app);
+
+    await t.test('headers a hook set through Fastify survive the hijack', async () => {
+      const res = await post(`${url}/api/counter-1/chat`, { message: 'hi' });
+      assert.equal(res.headers.get('x-host-hook'), 'ran');
+      assert.deepEqual(await res.json(), { agent_id: 'counter-1', response: 'hi' });
+    });
+    await t.test('an error that is not a body refusal goes to the host\'s error handler', async () => {
+      const res = await post(`${url}/api/counter-1/chat`, { message: 'hi' }, { 'content-type': 'application/json', 'x-deny': '1' });
+      assert.equal(res.status, 401);
+      assert.deepEqual(await res.json(), { host: 'denied by the host' });
+    });
+    await t.test('a path under the prefix that is not the router\'s gets the host\'s not-found handler', async () => {
+      const res = await fetch(`${url}/api/a/b/c`);
+      assert.equal(res.status, 404);
+      assert.deepEqual(await res.json(), { host: 'not found' });
+    });
+    await t.test('a malformed Content-Type is 415 in the router\'s shape', async () => {
+      await assertError(await post(`${url}/api/counter-1/chat`, '{}', { 'content-type': 'nonsense' }), 415, 'unsupported_media_type');
+    });
+    await t.test('a body refusal keeps the host\'s onRequest headers', async () => {
+      const res = await post(`${url}/api/counter-1/chat`, '{"message":');
+      assert.equal(res.headers.get('x-host-hook'), 'ran');
+      await assertError(res, 400, 'invalid_json');
+    });
+  });
+
+  test(`${name}: with the router's cors option, preflights reach the router`, async (t) => {
+    const fixture = makeRegistryRouter({ cors: { origins: ['https://app.example'] } });
+    const app = fastify();
+    await app.register(toFastify(fixture.router), { prefix: '/api' });
+    const url = await start(t, app);
+    const res = await fetch(`${url}/api/counter-1/chat`, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' },
+    });
+    assert.equal(res.status, 204);
+    assert.equal(res.headers.get('access-control-allow-origin'), 'https://app.example');
+  });
+}

@@ -1,0 +1,199 @@
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import { ANTHROPIC_VERSION, anthropicModel } from '../../src/models/anthropic.ts';
+import {
+  collect,
+  fakeProvider,
+  fixture,
+  manualClock,
+  providerError,
+  SPLITS,
+  splittingFetch,
+} from './models-fake-provider.ts';
+
+const API_KEY = 'sk-ant-api03-test0123456789SECRET';
+const STREAM = fixture('anthropic-stream.sse');
+const ERRORS = JSON.parse(fixture('anthropic-errors.json')) as Record<string, unknown>;
+/** The documented stream before its first text delta (message_start, content_block_start, ping). */
+const PREAMBLE = STREAM.slice(0, STREAM.indexOf('event: content_block_delta'));
+const OVERLOADED = 'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}\n\n';
+
+const model = (url: string, extra: Partial<Parameters<typeof anthropicModel>[0]> = {}) =>
+  anthropicModel({ model: 'claude-sonnet-4-5', apiKey: API_KEY, baseURL: `${url}/v1`, maxRetries: 0, ...extra });
+
+test('assembles the documented stream from LF, CRLF and CR variants split mid-line', async (t) => {
+  const variants = { LF: STREAM, CRLF: STREAM.replaceAll('\n', '\r\n'), CR: STREAM.replaceAll('\n', '\r') };
+  for (const [name, body] of Object.entries(variants)) {
+    const fake = await fakeProvider(t, () => ({ body, pieces: SPLITS }));
+    for (const fetch of [globalThis.fetch, splittingFetch(SPLITS)]) {
+      const outcome = await collect(model(fake.url, { fetch }));
+      assert.equal(outcome.error, undefined, name);
+      assert.deepEqual(outcome.chunks, ['Hello', '!'], name);
+      assert.deepEqual(outcome.usage, { inputTokens: 25, outputTokens: 15, totalTokens: 40 }, name);
+    }
+  }
+});
+
+test('counts cached input tokens as input', async (t) => {
+  const body = STREAM.replace(
+    '"usage": {"input_tokens": 25, "output_tokens": 1}',
+    '"usage": {"input_tokens": 5, "cache_creation_input_tokens": 12, "cache_read_input_tokens": 8, "output_tokens": 1}',
+  );
+  const fake = await fakeProvider(t, () => ({ body }));
+  assert.deepEqual((await collect(model(fake.url))).usage, { inputTokens: 25, outputTokens: 15, totalTokens: 40 });
+});
+
+test('skips content it does not stream as text: tool input, thinking, unknown events', async (t) => {
+  const extra =
+    'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\\"a\\":"}}\n\n' +
+    'event: some_future_event\ndata: {"type": "some_future_event"}\n\n';
+  const body = STREAM.replace('event: content_block_stop', `${extra}event: content_block_stop`);
+  const fake = await fakeProvider(t, () => ({ body }));
+  assert.deepEqual((await collect(model(fake.url))).chunks, ['Hello', '!']);
+});
+
+test('sends the system prompt as the top-level field and the history as messages', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM }));
+  await collect(model(fake.url, { maxTokens: 256 }), {
+    system: 'You are terse.',
+    messages: [
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: 'Hello.', usage: { outputTokens: 2 } },
+      { role: 'user', content: 'How are you?' },
+    ],
+  });
+  const [request] = fake.requests;
+  assert.equal(request?.method, 'POST');
+  assert.equal(request?.url, '/v1/messages');
+  assert.deepEqual(request?.body, {
+    model: 'claude-sonnet-4-5',
+    max_tokens: 256,
+    messages: [
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: 'Hello.' },
+      { role: 'user', content: 'How are you?' },
+    ],
+    stream: true,
+    system: 'You are terse.',
+  });
+});
+
+test('leaves system out without a system prompt and defaults max_tokens', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM }));
+  await collect(model(fake.url));
+  assert.equal('system' in (fake.requests[0]?.body ?? {}), false);
+  assert.equal(fake.requests[0]?.body['max_tokens'], 4096);
+});
+
+test('sends x-api-key, anthropic-version and JSON headers, never a bearer token', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM }));
+  await collect(model(fake.url, { headers: { 'anthropic-beta': 'some-beta' } }));
+  const headers = fake.requests[0]?.headers;
+  assert.equal(headers?.['x-api-key'], API_KEY);
+  assert.equal(headers?.['anthropic-version'], '2023-06-01');
+  assert.equal(ANTHROPIC_VERSION, '2023-06-01');
+  assert.equal(headers?.['content-type'], 'application/json');
+  assert.equal(headers?.['anthropic-beta'], 'some-beta');
+  assert.equal(headers?.authorization, undefined);
+});
+
+test('maps each documented HTTP error to a typed error with the provider status and type', async (t) => {
+  const cases = [
+    [401, 'model_auth_failed', 'authentication_error'],
+    [403, 'model_auth_failed', 'permission_error'],
+    [404, 'model_not_found', 'not_found_error'],
+    [429, 'model_rate_limited', 'rate_limit_error'],
+    [500, 'model_unavailable', 'api_error'],
+    [529, 'model_unavailable', 'overloaded_error'],
+  ] as const;
+  for (const [status, code, type] of cases) {
+    const fake = await fakeProvider(t, () => ({
+      status,
+      headers: { 'content-type': 'application/json', 'request-id': 'req_011CSHoEeqs5C35K2UUqR7Fy' },
+      body: JSON.stringify(ERRORS[status]),
+    }));
+    const error = providerError(await collect(model(fake.url)), code);
+    assert.equal(error.status, 502);
+    assert.equal(error.provider, 'anthropic');
+    assert.equal(error.providerStatus, status);
+    assert.equal(error.providerType, type);
+    assert.equal(error.retryable, status === 429 || status >= 500);
+    assert.ok(!error.message.includes(API_KEY) && !error.message.includes('SECRET'), error.message);
+  }
+});
+
+test('an error event after the first text fails the turn, without a retry', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: fixture('anthropic-stream-error.sse'), pieces: SPLITS }));
+  const outcome = await collect(model(fake.url, { maxRetries: 2 }));
+  const error = providerError(outcome, 'model_stream_error');
+  assert.deepEqual(outcome.chunks, ['Hello']);
+  assert.equal(error.providerType, 'overloaded_error');
+  assert.match(error.message, /Overloaded/);
+  assert.equal(fake.requests.length, 1);
+});
+
+test('an overloaded error event before any text is retried', async (t) => {
+  const fake = await fakeProvider(t, (index) => ({ body: index === 0 ? PREAMBLE + OVERLOADED : STREAM }));
+  const clock = manualClock(t);
+  t.mock.method(Math, 'random', () => 0);
+  const pending = collect(model(fake.url, { maxRetries: 1 }));
+  await clock.scheduled(500);
+  clock.fire(500);
+  const outcome = await pending;
+  assert.equal(outcome.error, undefined);
+  assert.deepEqual(outcome.chunks, ['Hello', '!']);
+  assert.equal(fake.requests.length, 2);
+});
+
+test('a data line that is not JSON is a bad response', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: `${PREAMBLE}event: ping\ndata: {"type": "pi\n\n` }));
+  providerError(await collect(model(fake.url)), 'model_bad_response');
+});
+
+test('a connection cut mid-stream fails the turn and is not retried after the first chunk', async (t) => {
+  const body = STREAM.slice(0, STREAM.indexOf('event: content_block_stop'));
+  const fake = await fakeProvider(t, () => ({ body, after: 'cut', pieces: SPLITS }));
+  const outcome = await collect(model(fake.url, { maxRetries: 2 }));
+  providerError(outcome, 'model_stream_interrupted');
+  assert.deepEqual(outcome.chunks, ['Hello', '!']);
+  assert.equal(fake.requests.length, 1);
+});
+
+test('a stream that ends without message_stop is interrupted', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM.slice(0, STREAM.indexOf('event: message_stop')) }));
+  providerError(await collect(model(fake.url)), 'model_stream_interrupted');
+});
+
+test('retries a 429 with Retry-After: 0 before the first chunk, then streams', async (t) => {
+  const fake = await fakeProvider(t, (index) =>
+    index === 0
+      ? { status: 429, headers: { 'retry-after': '0', 'content-type': 'application/json' }, body: JSON.stringify(ERRORS['429']) }
+      : { body: STREAM },
+  );
+  const outcome = await collect(model(fake.url, { maxRetries: 2 }));
+  assert.deepEqual(outcome.chunks, ['Hello', '!']);
+  assert.equal(fake.requests.length, 2);
+});
+
+test('aborting the signal closes the request on the fake server at once', async (t) => {
+  const body = STREAM.slice(0, STREAM.indexOf('event: content_block_stop'));
+  const fake = await fakeProvider(t, () => ({ body, after: 'hold' }));
+  const controller = new AbortController();
+  const iterator = model(fake.url).stream({
+    system: 'sys',
+    messages: [{ role: 'user', content: 'Hello' }],
+    signal: controller.signal,
+  })[Symbol.asyncIterator]();
+  assert.deepEqual(await iterator.next(), { done: false, value: 'Hello' });
+  controller.abort();
+  await assert.rejects(iterator.next(), { name: 'AbortError' });
+  assert.deepEqual(await fake.requests[0]?.closed, { finished: false });
+});
+
+test('rejects misuse with errors that name the fix', () => {
+  assert.throws(() => anthropicModel(null as never), /anthropicModel\(\{ model/);
+  assert.throws(() => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: '' }), /pass apiKey/);
+  assert.throws(() => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: 'k', maxTokens: 0 }), /maxTokens/);
+  assert.throws(() => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: 'k', timeout: -1 }), /seconds/);
+  assert.equal(anthropicModel({ model: 'claude-sonnet-4-5', apiKey: 'k' }).name, 'anthropic:claude-sonnet-4-5');
+});

@@ -1,0 +1,127 @@
+/**
+ * The real providers through the whole stack: AgentServer -> router -> Agent
+ * -> openAIModel / anthropicModel -> a fake provider replaying the
+ * documented streams (CRLF, split mid-line).
+ */
+import assert from 'node:assert/strict';
+import test, { type TestContext } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { anthropicModel } from '../../src/models/anthropic.ts';
+import type { Model } from '../../src/models/model.ts';
+import { openAIModel } from '../../src/models/openai.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import { AgentServer } from '../../src/server/server.ts';
+import { MemoryStorage } from '../../src/storage/memory.ts';
+import { postJson, streamChat } from '../helpers/http.ts';
+import { collectSSE } from '../helpers/sse.ts';
+import { fakeProvider, fixture, SPLITS, type FakeReply } from './models-fake-provider.ts';
+
+const OPENAI_KEY = 'sk-e2e-openai-SECRET';
+const ANTHROPIC_KEY = 'sk-ant-e2e-SECRET';
+
+interface Provider {
+  name: string;
+  stream: string;
+  text: string;
+  usage: { inputTokens: number; outputTokens: number; totalTokens: number };
+  errorBody: string;
+  model: (baseURL: string) => Model;
+  /** The conversation the fake received, as [role, content] pairs, system first when there is one. */
+  conversation: (body: Record<string, unknown>) => Array<[string, string]>;
+}
+
+const pairs = (messages: unknown): Array<[string, string]> =>
+  (messages as Array<{ role: string; content: string }>).map((m) => [m.role, m.content]);
+
+const providers: Provider[] = [
+  {
+    name: 'openai',
+    stream: fixture('openai-stream.sse'),
+    text: 'Hello! How can I help you today?',
+    usage: { inputTokens: 9, outputTokens: 10, totalTokens: 19 },
+    errorBody: JSON.stringify(JSON.parse(fixture('openai-errors.json'))['401']).replace('{{apiKey}}', OPENAI_KEY),
+    model: (url) => openAIModel({ model: 'gpt-4o-mini', apiKey: OPENAI_KEY, baseURL: `${url}/v1`, maxRetries: 0 }),
+    conversation: (body) => pairs(body['messages']),
+  },
+  {
+    name: 'anthropic',
+    stream: fixture('anthropic-stream.sse'),
+    text: 'Hello!',
+    usage: { inputTokens: 25, outputTokens: 15, totalTokens: 40 },
+    errorBody: JSON.stringify(JSON.parse(fixture('anthropic-errors.json'))['401']),
+    model: (url) => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: ANTHROPIC_KEY, baseURL: `${url}/v1`, maxRetries: 0 }),
+    conversation: (body) => [['system', String(body['system'])], ...pairs(body['messages'])],
+  },
+];
+
+async function serve(t: TestContext, provider: Provider, reply: (index: number) => FakeReply) {
+  const fake = await fakeProvider(t, reply);
+  const storage = new MemoryStorage();
+  const model = provider.model(fake.url);
+  class Bot extends Agent {
+    constructor(id: string) {
+      super(id, { model, system: 'Be brief.', storage });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('bot-[0-9]+', Bot);
+  const server = new AgentServer(registry, { logger: { error: () => {} } });
+  await server.serve(0);
+  t.after(() => server.close());
+  return { fake, storage, url: `${server.url}/agent/bot-1/chat` };
+}
+
+for (const provider of providers) {
+  test(`${provider.name}: POST /agent/{id}/chat?stream=true streams the provider's reply and keeps it with its usage`, async (t) => {
+    const crlf = provider.stream.replaceAll('\n', '\r\n');
+    const { fake, storage, url } = await serve(t, provider, () => ({ body: crlf, pieces: SPLITS }));
+
+    const res = await streamChat(url, 'Hello');
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'text/event-stream');
+    const sse = await collectSSE(res);
+    assert.equal(sse.text, provider.text);
+    assert.equal(sse.events.at(-1)?.event, 'done');
+
+    const record = await storage.load('bot-1');
+    assert.deepEqual(record?.messages, [
+      { role: 'user', content: 'Hello' },
+      { role: 'assistant', content: provider.text, usage: provider.usage },
+    ]);
+
+    // The next turn sends the system prompt, the stored history and the new message.
+    const second = await postJson(url, { message: 'And you?' });
+    assert.deepEqual(second.body, { agent_id: 'bot-1', response: provider.text });
+    assert.deepEqual(provider.conversation((await fake.request(1)).body), [
+      ['system', 'Be brief.'],
+      ['user', 'Hello'],
+      ['assistant', provider.text],
+      ['user', 'And you?'],
+    ]);
+  });
+
+  test(`${provider.name}: a provider failure answers 502 JSON without the key and leaves history unchanged`, async (t) => {
+    const { storage, url } = await serve(t, provider, () => ({
+      status: 401,
+      headers: { 'content-type': 'application/json' },
+      body: provider.errorBody,
+    }));
+    const reply = await postJson(url, { message: 'Hello' });
+    assert.equal(reply.status, 502);
+    assert.equal(reply.body.code, 'model_auth_failed');
+    assert.ok(!JSON.stringify(reply.body).includes('SECRET'));
+    assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
+  });
+
+  test(`${provider.name}: a connection cut after the first chunk ends the stream with event: error`, async (t) => {
+    // The stream up to the end of the event that carries "Hello", then the socket is destroyed.
+    const body = provider.stream.slice(0, provider.stream.indexOf('\n\n', provider.stream.indexOf('"Hello"')) + 2);
+    const { storage, url } = await serve(t, provider, () => ({ body, after: 'cut' }));
+    const sse = await collectSSE(await streamChat(url, 'Hello'));
+    assert.equal(sse.events[0]?.data, 'Hello');
+    const last = sse.events.at(-1);
+    assert.equal(last?.event, 'error');
+    assert.deepEqual(JSON.parse(last?.data ?? ''), { error: 'Request failed', code: 'model_stream_interrupted' });
+    assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
+  });
+}

@@ -1,0 +1,276 @@
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import { openAIModel } from '../../src/models/openai.ts';
+import {
+  closedPortURL,
+  collect,
+  fakeProvider,
+  fixture,
+  manualClock,
+  providerError,
+  SPLITS,
+  splittingFetch,
+} from './models-fake-provider.ts';
+
+const API_KEY = 'sk-test-0123456789abcdefSECRET';
+const STREAM = fixture('openai-stream.sse');
+const ERRORS = JSON.parse(fixture('openai-errors.json')) as Record<string, unknown>;
+const TEXT = 'Hello! How can I help you today?';
+/** The documented stream cut after its first `data:` events, for mid-stream failures. */
+const FIRST_EVENTS = STREAM.split('\n\n').slice(0, 2).join('\n\n') + '\n\n';
+
+const model = (url: string, extra: Partial<Parameters<typeof openAIModel>[0]> = {}) =>
+  openAIModel({ model: 'gpt-4o-mini', apiKey: API_KEY, baseURL: `${url}/v1/`, maxRetries: 0, ...extra });
+
+test('assembles the documented stream from LF, CRLF and CR variants split mid-line', async (t) => {
+  const variants = { LF: STREAM, CRLF: STREAM.replaceAll('\n', '\r\n'), CR: STREAM.replaceAll('\n', '\r') };
+  for (const [name, body] of Object.entries(variants)) {
+    const fake = await fakeProvider(t, () => ({ body, pieces: SPLITS }));
+    for (const fetch of [globalThis.fetch, splittingFetch(SPLITS)]) {
+      const outcome = await collect(model(fake.url, { fetch }));
+      assert.equal(outcome.error, undefined, name);
+      assert.deepEqual(outcome.chunks, ['Hello', '!', ' How', ' can', ' I', ' help', ' you', ' today', '?'], name);
+      assert.deepEqual(outcome.usage, { inputTokens: 9, outputTokens: 10, totalTokens: 19 }, name);
+    }
+  }
+});
+
+test('keeps UTF-8 intact when a character is split between pieces', async (t) => {
+  const text = 'Grüße 👋 — ça va?';
+  const body = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: text }, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`;
+  const fake = await fakeProvider(t, () => ({ body, pieces: [1] }));
+  const outcome = await collect(model(fake.url, { fetch: splittingFetch([1, 2]) }));
+  assert.deepEqual(outcome.chunks, [text]);
+  assert.equal(outcome.usage, undefined);
+});
+
+test('sends the system prompt first, then the history and the new message, with stream options', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM }));
+  await collect(model(fake.url, { body: { temperature: 0.2 } }), {
+    system: 'You are terse.',
+    messages: [
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: 'Hello.', usage: { inputTokens: 1 } },
+      { role: 'user', content: 'How are you?' },
+    ],
+  });
+  const [request] = fake.requests;
+  assert.equal(request?.method, 'POST');
+  assert.equal(request?.url, '/v1/chat/completions');
+  assert.deepEqual(request?.body, {
+    temperature: 0.2,
+    model: 'gpt-4o-mini',
+    messages: [
+      { role: 'system', content: 'You are terse.' },
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: 'Hello.' },
+      { role: 'user', content: 'How are you?' },
+    ],
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+});
+
+test('sends no system message without a system prompt, and no Authorization without a key', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM }));
+  await collect(openAIModel({ model: 'llama3.2', baseURL: `${fake.url}/v1` }));
+  const [request] = fake.requests;
+  assert.deepEqual(request?.body['messages'], [{ role: 'user', content: 'Hello' }]);
+  assert.equal(request?.headers.authorization, undefined);
+});
+
+test("sends the bearer key, JSON and SSE headers, and the caller's extra headers", async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM }));
+  await collect(model(fake.url, { headers: { 'OpenAI-Organization': 'org-abc' } }));
+  const headers = fake.requests[0]?.headers;
+  assert.equal(headers?.authorization, `Bearer ${API_KEY}`);
+  assert.equal(headers?.['content-type'], 'application/json');
+  assert.equal(headers?.accept, 'text/event-stream');
+  assert.equal(headers?.['openai-organization'], 'org-abc');
+});
+
+test('maps each documented HTTP error to a typed error that carries the status, never the key', async (t) => {
+  const cases = [
+    [401, 'model_auth_failed', 'invalid_request_error'],
+    [403, 'model_auth_failed', 'request_forbidden'],
+    [404, 'model_not_found', 'invalid_request_error'],
+    [429, 'model_rate_limited', 'requests'],
+    [500, 'model_unavailable', 'server_error'],
+  ] as const;
+  for (const [status, code, type] of cases) {
+    const fake = await fakeProvider(t, (_, request) => ({
+      status,
+      headers: { 'content-type': 'application/json' },
+      // OpenAI echoes the key it got in its 401 message.
+      body: JSON.stringify(ERRORS[status]).replace('{{apiKey}}', String(request.headers.authorization).slice(7)),
+    }));
+    const error = providerError(await collect(model(fake.url)), code);
+    assert.equal(error.status, 502);
+    assert.equal(error.providerStatus, status);
+    assert.equal(error.providerType, type);
+    assert.equal(error.provider, 'openai');
+    assert.match(error.message, new RegExp(`HTTP ${status}`));
+    assert.ok(!error.message.includes(API_KEY) && !error.message.includes('SECRET'), error.message);
+    assert.equal(fake.requests.length, 1);
+  }
+});
+
+test('does not retry a 401 even with retries left', async (t) => {
+  const fake = await fakeProvider(t, () => ({ status: 401, body: JSON.stringify(ERRORS['401']) }));
+  providerError(await collect(model(fake.url, { maxRetries: 2 })), 'model_auth_failed');
+  assert.equal(fake.requests.length, 1);
+});
+
+test('an error event after the first chunk fails the turn with the provider message, without a retry', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: fixture('openai-stream-error.sse'), pieces: SPLITS }));
+  const outcome = await collect(model(fake.url, { maxRetries: 2 }));
+  const error = providerError(outcome, 'model_stream_error');
+  assert.deepEqual(outcome.chunks, ['Hello', '!']);
+  assert.equal(error.providerType, 'server_error');
+  assert.match(error.message, /The server had an error/);
+  assert.equal(fake.requests.length, 1);
+});
+
+test('a data line that is not JSON is a bad response', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: `${FIRST_EVENTS}data: {"choices": [\n\n` }));
+  const outcome = await collect(model(fake.url));
+  const error = providerError(outcome, 'model_bad_response');
+  assert.equal(error.providerStatus, 200);
+  assert.deepEqual(outcome.chunks, ['Hello']);
+});
+
+test('a 200 answer that is JSON, not a stream, is a bad response', async (t) => {
+  const fake = await fakeProvider(t, () => ({ headers: { 'content-type': 'application/json' }, body: '{"choices": []}' }));
+  providerError(await collect(model(fake.url)), 'model_bad_response');
+});
+
+test('a connection cut mid-stream fails the turn and is not retried after the first chunk', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: FIRST_EVENTS, after: 'cut' }));
+  const outcome = await collect(model(fake.url, { maxRetries: 2 }));
+  providerError(outcome, 'model_stream_interrupted');
+  assert.deepEqual(outcome.chunks, ['Hello']);
+  assert.equal(fake.requests.length, 1);
+});
+
+test('a stream that ends cleanly without finish_reason or [DONE] is interrupted', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: FIRST_EVENTS }));
+  providerError(await collect(model(fake.url)), 'model_stream_interrupted');
+});
+
+test('a refused connection is a connection error', async () => {
+  const outcome = await collect(model(await closedPortURL()));
+  const error = providerError(outcome, 'model_connection_failed');
+  assert.equal(error.retryable, true);
+});
+
+test('retries a 429 with Retry-After: 0 before the first chunk, then streams', async (t) => {
+  const fake = await fakeProvider(t, (index) =>
+    index === 0
+      ? { status: 429, headers: { 'retry-after': '0', 'content-type': 'application/json' }, body: JSON.stringify(ERRORS['429']) }
+      : { body: STREAM },
+  );
+  const outcome = await collect(model(fake.url, { maxRetries: 2 }));
+  assert.equal(outcome.error, undefined);
+  assert.equal(outcome.chunks.join(''), TEXT);
+  assert.equal(fake.requests.length, 2);
+  assert.deepEqual(fake.requests[1]?.body, fake.requests[0]?.body);
+});
+
+test('retries a connection cut before the first chunk after the backoff wait', async (t) => {
+  const clock = manualClock(t);
+  t.mock.method(Math, 'random', () => 0); // no jitter: the first wait is exactly 0.5 s
+  const fake = await fakeProvider(t, (index) => (index === 0 ? { body: ': keep-alive\n\n', after: 'cut' } : { body: STREAM }));
+  const pending = collect(model(fake.url, { maxRetries: 1 }));
+  await clock.scheduled(500);
+  assert.equal(fake.requests.length, 1, 'no second request before the wait is over');
+  clock.fire(500);
+  const outcome = await pending;
+  assert.equal(outcome.chunks.join(''), TEXT);
+  assert.equal(fake.requests.length, 2);
+});
+
+test('gives up after maxRetries and reports the last failure', async (t) => {
+  const fake = await fakeProvider(t, () => ({ status: 500, headers: { 'retry-after': '0' }, body: JSON.stringify(ERRORS['500']) }));
+  providerError(await collect(model(fake.url, { maxRetries: 2 })), 'model_unavailable');
+  assert.equal(fake.requests.length, 3);
+});
+
+test('aborting the signal closes the request on the fake server at once', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: FIRST_EVENTS, after: 'hold' }));
+  const controller = new AbortController();
+  const iterator = model(fake.url).stream({
+    system: undefined,
+    messages: [{ role: 'user', content: 'Hello' }],
+    signal: controller.signal,
+  })[Symbol.asyncIterator]();
+  assert.deepEqual(await iterator.next(), { done: false, value: 'Hello' });
+  controller.abort();
+  await assert.rejects(iterator.next(), { name: 'AbortError' });
+  assert.deepEqual(await fake.requests[0]?.closed, { finished: false });
+});
+
+test('stopping the iteration early closes the request too', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: FIRST_EVENTS, after: 'hold' }));
+  for await (const chunk of model(fake.url).stream({ system: undefined, messages: [], signal: new AbortController().signal })) {
+    assert.equal(chunk, 'Hello');
+    break;
+  }
+  assert.deepEqual(await fake.requests[0]?.closed, { finished: false });
+});
+
+test('an already aborted signal sends nothing', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM }));
+  const outcome = await collect(model(fake.url), { signal: AbortSignal.abort() });
+  assert.equal((outcome.error as Error).name, 'AbortError');
+  assert.equal(fake.requests.length, 0);
+});
+
+test('rejects misuse with errors that name the fix', () => {
+  assert.throws(() => openAIModel(undefined as never), /openAIModel\(\{ model/);
+  assert.throws(() => openAIModel({ model: '' }), /model name/);
+  assert.throws(() => openAIModel({ model: 'm', timeout: 0 }), /seconds/);
+  assert.throws(() => openAIModel({ model: 'm', maxRetries: -1 }), /maxRetries/);
+  assert.throws(() => openAIModel({ model: 'm', baseURL: 'localhost:11434' }), /absolute http\(s\) URL/);
+  assert.equal(openAIModel({ model: 'gpt-4o-mini' }).name, 'openai:gpt-4o-mini');
+});
+
+test('no response headers within timeout seconds fails with model_timeout (504) and closes the request', async (t) => {
+  const clock = manualClock(t);
+  const fake = await fakeProvider(t, () => ({ silent: true }));
+  const pending = collect(model(fake.url, { timeout: 5, maxRetries: 2 }));
+  await fake.request(0);
+  assert.equal(clock.fire(5000), 1);
+  const error = providerError(await pending, 'model_timeout');
+  assert.equal(error.status, 504);
+  assert.match(error.message, /5 s/);
+  assert.deepEqual(await fake.requests[0]?.closed, { finished: false });
+  assert.equal(fake.requests.length, 1, 'a timeout is not retried');
+});
+
+test('a stream that stops making progress for timeout seconds fails with model_timeout', async (t) => {
+  const clock = manualClock(t);
+  const fake = await fakeProvider(t, () => ({ body: FIRST_EVENTS, after: 'hold' }));
+  const iterator = model(fake.url, { timeout: 5 }).stream({
+    system: undefined,
+    messages: [{ role: 'user', content: 'Hello' }],
+    signal: new AbortController().signal,
+  })[Symbol.asyncIterator]();
+  assert.deepEqual(await iterator.next(), { done: false, value: 'Hello' });
+  // Each piece of the body re-armed the timer: only the last one is live.
+  assert.equal(clock.fire(5000), 1);
+  await assert.rejects(iterator.next(), { name: 'ModelProviderError', code: 'model_timeout', status: 504 });
+  assert.deepEqual(await fake.requests[0]?.closed, { finished: false });
+});
+
+test('aborting during the retry wait stops it at once, without another request', async (t) => {
+  const clock = manualClock(t);
+  const fake = await fakeProvider(t, () => ({ status: 429, headers: { 'retry-after': '30' }, body: JSON.stringify(ERRORS['429']) }));
+  const controller = new AbortController();
+  const pending = collect(model(fake.url, { maxRetries: 2 }), { signal: controller.signal });
+  const wait = await clock.scheduled(30_000);
+  controller.abort();
+  const outcome = await pending;
+  assert.equal((outcome.error as Error).name, 'AbortError');
+  assert.equal(wait.cleared, true);
+  assert.equal(fake.requests.length, 1);
+});

@@ -1,0 +1,40 @@
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { test } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { echoModel } from '../../src/models/echo.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import { AgentServer } from '../../src/server/server.ts';
+
+/** Sends raw bytes and reads until the server closes the connection. */
+function rawExchange(port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.end(bytes));
+    let reply = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (reply += chunk));
+    socket.on('close', () => resolve(reply));
+    socket.on('error', reject);
+  });
+}
+
+test('what Node\'s parser refuses is still answered in the JSON error shape', async (t) => {
+  const registry = new AgentRegistry();
+  registry.register('.*', class extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel() });
+    }
+  });
+  const server = new AgentServer(registry);
+  await server.serve(0);
+  t.after(() => server.close());
+
+  const malformed = await rawExchange(server.port as number, 'NOT HTTP AT ALL\r\n\r\n');
+  assert.match(malformed, /^HTTP\/1\.1 400 Bad Request\r\n/);
+  assert.match(malformed, /content-type: application\/json/i);
+  assert.deepEqual(JSON.parse(malformed.slice(malformed.indexOf('\r\n\r\n') + 4)), { error: 'Malformed HTTP request', code: 'bad_request' });
+
+  const huge = await rawExchange(server.port as number, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+  assert.match(huge, /^HTTP\/1\.1 431 /);
+  assert.equal(JSON.parse(huge.slice(huge.indexOf('\r\n\r\n') + 4)).code, 'headers_too_large');
+});

@@ -1,0 +1,380 @@
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { mock, test } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { echoModel } from '../../src/models/echo.ts';
+import type { Model } from '../../src/models/model.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import type { AgentServerConfig } from '../../src/server/config.ts';
+import { AgentServer } from '../../src/server/server.ts';
+import { readSSE, type SSEEvent } from '../../src/sse/parser.ts';
+import { MemoryStorage } from '../../src/storage/memory.ts';
+import { deferred, getJson, postJson, streamChat } from '../helpers/http.ts';
+import { collectSSE } from '../helpers/sse.ts';
+
+const quiet = { error: () => {} };
+
+/**
+ * A model that sends "first ", then waits until `gate` opens (or its turn is
+ * aborted) before sending "second": holds a turn open mid-stream.
+ */
+function gatedModel(gate: Promise<void>, onStart: (agentId: string) => void, agentId: string): Model {
+  return {
+    name: 'gated',
+    async *stream({ signal }) {
+      onStart(agentId);
+      yield 'first ';
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = (): void => reject(signal.reason);
+        if (signal.aborted) return onAbort();
+        signal.addEventListener('abort', onAbort, { once: true });
+        void gate.then(resolve);
+      });
+      yield 'second';
+    },
+  };
+}
+
+/** A registry of counters and gated agents over one shared storage. */
+function makeRegistry(gate: Promise<void> = new Promise(() => {}), onStart: (agentId: string) => void = () => {}) {
+  const storage = new MemoryStorage();
+  class Counter extends Agent<{ count: number }> {
+    static override actions = ['increment'];
+    constructor(id: string) {
+      super(id, { model: echoModel(), storage, initialState: { count: 0 } });
+    }
+    async increment({ by = 1 }: { by?: number } = {}): Promise<number> {
+      await this.setState({ count: this.state.count + by });
+      return this.state.count;
+    }
+  }
+  class Gated extends Agent {
+    constructor(id: string) {
+      super(id, { model: gatedModel(gate, onStart, id), storage });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('counter-[0-9]+', Counter);
+  registry.register('gated-[0-9]+', Gated);
+  return { registry, storage };
+}
+
+async function start(
+  t: { after: (fn: () => Promise<void>) => void },
+  config: AgentServerConfig = {},
+  gate?: Promise<void>,
+  onStart?: (agentId: string) => void,
+) {
+  const { registry, storage } = makeRegistry(gate, onStart);
+  const server = new AgentServer(registry, { logger: quiet, ...config });
+  await server.serve(0);
+  t.after(() => server.close());
+  return { server, storage, url: server.url as string };
+}
+
+/** Opens a stream and waits for its first event, so the turn is known to be running. */
+async function openStream(url: string): Promise<{ first: SSEEvent; rest: () => Promise<SSEEvent[]> }> {
+  const res = await streamChat(url, 'hello');
+  assert.equal(res.status, 200);
+  const events = readSSE(res.body as ReadableStream<Uint8Array>);
+  const first = await events.next();
+  assert.equal(first.done, false);
+  return {
+    first: first.value as SSEEvent,
+    rest: async () => {
+      const seen: SSEEvent[] = [];
+      for await (const event of events) seen.push(event);
+      return seen;
+    },
+  };
+}
+
+test('serve(0) binds a free port; chat, stream, invoke and state under /agent/{id}', async (t) => {
+  const { server, url } = await start(t);
+  assert.equal(typeof server.port, 'number');
+  assert.equal(url, `http://127.0.0.1:${server.port}`);
+
+  assert.deepEqual((await postJson(`${url}/agent/counter-1/chat`, { message: 'hello there' })).body, { agent_id: 'counter-1', response: 'hello there' });
+  const res = await streamChat(`${url}/agent/counter-1/chat`, 'streamed words here');
+  assert.equal(res.headers.get('content-type'), 'text/event-stream');
+  const { text, events } = await collectSSE(res);
+  assert.equal(text, 'streamed words here');
+  assert.equal(events.at(-1)?.event, 'done');
+  assert.deepEqual((await postJson(`${url}/agent/counter-1/invoke`, { method: 'increment', params: { by: 3 } })).body, { agent_id: 'counter-1', result: 3 });
+  assert.deepEqual((await getJson(`${url}/agent/counter-1/state`)).body, { agent_id: 'counter-1', state: { count: 3 } });
+  assert.deepEqual((await postJson(`${url}/agent/counter-1`, { action: 'state' })).body, { agent_id: 'counter-1', state: { count: 3 } });
+  assert.equal((await postJson(`${url}/agent/nobody/chat`, { message: 'x' })).body.code, 'agent_not_found');
+});
+
+test('GET /healthz answers ok; other methods get 405 with Allow', async (t) => {
+  const { url } = await start(t);
+  const health = await getJson(`${url}/healthz`);
+  assert.equal(health.status, 200);
+  assert.deepEqual(health.body, { status: 'ok' });
+  const head = await fetch(`${url}/healthz`, { method: 'HEAD' });
+  assert.equal(head.status, 200);
+  const post = await postJson(`${url}/healthz`, {});
+  assert.equal(post.status, 405);
+  assert.equal(post.headers.get('allow'), 'GET, HEAD');
+});
+
+test('unknown paths get 404 JSON with code not_found', async (t) => {
+  const { url } = await start(t);
+  for (const path of ['/', '/nope', '/agent', '/agent/counter-1/unknown', '/agentsx', '/healthz/deep']) {
+    const reply = await getJson(`${url}${path}`);
+    assert.equal(reply.status, 404, path);
+    assert.equal(reply.body.code, 'not_found', path);
+    assert.equal(typeof reply.body.error, 'string');
+  }
+});
+
+test('GET /agents is 404 unless enableListAgents', async (t) => {
+  const { url } = await start(t);
+  await postJson(`${url}/agent/counter-1/chat`, { message: 'hi' });
+  const reply = await getJson(`${url}/agents`);
+  assert.equal(reply.status, 404);
+  assert.equal(reply.body.code, 'not_found');
+});
+
+test('GET /agents lists live agents with last activity and busy', async (t) => {
+  const gate = deferred();
+  const clock = { now: Date.parse('2030-01-01T00:00:00.000Z') };
+  const { url } = await start(t, { enableListAgents: true, now: () => clock.now }, gate.promise);
+  assert.deepEqual((await getJson(`${url}/agents`)).body, { agents: [] });
+  await postJson(`${url}/agent/counter-1/chat`, { message: 'hi' });
+  clock.now += 1000;
+  const stream = await openStream(`${url}/agent/gated-1/chat`);
+  assert.deepEqual((await getJson(`${url}/agents`)).body, {
+    agents: [
+      { id: 'counter-1', last_activity: '2030-01-01T00:00:00.000Z', busy: false },
+      { id: 'gated-1', last_activity: '2030-01-01T00:00:01.000Z', busy: true },
+    ],
+  });
+  gate.resolve();
+  assert.equal((await stream.rest()).at(-1)?.event, 'done');
+  assert.equal((await postJson(`${url}/agents`, {})).status, 405);
+});
+
+test('GET /agents asks authorize with {agentId: "*", action: "list"}; a refused caller gets 403', async (t) => {
+  const asked: unknown[] = [];
+  const { url } = await start(t, {
+    enableListAgents: true,
+    authorize: (req, context) => {
+      asked.push(context);
+      return req.headers['x-admin'] === 'yes' || context.agentId !== '*';
+    },
+  });
+  await postJson(`${url}/agent/counter-1/chat`, { message: 'hi' });
+  const refused = await getJson(`${url}/agents`);
+  assert.deepEqual([refused.status, refused.body], [403, { error: 'Forbidden', code: 'forbidden' }]);
+  const allowed = await getJson(`${url}/agents`, { 'x-admin': 'yes' });
+  assert.deepEqual(allowed.body.agents.map((agent: { id: string }) => agent.id), ['counter-1']);
+  assert.deepEqual(asked.at(-1), { agentId: '*', action: 'list' });
+});
+
+test('an idle agent is evicted by the sweep timer and comes back with its state', async (t) => {
+  mock.timers.enable({ apis: ['setInterval'] });
+  t.after(() => mock.timers.reset());
+  const clock = { now: 0 };
+  const created: string[] = [];
+  const evicted: string[] = [];
+  const { server, url } = await start(t, {
+    idleTimeout: 60,
+    now: () => clock.now,
+    pingInterval: 0,
+    onCreate: (agent) => created.push(agent.id),
+    onEvict: (agent, reason) => evicted.push(`${agent.id}:${reason}`),
+  });
+  assert.equal((await postJson(`${url}/agent/counter-7/invoke`, { method: 'increment', params: { by: 4 } })).body.result, 4);
+  const first = server.pool.peek('counter-7');
+  assert.ok(first);
+
+  clock.now += 61_000;
+  mock.timers.tick(60_000); // the sweep runs on its interval
+  assert.equal(server.pool.peek('counter-7'), undefined);
+  assert.deepEqual(evicted, ['counter-7:idle']);
+
+  assert.deepEqual((await getJson(`${url}/agent/counter-7/state`)).body.state, { count: 4 });
+  assert.equal((await postJson(`${url}/agent/counter-7/invoke`, { method: 'increment' })).body.result, 5);
+  assert.notEqual(server.pool.peek('counter-7'), first);
+  assert.deepEqual(created, ['counter-7', 'counter-7']);
+});
+
+test('server.evict drops an idle agent on purpose; its state is kept', async (t) => {
+  const { server, url } = await start(t);
+  await postJson(`${url}/agent/counter-2/invoke`, { method: 'increment', params: { by: 2 } });
+  assert.equal(server.evict('counter-2'), true);
+  assert.equal(server.evict('counter-2'), false);
+  assert.deepEqual((await getJson(`${url}/agent/counter-2/state`)).body.state, { count: 2 });
+});
+
+test('at maxAgents the least recently used idle agent is dropped', async (t) => {
+  const evicted: string[] = [];
+  const { server, url } = await start(t, { maxAgents: 2, onEvict: (agent, reason) => evicted.push(`${agent.id}:${reason}`) });
+  await postJson(`${url}/agent/counter-1/invoke`, { method: 'increment' });
+  await postJson(`${url}/agent/counter-2/invoke`, { method: 'increment' });
+  await getJson(`${url}/agent/counter-1/state`); // counter-2 is now the least recently used
+  await postJson(`${url}/agent/counter-3/invoke`, { method: 'increment' });
+  assert.deepEqual(evicted, ['counter-2:capacity']);
+  assert.deepEqual(server.pool.list().map((agent) => agent.id).sort(), ['counter-1', 'counter-3']);
+  assert.deepEqual((await getJson(`${url}/agent/counter-2/state`)).body.state, { count: 1 }, 'state survived the drop');
+});
+
+test('429 with Retry-After when every live agent is mid-turn', async (t) => {
+  const gate = deferred();
+  const secondStarted = deferred();
+  const { url } = await start(t, { maxAgents: 2 }, gate.promise, (id) => {
+    if (id === 'gated-2') secondStarted.resolve();
+  });
+  const a = await openStream(`${url}/agent/gated-1/chat`);
+  const b = postJson(`${url}/agent/gated-2/chat`, { message: 'hold' }); // a non-streamed turn, also held
+  await secondStarted.promise;
+  const refused = await postJson(`${url}/agent/counter-9/chat`, { message: 'x' });
+  assert.equal(refused.status, 429);
+  assert.equal(refused.headers.get('retry-after'), '1');
+  assert.equal(refused.body.code, 'too_many_agents');
+  assert.equal((await getJson(`${url}/agent/gated-1/state`)).status, 200, 'a live agent is still served at the cap');
+  gate.resolve();
+  assert.equal((await a.rest()).at(-1)?.event, 'done');
+  assert.deepEqual((await b).body, { agent_id: 'gated-2', response: 'first second' });
+  assert.equal((await postJson(`${url}/agent/counter-9/chat`, { message: 'x' })).status, 200, 'room again once they finish');
+});
+
+test('close() lets an open stream finish before its deadline; new requests on its connection get 503', async (t) => {
+  const gate = deferred();
+  const { server, storage, url } = await start(t, { shutdownTimeout: 60 }, gate.promise);
+  const { port } = server as { port: number };
+
+  // One keep-alive connection: a streamed turn, then (pipelined during the drain) a second request.
+  const socket = net.connect(port, '127.0.0.1');
+  t.after(() => socket.destroy());
+  let raw = '';
+  const sawFirst = deferred();
+  const ended = deferred();
+  socket.setEncoding('utf8');
+  socket.on('data', (text: string) => {
+    raw += text;
+    if (raw.includes('data: first')) sawFirst.resolve();
+  });
+  socket.on('close', () => ended.resolve());
+  const body = JSON.stringify({ message: 'hello' });
+  socket.write(`POST /agent/gated-1/chat?stream=true HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  await sawFirst.promise;
+
+  const closed = server.close();
+  assert.equal(server.close(), closed, 'close is idempotent');
+  assert.equal(server.closing, true);
+  socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  await assert.rejects(fetch(`${url}/healthz`), 'no new connection is accepted');
+
+  gate.resolve();
+  await closed;
+  await ended.promise;
+  const [stream, refused] = raw.split(/(?=HTTP\/1\.1 503)/);
+  assert.match(stream as string, /data: second/);
+  assert.match(stream as string, /event: done/);
+  assert.match(refused as string, /^HTTP\/1\.1 503/);
+  assert.match(refused as string, /connection: close/i);
+  assert.match(refused as string, /\{"error":"Server is shutting down","code":"shutting_down"\}/);
+  const record = await storage.load('gated-1');
+  assert.deepEqual(record?.messages.map((m) => m.content), ['hello', 'first second'], 'the whole turn was committed');
+  assert.equal(server.pool.size, 0);
+});
+
+test('close() past its deadline ends open streams with event: error, held requests with 503, and commits no half turn', async (t) => {
+  const started = deferred();
+  const { server, storage, url } = await start(t, { shutdownTimeout: 0 }, undefined, (id) => {
+    if (id === 'gated-3') started.resolve();
+  });
+  const a = await openStream(`${url}/agent/gated-1/chat`);
+  const b = await openStream(`${url}/agent/gated-2/chat`);
+  const held = postJson(`${url}/agent/gated-3/chat`, { message: 'not streamed' });
+  await started.promise;
+  assert.equal(a.first.data, 'first ');
+  await server.close();
+  for (const stream of [a, b]) {
+    const rest = await stream.rest();
+    assert.deepEqual(rest.map((event) => event.event), ['error']);
+    assert.deepEqual(JSON.parse((rest[0] as SSEEvent).data), { error: 'Server is shutting down', code: 'shutting_down' });
+  }
+  const reply = await held;
+  assert.equal(reply.status, 503);
+  assert.deepEqual(reply.body, { error: 'Server is shutting down', code: 'shutting_down' });
+  assert.equal(reply.headers.get('connection'), 'close');
+  for (const id of ['gated-1', 'gated-2', 'gated-3']) assert.equal(await storage.load(id), undefined, `${id}: the aborted turn left no trace`);
+  assert.equal(server.httpServer?.listening, false);
+});
+
+test('a listener mounted on your own server answers 503 once close() began', async (t) => {
+  const { registry } = makeRegistry();
+  const server = new AgentServer(registry, { logger: quiet });
+  const { listen } = await import('../helpers/listen.ts');
+  const own = await listen(server.listener);
+  t.after(own.close);
+  assert.equal((await getJson(`${own.url}/healthz`)).status, 200);
+  await server.close(); // never served: resolves at once
+  const reply = await getJson(`${own.url}/healthz`);
+  assert.equal(reply.status, 503);
+  assert.deepEqual(reply.body, { error: 'Server is shutting down', code: 'shutting_down' });
+  await assert.rejects(server.serve(0), /was closed/);
+});
+
+test('requestTimeout limits slow uploads but never cuts a long stream', async (t) => {
+  const gate = deferred();
+  const { server, url } = await start(t, { keepAliveTimeout: 0.1, headersTimeout: 0.2, requestTimeout: 0.3 }, gate.promise);
+  const stream = await openStream(`${url}/agent/gated-1/chat`);
+
+  // A later request that never finishes its body: Node answers it 408 once requestTimeout passes.
+  const slow = net.connect(server.port as number, '127.0.0.1');
+  t.after(() => slow.destroy());
+  let slowReply = '';
+  slow.setEncoding('utf8');
+  slow.on('data', (text: string) => {
+    slowReply += text;
+  });
+  const slowClosed = new Promise((resolve) => slow.on('close', resolve));
+  slow.write('POST /agent/counter-1/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"mess');
+  await slowClosed;
+  assert.match(slowReply, /^HTTP\/1\.1 408/);
+
+  // The stream began earlier than the slow upload, so it has outlived requestTimeout too; it is still open.
+  gate.resolve();
+  const rest = await stream.rest();
+  assert.deepEqual(rest.map((event) => event.data), ['second', '[DONE]']);
+});
+
+test('serving one Agent: it answers at /agent/{its id}', async (t) => {
+  const agent = new Agent('support bot+1', { model: echoModel(), storage: new MemoryStorage() });
+  const server = new AgentServer(agent, { logger: quiet });
+  await server.serve(0);
+  t.after(() => server.close());
+  const reply = await postJson(`${server.url}/agent/${encodeURIComponent(agent.id)}/chat`, { message: 'hi you' });
+  assert.deepEqual(reply.body, { agent_id: 'support bot+1', response: 'hi you' });
+  assert.equal(server.pool.peek(agent.id), agent, 'the very instance is served');
+  assert.equal((await postJson(`${server.url}/agent/support%20bottt1/chat`, { message: 'x' })).status, 404, 'the id is matched literally');
+});
+
+test('serve rejects a port in use with a clear error; serving twice is refused', async (t) => {
+  const { server } = await start(t);
+  const second = new AgentServer(makeRegistry().registry, { logger: quiet });
+  t.after(() => second.close());
+  await assert.rejects(second.serve(server.port, '127.0.0.1'), (error: Error & { code?: string }) => {
+    assert.equal(error.code, 'EADDRINUSE');
+    assert.match(error.message, new RegExp(`AgentServer.serve: 127.0.0.1:${server.port} is already in use`));
+    return true;
+  });
+  await assert.rejects(server.serve(0), /already serving/);
+  await assert.rejects(second.serve(70_000), { name: 'TypeError', message: /port must be an integer/ });
+  assert.throws(() => new AgentServer({} as AgentRegistry), { name: 'TypeError', message: /AgentRegistry or an Agent/ });
+});
+
+test('serve twice at once is refused; close() during serve() waits for it, then closes', async () => {
+  const server = new AgentServer(makeRegistry().registry, { logger: quiet });
+  const starting = server.serve(0);
+  await assert.rejects(server.serve(0), /already serving/);
+  const closed = server.close();
+  await starting;
+  await closed;
+  assert.equal(server.httpServer?.listening, false);
+  await assert.rejects(fetch(`${server.url}/healthz`));
+});

@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import net from 'node:net';
+import { test } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { scriptedModel } from '../../src/models/scripted.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import type { AgentServerConfig } from '../../src/server/config.ts';
+import { AgentServer } from '../../src/server/server.ts';
+import { MemoryStorage } from '../../src/storage/memory.ts';
+import { getJson } from '../helpers/http.ts';
+import { mib, MiB, settledHeap } from '../helpers/fuzz-heap.ts';
+
+type After = { after: (fn: () => Promise<void> | void) => void };
+
+/** Small socket timeouts (seconds), so a slow client is cut in a fraction of a second. */
+const TIMEOUTS = { keepAliveTimeout: 0.1, headersTimeout: 0.2, requestTimeout: 0.4 } as const;
+/** One byte every TRICKLE_MS, at most TRICKLE_BYTES of them: 8 s, 20 to 40 times the timeouts under test. */
+const TRICKLE_MS = 20;
+const TRICKLE_BYTES = 400;
+
+async function start(t: After, config: AgentServerConfig = {}) {
+  const created: string[] = [];
+  const logged: unknown[] = [];
+  const storage = new MemoryStorage();
+  let produced = 0;
+  const chunk = 'z'.repeat(64 * 1024);
+  class Bot extends Agent {
+    constructor(id: string) {
+      created.push(id);
+      super(id, {
+        storage,
+        // A "firehose" id streams 2,000 chunks of 64 KiB (128 MiB) unless the reader makes it wait.
+        model: scriptedModel(async function* ({ signal }) {
+          if (!id.startsWith('firehose')) return yield 'hi';
+          for (let i = 0; i < 2000 && !signal.aborted; i++) {
+            produced++;
+            yield chunk;
+          }
+        }),
+      });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Bot);
+  const server = new AgentServer(registry, { ...TIMEOUTS, logger: { error: (_message, error) => logged.push(error) }, ...config });
+  await server.serve(0);
+  t.after(() => server.close());
+  return { server, port: server.port as number, created, logged, produced: () => produced };
+}
+
+/**
+ * Opens a socket, writes `head` at once, then `trickle` one byte every
+ * TRICKLE_MS, and resolves with everything the server sent once it closes
+ * the connection. Fails if the trickle runs out first: the server never cut it.
+ */
+function trickle(port: number, head: string, trickled: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let received = '';
+    let sent = 0;
+    socket.setEncoding('utf8');
+    socket.on('data', (text: string) => {
+      received += text;
+    });
+    socket.on('error', () => {}); // a reset is how some cuts arrive
+    const timer = setInterval(() => {
+      if (sent >= TRICKLE_BYTES || sent >= trickled.length) {
+        clearInterval(timer);
+        socket.destroy();
+        reject(new Error(`the server let a client trickle ${sent} bytes over ${sent * TRICKLE_MS} ms without cutting it`));
+        return;
+      }
+      socket.write(trickled[sent++] as string);
+    }, TRICKLE_MS);
+    socket.on('close', () => {
+      clearInterval(timer);
+      resolve(received);
+    });
+    socket.write(head);
+  });
+}
+
+const HEADERS = 'POST /agent/slow-1/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Padding: ' + 'p'.repeat(TRICKLE_BYTES) + '\r\n\r\n';
+
+test('headers that trickle in are cut at headersTimeout (408), though bytes keep arriving', async (t) => {
+  const { port, created, logged } = await start(t);
+  const reply = await trickle(port, '', HEADERS);
+  assert.match(reply, /^HTTP\/1\.1 408 /);
+  assert.deepEqual(created, [], 'no agent was touched');
+  assert.deepEqual(logged, []);
+});
+
+test('a body that trickles in is cut at requestTimeout (408), and nothing is logged as a server failure', async (t) => {
+  const { port, created, logged } = await start(t);
+  const body = JSON.stringify({ message: 'x'.repeat(TRICKLE_BYTES) });
+  const reply = await trickle(port, `POST /agent/slow-1/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`, body);
+  assert.match(reply, /^HTTP\/1\.1 408 /);
+  assert.deepEqual(created, [], 'the body never arrived, so no turn began');
+  assert.deepEqual(logged.map(String), [], 'a client too slow to send its body is not a server failure');
+});
+
+test('fifty slow clients at once are all cut, and the server answers others meanwhile', async (t) => {
+  const { server, port } = await start(t);
+  // Half trickle from the first byte, half after a request line that came at once.
+  const padding = `X-Padding: ${'p'.repeat(TRICKLE_BYTES)}\r\n\r\n`;
+  const slow = Array.from({ length: 50 }, (_, i) => (i % 2 === 0 ? trickle(port, '', HEADERS) : trickle(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n', padding)));
+  assert.deepEqual((await getJson(`${server.url}/healthz`)).body, { status: 'ok' }, 'answered while fifty clients trickle');
+  for (const reply of await Promise.all(slow)) assert.match(reply, /^HTTP\/1\.1 408 /);
+});
+
+test('through AgentServer: a stream nobody reads makes its model wait, and server memory stays flat', async (t) => {
+  const { server, port, produced } = await start(t, { shutdownTimeout: 0, pingInterval: 0 });
+  const before = await settledHeap();
+  const req = http.request({ host: '127.0.0.1', port, path: '/agent/firehose-1/chat?stream=true', method: 'POST', headers: { 'content-type': 'application/json' } });
+  req.end(JSON.stringify({ message: 'x' }));
+  const res = await new Promise<http.IncomingMessage>((resolve) => req.on('response', resolve));
+  res.pause();
+  // Run until the model stops producing: bounded by count, not by time.
+  let previous = -1;
+  for (let i = 0; i < 200 && produced() !== previous; i++) {
+    previous = produced();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const held = (await settledHeap()) - before;
+  const count = produced();
+  console.log(`slow reader: the model produced ${count} of 2000 chunks (${mib(count * 64 * 1024)} of 128 MiB); heap +${mib(held)}`);
+  assert.ok(count < 200, `produced ${count} chunks with nobody reading`);
+  // What is held is the socket buffers' worth (a few MiB at most), never the 128 MiB stream.
+  assert.ok(held < 32 * MiB, `heap grew by ${mib(held)} while the reader read nothing`);
+  req.destroy();
+  await server.close();
+});

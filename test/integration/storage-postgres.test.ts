@@ -1,0 +1,166 @@
+/**
+ * postgresStorage details beyond the shared contract, on the real Postgres
+ * at 127.0.0.1:5432 (database `test`), each test in a schema of its own that
+ * is dropped afterwards.
+ */
+import assert from 'node:assert/strict';
+import { after, mock, test } from 'node:test';
+import type { TestContext } from 'node:test';
+import pg from 'pg';
+import { postgresStorage, postgresStorageDDL } from '../../src/storage/postgres.ts';
+import type { PgPoolLike } from '../../src/storage/postgres.ts';
+import { PG_CONFIG, runTag } from '../helpers/storage-backends.ts';
+
+const admin = new pg.Pool({ ...PG_CONFIG, max: 2 });
+after(() => admin.end());
+
+function newSchema(t: TestContext): string {
+  const schema = `ar_test_${runTag()}`;
+  t.after(() => admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`));
+  return schema;
+}
+
+function newPool(t: TestContext, config: pg.PoolConfig = {}): pg.Pool {
+  const pool = new pg.Pool({ ...PG_CONFIG, max: 4, ...config });
+  pool.on('error', () => undefined);
+  t.after(() => pool.end());
+  return pool;
+}
+
+/** Fails clearly, instead of hanging the run, when `work` never settles. */
+async function withinWatchdog<T>(work: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const watchdog = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`never settled: ${what}`)), 15_000);
+  });
+  try {
+    return await Promise.race([work, watchdog]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+test('creates the tables postgresStorageDDL documents, and several first uses at once do not trip on each other', async (t) => {
+  const schema = newSchema(t);
+  const pool = newPool(t);
+  const stores = Array.from({ length: 4 }, () => postgresStorage(pool, { schema }));
+  await Promise.all(stores.map((store, i) => store.commit(`first-${i}`, { expectedVersion: 0, state: { i }, append: [] })));
+  const { rows } = await admin.query(
+    'SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = $1 ORDER BY table_name, ordinal_position',
+    [schema],
+  );
+  assert.deepEqual(rows.map((row) => `${row.table_name}.${row.column_name}:${row.data_type}`), [
+    'agent_router_agents.key:text', 'agent_router_agents.id:text', 'agent_router_agents.version:bigint',
+    'agent_router_agents.state:json', 'agent_router_agents.updated_at:timestamp with time zone',
+    'agent_router_messages.key:text', 'agent_router_messages.version:bigint', 'agent_router_messages.idx:integer',
+    'agent_router_messages.message:json',
+  ]);
+  const ddl = postgresStorageDDL({ schema });
+  assert.match(ddl, new RegExp(`CREATE TABLE IF NOT EXISTS "${schema}"\\."agent_router_agents"`));
+  assert.match(ddl, /PRIMARY KEY \(key, version, idx\)/);
+  // The documented way to find an agent by id by hand.
+  const found = await admin.query(
+    `SELECT id FROM "${schema}".agent_router_agents WHERE key = encode(sha256(convert_to($1, 'UTF8')), 'hex')`, ['first-2']);
+  assert.deepEqual(found.rows, [{ id: 'first-2' }]);
+});
+
+test('createTables: false leaves the schema to a migration that runs postgresStorageDDL', async (t) => {
+  const schema = newSchema(t);
+  const pool = newPool(t);
+  const store = postgresStorage(pool, { schema, createTables: false, tablePrefix: 'mig_' });
+  await assert.rejects(store.head('x'), /does not exist/);
+  await admin.query(postgresStorageDDL({ schema, tablePrefix: 'mig_' }));
+  assert.equal(await store.commit('x', { expectedVersion: 0, state: {}, append: [] }), 1);
+});
+
+test('two table prefixes in one schema are separate stores, and their locks do not collide', async (t) => {
+  const schema = newSchema(t);
+  const pool = newPool(t);
+  const a = postgresStorage(pool, { schema, tablePrefix: 'a_' });
+  const b = postgresStorage(pool, { schema, tablePrefix: 'b_' });
+  await a.commit('same', { expectedVersion: 0, state: { from: 'a' }, append: [] });
+  assert.equal(await b.load('same'), undefined);
+  const unlockA = await a.lock('same');
+  const unlockB = await withinWatchdog(b.lock('same'), 'b.lock while a holds the same id under another prefix');
+  await unlockA();
+  await unlockB();
+});
+
+test('a locked turn runs on the lock\'s own connection: a pool of one does not deadlock', async (t) => {
+  const schema = newSchema(t);
+  const pool = newPool(t, { max: 1 });
+  const store = postgresStorage(pool, { schema });
+  await store.head('warm-up'); // creates the tables before the only client is taken
+  const unlock = await store.lock('solo');
+  await withinWatchdog((async () => {
+    assert.equal(await store.head('solo'), 0);
+    assert.equal(await store.load('solo'), undefined);
+    assert.equal(await store.commit('solo', { expectedVersion: 0, state: { ok: true }, append: [{ role: 'user', content: 'hi' }] }), 1);
+  })(), 'head/load/commit while the only pool client holds the lock');
+  await unlock();
+  assert.equal(await store.head('solo'), 1);
+});
+
+test('unlock gives the connection back as it was: the pool\'s own idle_session_timeout restored', async (t) => {
+  const schema = newSchema(t);
+  const pool = newPool(t, { max: 1, options: '-c idle_session_timeout=10min' });
+  const store = postgresStorage(pool, { schema, leaseSeconds: 5 });
+  const unlock = await store.lock('restore');
+  await unlock();
+  // The pool has one client, so these run on the connection that held the lock.
+  const { rows } = await pool.query('SHOW idle_session_timeout');
+  assert.equal(rows[0].idle_session_timeout, '10min');
+  const pid = (await pool.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+  const locks = await admin.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = $1", [pid]);
+  assert.equal(locks.rows[0].n, 0, 'no advisory lock left behind');
+});
+
+test('a held lock\'s session is pinged every third of the lease, so the server keeps it', async (t) => {
+  mock.timers.enable({ apis: ['setInterval'] });
+  t.after(() => mock.timers.reset());
+  const schema = newSchema(t);
+  const name = `ar_ping_${runTag()}`;
+  const pool = newPool(t, { application_name: name });
+  const store = postgresStorage(pool, { schema, leaseSeconds: 30 });
+  await store.head('warm-up');
+  const unlock = await store.lock('pinged');
+  const lastQuery = async (): Promise<string[]> =>
+    (await admin.query('SELECT query FROM pg_stat_activity WHERE application_name = $1', [name])).rows.map((row) => String(row.query));
+  assert.ok((await lastQuery()).some((query) => query.includes('pg_try_advisory_lock')));
+  mock.timers.tick(10_000);
+  for (let i = 0; i < 500 && !(await lastQuery()).includes('SELECT 1'); i++) await new Promise((resolve) => setImmediate(resolve));
+  assert.ok((await lastQuery()).includes('SELECT 1'), 'the held session ran the ping');
+  await unlock();
+});
+
+test('state and messages come back byte for byte: key order, duplicate-free text, \\u0000 inside strings', async (t) => {
+  const schema = newSchema(t);
+  const store = postgresStorage(newPool(t), { schema });
+  const state = { zeta: 1, alpha: 'nul \u0000 inside', 'é': [1, 2] };
+  await store.commit('exact', { expectedVersion: 0, state, append: [{ role: 'assistant', content: '\u0000' }] });
+  const record = await store.load('exact');
+  assert.equal(JSON.stringify(record?.state), JSON.stringify(state));
+  assert.deepEqual(record?.messages, [{ role: 'assistant', content: '\u0000' }]);
+  await assert.rejects(store.commit('nul\u0000id', { expectedVersion: 0, state: {}, append: [] }), { code: 'invalid_agent_id' });
+});
+
+test('close() releases held locks (their connections close) and leaves the pool open', async (t) => {
+  const schema = newSchema(t);
+  const pool = newPool(t);
+  const first = postgresStorage(pool, { schema });
+  await first.lock('closing');
+  await first.close();
+  const unlock = await withinWatchdog(postgresStorage(pool, { schema }).lock('closing'), 'lock after close');
+  await unlock();
+  assert.deepEqual((await pool.query('SELECT 1 AS one')).rows, [{ one: 1 }]);
+});
+
+test('bad pools and bad names are refused with the fix in the message', () => {
+  assert.throws(() => postgresStorage({} as PgPoolLike), /pass a pg\.Pool/);
+  const pool = { query: async () => ({ rows: [] }), connect: async () => ({ query: async () => ({ rows: [] }), release: () => undefined }) };
+  assert.throws(() => postgresStorage(pool, { tablePrefix: 'x"; DROP TABLE y; --' }), /tablePrefix must be letters/);
+  assert.throws(() => postgresStorage(pool, { tablePrefix: 'p'.repeat(56) }), /at most 55/);
+  assert.throws(() => postgresStorage(pool, { schema: 'has space' }), /schema must be a plain identifier/);
+  assert.throws(() => postgresStorage(pool, { leaseSeconds: Number.NaN }), /leaseSeconds/);
+  assert.match(postgresStorageDDL(), /^CREATE TABLE IF NOT EXISTS "agent_router_agents"/);
+});

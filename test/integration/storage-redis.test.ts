@@ -1,0 +1,119 @@
+/**
+ * redisStorage details beyond the shared contract, on the real Redis at
+ * 127.0.0.1:6379: the key layout it documents, script loading, lease
+ * renewal and compare-and-delete release, and client detection.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, mock, test } from 'node:test';
+import { Redis } from 'ioredis';
+import { redisStorage } from '../../src/storage/redis.ts';
+import type { RedisClientLike } from '../../src/storage/redis.ts';
+import { connectRedis, REDIS_URL, runTag } from '../helpers/storage-backends.ts';
+
+const admin = new Redis(REDIS_URL);
+const prefix = `ar-test:${runTag()}:`;
+after(async () => {
+  const keys = await admin.keys(`${prefix}*`);
+  if (keys.length > 0) await admin.del(...keys);
+  await admin.quit();
+});
+
+/** Polls (bounded by count) until `check` holds; Redis answers over the network, so a few rounds may pass. */
+async function eventually(check: () => Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await check()) return;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  assert.fail(`never happened: ${what}`);
+}
+
+for (const flavor of ['node-redis', 'ioredis'] as const) {
+  describe(`redisStorage with ${flavor}`, () => {
+    let client: RedisClientLike;
+    let closeClient: () => Promise<void>;
+    const own = `${prefix}${flavor}:`;
+    const storage = () => redisStorage(client, { prefix: own });
+
+    before(async () => {
+      ({ client, close: closeClient } = await connectRedis(flavor));
+    });
+    after(() => closeClient());
+
+    test('keys follow the documented layout: <prefix>{<id>}:v, :s, :h and :l', async () => {
+      const store = storage();
+      await store.commit('lay/out', { expectedVersion: 0, state: { a: 1 }, append: [{ role: 'user', content: 'hi' }] });
+      const unlock = await store.lock('lay/out');
+      const base = `${own}{lay/out}`;
+      assert.deepEqual((await admin.keys(`${own}*`)).sort(), [`${base}:h`, `${base}:l`, `${base}:s`, `${base}:v`]);
+      assert.equal(await admin.get(`${base}:v`), '1');
+      assert.equal(await admin.get(`${base}:s`), '{"a":1}');
+      assert.deepEqual(await admin.lrange(`${base}:h`, 0, -1), ['{"role":"user","content":"hi"}']);
+      const ttl = await admin.pttl(`${base}:l`);
+      assert.ok(ttl > 0 && ttl <= 30_000, `lock has a lease (${ttl} ms)`);
+      await unlock();
+      assert.equal(await admin.exists(`${base}:l`), 0);
+      await store.delete('lay/out');
+      assert.deepEqual(await admin.keys(`${own}*`), []);
+    });
+
+    test('scripts reload themselves after the server forgot them (SCRIPT FLUSH)', async () => {
+      const store = storage();
+      await store.commit('flush', { expectedVersion: 0, state: {}, append: [] });
+      await admin.script('FLUSH');
+      assert.equal(await store.commit('flush', { expectedVersion: 1, state: { after: true }, append: [] }), 2);
+      await admin.script('FLUSH');
+      assert.deepEqual((await store.load('flush'))?.state, { after: true });
+    });
+
+    test('a script error other than NOSCRIPT reaches the caller', async () => {
+      const store = storage();
+      await admin.lpush(`${own}{wrong}:v`, 'not a string');
+      await assert.rejects(store.commit('wrong', { expectedVersion: 0, state: {}, append: [] }), /WRONGTYPE/);
+      await admin.del(`${own}{wrong}:v`);
+    });
+
+    test('a held lease is renewed every third of it; a renewal that finds the lock taken stops', async (t) => {
+      mock.timers.enable({ apis: ['setInterval'] });
+      t.after(() => mock.timers.reset());
+      const store = redisStorage(client, { prefix: own, leaseSeconds: 60 });
+      const unlock = await store.lock('renew');
+      const key = `${own}{renew}:l`;
+      await admin.pexpire(key, 1_000); // as if the lease had nearly run out
+      mock.timers.tick(20_000);
+      await eventually(async () => (await admin.pttl(key)) > 30_000, 'the lease extended back to 60 s');
+      const theirs = 'another-holder';
+      await admin.set(key, theirs, 'PX', 5_000);
+      mock.timers.tick(20_000);
+      mock.timers.tick(20_000);
+      await unlock(); // compare-and-delete: not ours any more, so left alone
+      assert.equal(await admin.get(key), theirs);
+      assert.ok((await admin.pttl(key)) <= 5_000, 'their lease was not extended by our timer');
+      await admin.del(key);
+    });
+
+    test('close() releases held locks', async () => {
+      const store = storage();
+      await store.lock('closing');
+      await store.close();
+      assert.equal(await admin.exists(`${own}{closing}:l`), 0);
+      await (await storage().lock('closing', AbortSignal.timeout(10_000)))();
+    });
+  });
+}
+
+test('redisStorage refuses what is not a Redis client, and bad options, with the fix in the message', () => {
+  assert.throws(() => redisStorage({} as never), /node-redis client .* or an ioredis client/);
+  assert.throws(() => redisStorage(null as never), TypeError);
+  const fake: RedisClientLike = { sendCommand: async () => null };
+  assert.throws(() => redisStorage(fake, { leaseSeconds: -1 }), /leaseSeconds/);
+  assert.throws(() => redisStorage(fake, { prefix: 5 as never }), /prefix must be a string/);
+});
+
+test('redisStorage accepts any object with call() or sendCommand() (the documented shape)', async () => {
+  const sent: string[][] = [];
+  const viaCall = redisStorage({ call: async (...args: string[]) => (sent.push(args), '7') });
+  assert.equal(await viaCall.head('x'), 7);
+  const viaSend = redisStorage({ sendCommand: async (args: string[]) => (sent.push(args), null) });
+  assert.equal(await viaSend.head('x'), 0);
+  assert.deepEqual(sent, [['GET', 'agent-router:{x}:v'], ['GET', 'agent-router:{x}:v']]);
+});

@@ -1,0 +1,518 @@
+import assert from 'node:assert/strict';
+import { EventEmitter, once } from 'node:events';
+import type http from 'node:http';
+import test, { type TestContext } from 'node:test';
+import { AgentRouterError, UpstreamError } from '../../src/errors.ts';
+import { HTTPTransport } from '../../src/transports/http.ts';
+import { listen } from '../helpers/listen.ts';
+
+/** One request as the fake remote saw it. */
+interface Captured {
+  method: string;
+  /** The raw request target, exactly as it arrived on the wire. */
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  remotePort: number | undefined;
+  /** Resolves when the response closes; `aborted` then tells whether the client went away first. */
+  closed: Promise<void>;
+  aborted: () => boolean;
+}
+
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse, captured: Captured) => void | Promise<void>;
+
+interface FakeRemote {
+  /** The registry base to give HTTPTransport: `http://127.0.0.1:port/agent`. */
+  base: string;
+  origin: string;
+  requests: Captured[];
+  /** Resolves with the next request to arrive. */
+  next: () => Promise<Captured>;
+}
+
+/**
+ * A remote agent router reduced to the wire format of DESIGN.md sections 2
+ * and 3, capturing every request. `handler` replaces the default behaviour.
+ */
+async function fakeRemote(t: TestContext, handler: Handler = defaultRemote): Promise<FakeRemote> {
+  const requests: Captured[] = [];
+  const arrivals = new EventEmitter();
+  const { url, close } = await listen((req, res) => {
+    void (async () => {
+      let body = '';
+      for await (const chunk of req) body += String(chunk);
+      const closed = new Promise<void>((resolve) => res.once('close', () => resolve()));
+      const captured: Captured = {
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body,
+        remotePort: req.socket.remotePort,
+        closed,
+        aborted: () => !res.writableFinished,
+      };
+      requests.push(captured);
+      arrivals.emit('request', captured);
+      await handler(req, res, captured);
+    })();
+  });
+  t.after(close);
+  return {
+    base: `${url}/agent`,
+    origin: url,
+    requests,
+    next: async () => ((await once(arrivals, 'request')) as [Captured])[0],
+  };
+}
+
+function json(res: http.ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' });
+  res.end(JSON.stringify(body));
+}
+
+function sseHead(res: http.ServerResponse): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  res.flushHeaders();
+}
+
+/** `/agent/{segment}[/...]/{route}`: the id percent-decoded once, as a router would. */
+function route(captured: Captured): { id: string; route: string; query: string } {
+  const [path = '', query = ''] = captured.url.split('?');
+  const parts = path.split('/');
+  return { id: decodeURIComponent(parts[2] ?? ''), route: parts.at(-1) ?? '', query };
+}
+
+const defaultRemote: Handler = (_req, res, captured) => {
+  const { id, route: name, query } = route(captured);
+  const body = captured.body === '' ? {} : (JSON.parse(captured.body) as Record<string, unknown>);
+  if (name === 'chat' && query.includes('stream=true')) {
+    sseHead(res);
+    for (const word of String(body['message']).split(' ')) res.write(`data: ${word}\n\n`);
+    res.end('event: done\ndata: [DONE]\n\n');
+  } else if (name === 'chat') json(res, 200, { agent_id: id, response: `echo: ${String(body['message'])}` });
+  else if (name === 'invoke') json(res, 200, { agent_id: id, result: { method: body['method'], params: body['params'] ?? 'absent' } });
+  else if (name === 'state') json(res, 200, { agent_id: id, state: { count: 1, id } });
+  else json(res, 404, { error: 'No route', code: 'not_found' });
+};
+
+async function collect(stream: AsyncIterable<string>): Promise<string[]> {
+  const chunks: string[] = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  return chunks;
+}
+
+/** An UpstreamError (an AgentRouterError) with this status and code. */
+function upstream(status: number, code: string, check?: (error: AgentRouterError) => void) {
+  return (error: unknown): boolean => {
+    assert.ok(error instanceof UpstreamError, `expected an UpstreamError, got ${String(error)}`);
+    assert.equal(error.status, status);
+    assert.equal(error.code, code);
+    assert.equal(error.expose, true);
+    check?.(error);
+    return true;
+  };
+}
+
+test('chat posts {"message"} to {base}/{id}/chat and resolves with "response"', async (t) => {
+  const remote = await fakeRemote(t);
+  const transport = new HTTPTransport(remote.base);
+  assert.equal(await transport.chat('bot-1', 'Hello there'), 'echo: Hello there');
+  const [request] = remote.requests;
+  assert.ok(request);
+  assert.equal(request.method, 'POST');
+  assert.equal(request.url, '/agent/bot-1/chat');
+  assert.deepEqual(JSON.parse(request.body), { message: 'Hello there' });
+  assert.equal(request.headers['content-type'], 'application/json');
+  assert.equal(request.headers.accept, 'application/json');
+});
+
+test('invoke posts {"method","params"} to /invoke and resolves with "result"; params absent stay absent', async (t) => {
+  const remote = await fakeRemote(t);
+  const transport = new HTTPTransport(`${remote.base}/`); // a trailing slash changes nothing
+  assert.deepEqual(await transport.invoke('counter-1', 'increment', { by: 2 }), { method: 'increment', params: { by: 2 } });
+  assert.deepEqual(await transport.invoke('counter-1', 'reset'), { method: 'reset', params: 'absent' });
+  assert.equal(remote.requests[0]?.url, '/agent/counter-1/invoke');
+  assert.deepEqual(JSON.parse(remote.requests[0]?.body ?? ''), { method: 'increment', params: { by: 2 } });
+  assert.deepEqual(JSON.parse(remote.requests[1]?.body ?? ''), { method: 'reset' });
+});
+
+test('invoke resolves with any JSON result, null included', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => json(res, 200, { agent_id: 'x', result: null }));
+  assert.equal(await new HTTPTransport(remote.base).invoke('x', 'noop', [1, 2]), null);
+  assert.deepEqual(JSON.parse(remote.requests[0]?.body ?? ''), { method: 'noop', params: [1, 2] });
+});
+
+test('state GETs {base}/{id}/state without a body and resolves with "state"', async (t) => {
+  const remote = await fakeRemote(t);
+  assert.deepEqual(await new HTTPTransport(remote.base).state('counter-7'), { count: 1, id: 'counter-7' });
+  const [request] = remote.requests;
+  assert.equal(request?.method, 'GET');
+  assert.equal(request?.url, '/agent/counter-7/state');
+  assert.equal(request?.body, '');
+  assert.equal(request?.headers['content-type'], undefined);
+});
+
+test('stream relays chunk by chunk: the first chunk arrives before the remote has finished', async (t) => {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let finished = false;
+  const remote = await fakeRemote(t, async (_req, res) => {
+    sseHead(res);
+    res.write('data: Hello\n\n');
+    await gate;
+    res.write(': ping\n\n');
+    res.write('data: line one\ndata: line two\n\n'); // one chunk holding a newline
+    res.write('event: start\ndata: ignored\n\n'); // named events other than done/error are not chunks
+    res.write('data:  world\n\n');
+    res.end('event: done\ndata: [DONE]\n\n');
+    finished = true;
+  });
+  const stream = new HTTPTransport(remote.base).stream('bot-1', 'hi');
+  await stream.ready;
+  const iterator = stream[Symbol.asyncIterator]();
+  assert.deepEqual(await iterator.next(), { value: 'Hello', done: false });
+  assert.equal(finished, false, 'the remote is still holding the rest of the reply');
+  release();
+  const rest: string[] = [];
+  for (let step = await iterator.next(); step.done !== true; step = await iterator.next()) rest.push(step.value);
+  assert.deepEqual(rest, ['line one\nline two', ' world']);
+  assert.equal(finished, true);
+  const [request] = remote.requests;
+  assert.equal(request?.url, '/agent/bot-1/chat?stream=true');
+  assert.equal(request?.headers.accept, 'text/event-stream');
+  assert.deepEqual(JSON.parse(request?.body ?? ''), { message: 'hi' });
+});
+
+test('stream starts the request at once, before anyone iterates', async (t) => {
+  const remote = await fakeRemote(t);
+  const stream = new HTTPTransport(remote.base).stream('bot-1', 'eager start');
+  const request = await remote.next();
+  assert.equal(request.url, '/agent/bot-1/chat?stream=true');
+  assert.deepEqual(await collect(stream), ['eager', 'start']);
+});
+
+test('ids with ?, #, %, /, spaces, dots and unicode reach the remote as exactly one encoded segment', async (t) => {
+  const remote = await fakeRemote(t);
+  const transport = new HTTPTransport(remote.base);
+  const ids = ['a?b=1', 'a#frag', '100%', '%2e%2e', 'a/b', '../admin', '..%2Fadmin', 'a..b', '...', 'two words', 'héllo-日本-🚀', 'a\\b', "it's(1)*"];
+  for (const id of ids) {
+    assert.equal(await transport.chat(id, 'x'), 'echo: x');
+    const request = remote.requests.at(-1) as Captured;
+    assert.equal(request.url, `/agent/${encodeURIComponent(id)}/chat`, `id ${JSON.stringify(id)}`);
+    assert.equal(request.url.split('/').length, 4, `id ${JSON.stringify(id)} stays one segment`);
+    assert.equal(route(request).id, id);
+  }
+  await transport.state('a/b?c#d');
+  assert.equal(remote.requests.at(-1)?.url, '/agent/a%2Fb%3Fc%23d/state');
+  assert.deepEqual(await collect(transport.stream('x y/z', 'ok')), ['ok']);
+  assert.equal(remote.requests.at(-1)?.url, '/agent/x%20y%2Fz/chat?stream=true');
+});
+
+test('ids that a URL parser would resolve as dot segments are refused with 400 before any request', async (t) => {
+  const remote = await fakeRemote(t);
+  const transport = new HTTPTransport(remote.base);
+  const badId = (error: unknown): boolean => error instanceof AgentRouterError && error.status === 400 && error.code === 'bad_agent_id';
+  for (const id of ['', '.', '..']) {
+    await assert.rejects(transport.chat(id, 'x'), badId);
+    await assert.rejects(transport.invoke(id, 'm'), badId);
+    await assert.rejects(transport.state(id), badId);
+    await assert.rejects(transport.stream(id, 'x').ready, badId);
+  }
+  await assert.rejects(transport.chat('\ud800', 'x'), badId); // a lone surrogate has no UTF-8 form
+  assert.equal(remote.requests.length, 0);
+});
+
+test('a url holding {agent_id} gets the encoded id substituted, its query kept', async (t) => {
+  const remote = await fakeRemote(t);
+  const transport = new HTTPTransport(`${remote.origin}/bots/{agent_id}/api?v=2`);
+  assert.equal(await transport.chat('a/b c', 'x'), 'echo: x');
+  assert.equal(remote.requests.at(-1)?.url, '/bots/a%2Fb%20c/api/chat?v=2');
+  await collect(transport.stream('s', 'y'));
+  assert.equal(remote.requests.at(-1)?.url, '/bots/s/api/chat?v=2&stream=true');
+});
+
+test('only the configured headers, content type, accept and a request id go out', async (t) => {
+  const remote = await fakeRemote(t);
+  const transport = new HTTPTransport(remote.base, { headers: { Authorization: 'Bearer token-123', 'X-Api-Key': 'key-456' } });
+  await transport.chat('bot-1', 'x');
+  await transport.invoke('bot-1', 'm', {}, { requestId: 'req-from-caller-1' });
+  await transport.state('bot-1');
+  await collect(transport.stream('bot-1', 'x'));
+  // What Node's fetch adds on its own; none of it identifies or authenticates anyone.
+  const fetchDefaults = ['host', 'connection', 'content-length', 'accept-language', 'sec-fetch-mode', 'user-agent', 'accept-encoding'];
+  const allowed = new Set([...fetchDefaults, 'authorization', 'x-api-key', 'content-type', 'accept', 'x-request-id']);
+  const requestIds = new Set<string>();
+  for (const request of remote.requests) {
+    assert.equal(request.headers.authorization, 'Bearer token-123');
+    assert.equal(request.headers['x-api-key'], 'key-456');
+    for (const name of Object.keys(request.headers)) assert.ok(allowed.has(name), `unexpected header ${name}`);
+    assert.equal(request.headers.cookie, undefined);
+    requestIds.add(String(request.headers['x-request-id']));
+  }
+  assert.equal(remote.requests[1]?.headers['x-request-id'], 'req-from-caller-1');
+  assert.equal(requestIds.size, 4, 'each request has its own id');
+  assert.match(String(remote.requests[0]?.headers['x-request-id']), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+});
+
+test('an unreachable remote is a 502 upstream_unreachable naming the remote, never the credentials', async (t) => {
+  const { url, close } = await listen(() => {});
+  await close(); // the port is now closed
+  const transport = new HTTPTransport(`${url}/agent`, { headers: { Authorization: 'Bearer secret-token' } });
+  await assert.rejects(
+    transport.chat('bot-1', 'x'),
+    upstream(502, 'upstream_unreachable', (error) => {
+      assert.ok(error.message.includes(`${url}/agent/bot-1/chat`), error.message);
+      assert.ok(!error.message.includes('secret-token'));
+    }),
+  );
+  await assert.rejects(transport.stream('bot-1', 'x').ready, upstream(502, 'upstream_unreachable'));
+});
+
+test('a remote silent past the timeout is a 504 upstream_timeout, and the request is dropped', async (t) => {
+  const remote = await fakeRemote(t, () => {}); // never answers
+  const transport = new HTTPTransport(remote.base, { timeout: 0.1 });
+  await assert.rejects(transport.chat('bot-1', 'x'), upstream(504, 'upstream_timeout', (error) => assert.match(error.message, /0\.1 s/)));
+  const request = remote.requests[0] as Captured;
+  await request.closed;
+  assert.equal(request.aborted(), true);
+  await assert.rejects(transport.stream('bot-1', 'x').ready, upstream(504, 'upstream_timeout'));
+});
+
+test('a stream that goes silent mid-way throws 504 from the iterator', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => {
+    sseHead(res);
+    res.write('data: first\n\n'); // then nothing, never done
+  });
+  const chunks: string[] = [];
+  await assert.rejects(async () => {
+    for await (const chunk of new HTTPTransport(remote.base, { timeout: 0.1 }).stream('bot-1', 'x')) chunks.push(chunk);
+  }, upstream(504, 'upstream_timeout'));
+  assert.deepEqual(chunks, ['first']);
+  await remote.requests[0]?.closed;
+});
+
+test('a remote that dies mid-stream makes the iterator throw 502 (never a clean end)', async (t) => {
+  const remote = await fakeRemote(t, (req, res) => {
+    sseHead(res);
+    res.write('data: first\n\n', () => req.socket.destroy());
+  });
+  const chunks: string[] = [];
+  await assert.rejects(async () => {
+    for await (const chunk of new HTTPTransport(remote.base).stream('bot-1', 'x')) chunks.push(chunk);
+  }, upstream(502, 'upstream_interrupted'));
+  assert.deepEqual(chunks, ['first']);
+});
+
+test('a stream that ends without "event: done" throws 502 upstream_incomplete', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => {
+    sseHead(res);
+    res.end('data: first\n\ndata: second\n\n');
+  });
+  const chunks: string[] = [];
+  await assert.rejects(async () => {
+    for await (const chunk of new HTTPTransport(remote.base).stream('bot-1', 'x')) chunks.push(chunk);
+  }, upstream(502, 'upstream_incomplete'));
+  assert.deepEqual(chunks, ['first', 'second']);
+});
+
+test('"event: error" from the remote is thrown with its message and code', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => {
+    sseHead(res);
+    res.end('data: partial\n\nevent: error\ndata: {"error": "Internal error", "code": "internal_error"}\n\ndata: after\n\n');
+  });
+  const chunks: string[] = [];
+  await assert.rejects(async () => {
+    for await (const chunk of new HTTPTransport(remote.base).stream('bot-1', 'x')) chunks.push(chunk);
+  }, upstream(502, 'internal_error', (error) => assert.equal(error.message, 'Internal error')));
+  assert.deepEqual(chunks, ['partial']);
+});
+
+test('a remote 4xx JSON error is relayed with its status, message and code (and Retry-After)', async (t) => {
+  const remote = await fakeRemote(t, (_req, res, captured) => {
+    const { id } = route(captured);
+    if (id === 'busy') {
+      res.setHeader('retry-after', '7');
+      return json(res, 429, { error: 'Too many agents', code: 'too_many_agents' });
+    }
+    json(res, 404, { error: `AgentRegistry: no pattern matches agent id "${id}"`, code: 'agent_not_found' });
+  });
+  const transport = new HTTPTransport(remote.base);
+  const notFound = upstream(404, 'agent_not_found', (error) => assert.equal(error.message, 'AgentRegistry: no pattern matches agent id "ghost"'));
+  await assert.rejects(transport.chat('ghost', 'x'), notFound);
+  await assert.rejects(transport.invoke('ghost', 'm'), notFound);
+  await assert.rejects(transport.state('ghost'), notFound);
+  const stream = transport.stream('ghost', 'x');
+  await assert.rejects(stream.ready, notFound);
+  await assert.rejects(collect(stream), notFound); // iterating rethrows what ready rejected with
+  await assert.rejects(transport.chat('busy', 'x'), upstream(429, 'too_many_agents', (error) => assert.deepEqual(error.headers, { 'Retry-After': '7' })));
+});
+
+test('a 4xx without a JSON error body is a 502', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => {
+    res.writeHead(400, { 'content-type': 'text/html' });
+    res.end('<h1>Bad Request</h1>');
+  });
+  await assert.rejects(new HTTPTransport(remote.base).chat('bot-1', 'x'), upstream(502, 'upstream_bad_response'));
+});
+
+test('a remote 5xx is a 502 naming the remote, not its body', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => json(res, 500, { error: 'SECRET stack trace at db.js:12' }));
+  const transport = new HTTPTransport(remote.base);
+  const check = upstream(502, 'upstream_error', (error) => {
+    assert.equal(error.message, `HTTPTransport: ${remote.base}/bot-1/chat answered 500; see the remote's logs`);
+    assert.ok(!error.message.includes('SECRET'));
+  });
+  await assert.rejects(transport.chat('bot-1', 'x'), check);
+  await assert.rejects(transport.stream('bot-1', 'x').ready, check);
+});
+
+test('a 200 that is not JSON, or JSON of the wrong shape, is a 502', async (t) => {
+  const remote = await fakeRemote(t, (_req, res, captured) => {
+    const { id } = route(captured);
+    if (id === 'html') {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<html>login</html>');
+      return;
+    }
+    if (id === 'array') return json(res, 200, [1, 2]);
+    json(res, 200, { agent_id: id, unexpected: true });
+  });
+  const transport = new HTTPTransport(remote.base);
+  await assert.rejects(transport.chat('html', 'x'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /not JSON/)));
+  await assert.rejects(transport.chat('array', 'x'), upstream(502, 'upstream_bad_response'));
+  await assert.rejects(transport.chat('shape', 'x'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /"response"/)));
+  await assert.rejects(transport.invoke('shape', 'm'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /"result"/)));
+  await assert.rejects(transport.state('shape'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /"state"/)));
+  // A stream request answered with JSON is refused before iteration.
+  await assert.rejects(transport.stream('shape', 'x').ready, upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /text\/event-stream/)));
+});
+
+test('a JSON reply over maxResponseSize is a 502, and the connection is dropped', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => json(res, 200, { response: 'x'.repeat(5000) }));
+  await assert.rejects(new HTTPTransport(remote.base, { maxResponseSize: 1024 }).chat('bot-1', 'x'), upstream(502, 'upstream_bad_response'));
+});
+
+test('no redirect is followed, cross-origin or not: a 3xx is a 502', async (t) => {
+  const elsewhere = await fakeRemote(t);
+  const remote = await fakeRemote(t, (_req, res, captured) => {
+    const { id } = route(captured);
+    res.writeHead(307, { location: id === 'same' ? '/agent/other/chat' : `${elsewhere.base}/bot-1/chat` });
+    res.end();
+  });
+  const transport = new HTTPTransport(remote.base, { headers: { Authorization: 'Bearer token-123' } });
+  await assert.rejects(transport.chat('cross', 'x'), upstream(502, 'upstream_redirect'));
+  await assert.rejects(transport.stream('cross', 'x').ready, upstream(502, 'upstream_redirect'));
+  await assert.rejects(transport.chat('same', 'x'), upstream(502, 'upstream_redirect'));
+  assert.equal(elsewhere.requests.length, 0);
+  assert.equal(remote.requests.length, 3);
+});
+
+test('aborting the signal cancels a pending call: the remote sees its request close', async (t) => {
+  const remote = await fakeRemote(t, () => {}); // holds every request
+  const transport = new HTTPTransport(remote.base);
+  const controller = new AbortController();
+  const reason = new Error('client went away');
+  const pending = transport.chat('bot-1', 'x', { signal: controller.signal });
+  const request = await remote.next();
+  controller.abort(reason);
+  await assert.rejects(pending, (error) => error === reason);
+  await request.closed;
+  assert.equal(request.aborted(), true);
+  // An already-aborted signal sends nothing.
+  await assert.rejects(transport.state('bot-1', { signal: AbortSignal.abort(reason) }), (error) => error === reason);
+  assert.equal(remote.requests.length, 1);
+});
+
+test('aborting a stream that nobody iterates cancels its body; the remote sees the close', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => {
+    sseHead(res);
+    res.write('data: first\n\n');
+  });
+  const controller = new AbortController();
+  const stream = new HTTPTransport(remote.base).stream('bot-1', 'x', { signal: controller.signal });
+  await stream.ready;
+  controller.abort();
+  const request = remote.requests[0] as Captured;
+  await request.closed;
+  assert.equal(request.aborted(), true);
+  await assert.rejects(collect(stream), { name: 'AbortError' });
+});
+
+test('a stream nobody iterates and nobody aborts is dropped after the timeout', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => {
+    sseHead(res);
+    res.write('data: first\n\n');
+  });
+  const stream = new HTTPTransport(remote.base, { timeout: 0.1 }).stream('bot-1', 'x');
+  await stream.ready;
+  const request = remote.requests[0] as Captured;
+  await request.closed;
+  assert.equal(request.aborted(), true);
+});
+
+test('aborting or breaking out mid-stream cancels the remote request', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => {
+    sseHead(res);
+    res.write('data: first\n\n'); // and holds the rest
+  });
+  const transport = new HTTPTransport(remote.base);
+  for await (const chunk of transport.stream('bot-1', 'x')) {
+    assert.equal(chunk, 'first');
+    break;
+  }
+  await remote.requests[0]?.closed;
+  assert.equal(remote.requests[0]?.aborted(), true);
+
+  const controller = new AbortController();
+  const reason = new Error('client went away');
+  await assert.rejects(async () => {
+    for await (const _chunk of transport.stream('bot-2', 'x', { signal: controller.signal })) controller.abort(reason);
+  }, (error) => error === reason);
+  await remote.requests[1]?.closed;
+  assert.equal(remote.requests[1]?.aborted(), true);
+});
+
+test('a ChunkStream can be iterated once', async (t) => {
+  const remote = await fakeRemote(t);
+  const stream = new HTTPTransport(remote.base).stream('bot-1', 'one two');
+  assert.deepEqual(await collect(stream), ['one', 'two']);
+  assert.throws(() => stream[Symbol.asyncIterator](), TypeError);
+});
+
+test('connections are kept alive and reused across calls and finished streams', async (t) => {
+  const remote = await fakeRemote(t);
+  const transport = new HTTPTransport(remote.base);
+  for (let i = 0; i < 3; i++) {
+    await transport.chat('bot-1', 'x');
+    await collect(transport.stream('bot-1', 'a b'));
+    await transport.state('bot-1');
+  }
+  const ports = new Set(remote.requests.map((request) => request.remotePort));
+  assert.equal(remote.requests.length, 9);
+  // Node's fetch frees a socket a tick after its body ends, so a call made at
+  // once opens a second one; from then on the two are reused in turn.
+  assert.ok(ports.size <= 2, `9 sequential calls used ${ports.size} connections`);
+});
+
+test('maxConnections bounds the requests in flight; the rest wait their turn', async (t) => {
+  const held: http.ServerResponse[] = [];
+  let inFlight = 0;
+  let peak = 0;
+  const remote = await fakeRemote(t, (_req, res, captured) => {
+    inFlight++;
+    peak = Math.max(peak, inFlight);
+    res.once('finish', () => inFlight--);
+    held.push(res);
+    void captured;
+  });
+  const transport = new HTTPTransport(remote.base, { maxConnections: 2 });
+  const calls = [1, 2, 3, 4, 5].map((n) => transport.chat(`bot-${n}`, 'x'));
+  for (let answered = 0; answered < 5; answered++) {
+    // Answer only once as many requests as allowed are in flight, so the peak is the bound.
+    while (held.length < Math.min(2, 5 - answered)) await remote.next();
+    json(held.shift() as http.ServerResponse, 200, { response: 'ok' });
+  }
+  assert.deepEqual(await Promise.all(calls), ['ok', 'ok', 'ok', 'ok', 'ok']);
+  assert.equal(peak, 2);
+  assert.ok(new Set(remote.requests.map((r) => r.remotePort)).size <= 2, 'at most two connections were opened');
+});

@@ -1,0 +1,347 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import test, { type TestContext } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouter } from '../../src/http/router.ts';
+import { scriptedModel, type ScriptedFunction } from '../../src/models/scripted.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import { MemoryStorage } from '../../src/storage/memory.ts';
+import { HTTPTransport } from '../../src/transports/http.ts';
+import { deferred, getJson, postJson, streamChat } from '../helpers/http.ts';
+import { listen } from '../helpers/listen.ts';
+import { collectSSE } from '../helpers/sse.ts';
+
+// Real routers on loopback: A's registry sends `remote-.*` to B through an
+// HTTPTransport; B (and C, for three hops) serve the agents themselves.
+
+interface Seen {
+  url: string;
+  headers: http.IncomingHttpHeaders;
+}
+
+interface Hop {
+  /** Where clients reach this router's registry: `http://127.0.0.1:port/agent`. */
+  base: string;
+  /** Every request this router received, as it arrived. */
+  seen: Seen[];
+}
+
+/** What B's agents say; a test may replace it to hold a turn or fail it. */
+type Script = { current: ScriptedFunction };
+
+function agentClasses(script: Script) {
+  const storage = new MemoryStorage();
+  class Counter extends Agent<{ count: number }> {
+    static override actions = ['increment', 'add', 'explode'];
+    constructor(id: string) {
+      super(id, { model: scriptedModel((request) => script.current(request)), storage, initialState: { count: 0 } });
+    }
+    async increment({ by = 1 }: { by?: number } = {}): Promise<number> {
+      await this.setState({ count: this.state.count + by });
+      return this.state.count;
+    }
+    async add(a: number, b: number): Promise<number> {
+      return a + b;
+    }
+    async explode(): Promise<never> {
+      throw new Error('secret detail that must stay in the log');
+    }
+  }
+  return Counter;
+}
+
+/** A router at `/agent` whose registry sends `remote-.*` to `next` (when given) and everything else to local agents. */
+async function hop(t: TestContext, options: { next?: Hop; script?: Script; headers?: Record<string, string> } = {}): Promise<Hop> {
+  const registry = new AgentRegistry();
+  if (options.next !== undefined) {
+    registry.register('remote-.*', new HTTPTransport(options.next.base, { headers: options.headers ?? { Authorization: 'Bearer hop-token' } }));
+  } else {
+    registry.register('(remote-)?(counter|bot)-.*', agentClasses(options.script ?? { current: echo }));
+  }
+  const router = new AgentRouter(registry, { prefix: '/agent', pingInterval: 0, logger: { error: () => {} } });
+  const listener = router.toRequestListener();
+  const seen: Seen[] = [];
+  const { url, close } = await listen((req, res) => {
+    seen.push({ url: req.url ?? '', headers: req.headers });
+    listener(req, res);
+  });
+  t.after(close);
+  return { base: `${url}/agent`, seen };
+}
+
+const echo: ScriptedFunction = ({ messages }) => `echo: ${messages.at(-1)?.content ?? ''}`;
+
+/** A and B, B serving the agents. */
+async function pair(t: TestContext, script: Script = { current: echo }) {
+  const b = await hop(t, { script });
+  const a = await hop(t, { next: b });
+  return { a, b };
+}
+
+test('every route through A answers as B does: same status, same body', async (t) => {
+  const { a, b } = await pair(t);
+  // Each pair of ids starts fresh, so A (via B) and B directly see the same history.
+  const cases: Array<[string, (base: string, id: string) => Promise<{ status: number; body: any }>]> = [
+    ['chat', (base, id) => postJson(`${base}/${id}/chat`, { message: 'hello' })],
+    ['invoke', (base, id) => postJson(`${base}/${id}/invoke`, { method: 'increment', params: { by: 2 } })],
+    ['invoke wrapped', (base, id) => postJson(`${base}/${id}/invoke`, { payload: { method: 'increment' } })],
+    ['invoke positional', (base, id) => postJson(`${base}/${id}/invoke`, { method: 'add', params: [2, 3] })],
+    ['state', (base, id) => getJson(`${base}/${id}/state`)],
+    ['envelope chat', (base, id) => postJson(`${base}/${id}`, { action: 'chat', message: 'hi' })],
+    ['envelope default', (base, id) => postJson(`${base}/${id}`, { message: 'default is chat' })],
+    ['envelope invoke', (base, id) => postJson(`${base}/${id}`, { action: 'invoke', payload: { method: 'increment', params: { by: 5 } } })],
+    ['envelope state', (base, id) => postJson(`${base}/${id}`, { action: 'state' })],
+    ['unknown method', (base, id) => postJson(`${base}/${id}/invoke`, { method: 'constructor' })],
+    ['missing method', (base, id) => postJson(`${base}/${id}/invoke`, { params: {} })],
+    ['missing message', (base, id) => postJson(`${base}/${id}/chat`, {})],
+    ['invalid JSON', (base, id) => postJson(`${base}/${id}/chat`, '{"message":')],
+    ['unknown action', (base, id) => postJson(`${base}/${id}`, { action: 'dance' })],
+  ];
+  for (const [name, request] of cases) {
+    const direct = await request(b.base, `remote-counter-b-${name.replace(/ /g, '-')}`);
+    const proxied = await request(a.base, `remote-counter-a-${name.replace(/ /g, '-')}`);
+    const normalize = (body: any) => JSON.parse(JSON.stringify(body).replace(/remote-counter-[ab]-/g, 'remote-counter-X-'));
+    assert.equal(proxied.status, direct.status, name);
+    assert.deepEqual(normalize(proxied.body), normalize(direct.body), name);
+  }
+  // After the proxied envelope invoke the remote counter is at 5, and state through A says so.
+  assert.deepEqual((await getJson(`${a.base}/remote-counter-a-envelope-invoke/state`)).body, { agent_id: 'remote-counter-a-envelope-invoke', state: { count: 5 } });
+});
+
+test('remote errors: a 404 is relayed as it is, a 500 becomes a 502 naming the remote and never the detail', async (t) => {
+  const { a, b } = await pair(t);
+  const direct = await postJson(`${b.base}/remote-nobody/chat`, { message: 'x' });
+  const proxied = await postJson(`${a.base}/remote-nobody/chat`, { message: 'x' });
+  assert.equal(direct.status, 404);
+  assert.equal(proxied.status, 404);
+  assert.deepEqual(proxied.body, direct.body);
+
+  const failed = await postJson(`${a.base}/remote-counter-1/invoke`, { method: 'explode' });
+  assert.equal(failed.status, 502);
+  assert.equal(failed.body.code, 'upstream_error');
+  assert.equal(failed.body.error, `HTTPTransport: ${b.base}/remote-counter-1/invoke answered 500; see the remote's logs`);
+  assert.ok(!JSON.stringify(failed.body).includes('secret'));
+});
+
+test('streaming through A: the same SSE framing and headers as B, byte for byte', async (t) => {
+  const chunks = ['Hello', ' world\nsecond line', 'a\r\nb', ' done'];
+  const { a, b } = await pair(t, { current: () => chunks[Symbol.iterator]() });
+  const direct = await streamChat(`${b.base}/remote-bot-1/chat`, 'x');
+  const proxied = await streamChat(`${a.base}/remote-bot-2/chat`, 'x');
+  assert.equal(proxied.status, 200);
+  for (const header of ['content-type', 'cache-control', 'x-accel-buffering']) {
+    assert.equal(proxied.headers.get(header), direct.headers.get(header), header);
+  }
+  const raw = await direct.text();
+  assert.equal(raw, 'data: Hello\n\ndata:  world\ndata: second line\n\ndata: a\ndata: b\n\ndata:  done\n\nevent: done\ndata: [DONE]\n\n');
+  assert.equal(await proxied.text(), raw);
+});
+
+test('streaming through A relays chunk by chunk: the first arrives before B has finished', async (t) => {
+  const gate = deferred();
+  let finished = false;
+  const script: Script = {
+    current: async function* () {
+      yield 'first';
+      await gate.promise;
+      yield ' second';
+      finished = true;
+    },
+  };
+  const { a } = await pair(t, script);
+  const res = await streamChat(`${a.base}/remote-bot-1/chat`, 'x');
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let received = '';
+  for (let i = 0; i < 100 && !received.includes('data: first\n\n'); i++) received += decoder.decode((await reader.read()).value, { stream: true });
+  assert.equal(received, 'data: first\n\n');
+  assert.equal(finished, false, 'B is still holding the rest of the reply');
+  gate.resolve();
+  for (let step = await reader.read(); step.done !== true; step = await reader.read()) received += decoder.decode(step.value, { stream: true });
+  assert.equal(received, 'data: first\n\ndata:  second\n\nevent: done\ndata: [DONE]\n\n');
+});
+
+test('a stream to an id B does not know is answered as JSON 404 by A, before any SSE', async (t) => {
+  const { a, b } = await pair(t);
+  const direct = await streamChat(`${b.base}/remote-nobody/chat`, 'x');
+  const proxied = await streamChat(`${a.base}/remote-nobody/chat`, 'x');
+  assert.equal(proxied.status, 404);
+  assert.equal(proxied.headers.get('content-type'), direct.headers.get('content-type'));
+  assert.deepEqual(await proxied.json(), await direct.json());
+});
+
+test('a model failing mid-stream on B ends A\'s stream with the same event: error, never done', async (t) => {
+  const script: Script = {
+    current: async function* () {
+      yield 'partial';
+      throw new Error('model exploded with a secret');
+    },
+  };
+  const { a, b } = await pair(t, script);
+  const direct = await collectSSE(await streamChat(`${b.base}/remote-bot-1/chat`, 'x'));
+  const proxied = await collectSSE(await streamChat(`${a.base}/remote-bot-2/chat`, 'x'));
+  assert.deepEqual(direct.events.map((e) => e.event), ['message', 'error']);
+  assert.deepEqual(proxied.events.map((e) => [e.event, e.data]), direct.events.map((e) => [e.event, e.data]));
+  assert.ok(!JSON.stringify(proxied.events).includes('secret'));
+});
+
+test('ids with ?, #, %, spaces and unicode reach B intact, as one segment that cannot change its path', async (t) => {
+  const { a, b } = await pair(t);
+  for (const id of ['remote-counter-a?b=1', 'remote-counter-a#frag', 'remote-counter-100%', 'remote-counter-two words', 'remote-counter-héllo-日本-🚀', 'remote-counter-..%2F..', 'remote-counter-%2e%2e']) {
+    const reply = await postJson(`${a.base}/${encodeURIComponent(id)}/chat`, { message: 'x' });
+    assert.equal(reply.status, 200, id);
+    assert.equal(reply.body.agent_id, id);
+    assert.equal(b.seen.at(-1)?.url, `/agent/${encodeURIComponent(id)}/chat`);
+  }
+  // What A refuses (a "/" after decoding, dot segments) never reaches B.
+  const before = b.seen.length;
+  for (const segment of ['remote-a%2Fb', '..', '%2e%2E', '.']) {
+    // Sent raw: fetch would resolve the dot segments before they left.
+    const reply = await rawPost(`${a.base}/${segment}/chat`, '{"message": "x"}');
+    assert.equal(reply.status, 400, segment);
+    assert.equal(reply.body.code, 'bad_agent_id', segment);
+  }
+  assert.equal(b.seen.length, before);
+});
+
+test('B sees A\'s configured credentials and never the caller\'s', async (t) => {
+  const { a, b } = await pair(t);
+  const callerHeaders = { authorization: 'Bearer caller-token', cookie: 'session=caller', 'x-api-key': 'caller-key', 'x-forwarded-for': '10.9.8.7' };
+  await postJson(`${a.base}/remote-counter-1/chat`, { message: 'x' }, callerHeaders);
+  await postJson(`${a.base}/remote-counter-1/invoke`, { method: 'increment' }, callerHeaders);
+  await getJson(`${a.base}/remote-counter-1/state`, callerHeaders);
+  await collectSSE(await fetch(`${a.base}/remote-counter-1/chat?stream=true`, {
+    method: 'POST',
+    headers: { ...callerHeaders, 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: JSON.stringify({ message: 'x' }),
+  }));
+  assert.equal(b.seen.length, 4);
+  for (const { headers } of b.seen) {
+    assert.equal(headers.authorization, 'Bearer hop-token');
+    assert.equal(headers.cookie, undefined);
+    assert.equal(headers['x-api-key'], undefined);
+    assert.equal(headers['x-forwarded-for'], undefined);
+    assert.ok(!JSON.stringify(headers).includes('caller'));
+  }
+});
+
+test('a client that disconnects from A aborts the turn on B (streaming and JSON)', async (t) => {
+  const started = deferred();
+  const aborted = deferred<unknown>();
+  const script: Script = {
+    current: async function* ({ signal }) {
+      yield 'first';
+      started.resolve();
+      await new Promise<void>((resolve) => {
+        signal?.addEventListener('abort', () => {
+          aborted.resolve(signal.reason);
+          resolve();
+        });
+      });
+    },
+  };
+  const { a } = await pair(t, script);
+  const controller = new AbortController();
+  const res = await streamChat(`${a.base}/remote-bot-1/chat`, 'x', { signal: controller.signal });
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  await reader.read();
+  await started.promise;
+  controller.abort();
+  await aborted.promise; // B's model saw its signal abort: the disconnect went A -> B
+
+  const held = deferred();
+  const jsonAborted = deferred();
+  script.current = ({ signal }) => {
+    held.resolve();
+    return new Promise<string>((_resolve, reject) => {
+      signal?.addEventListener('abort', () => {
+        jsonAborted.resolve();
+        reject(signal.reason);
+      });
+    });
+  };
+  const jsonController = new AbortController();
+  const pending = fetch(`${a.base}/remote-bot-2/chat`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ message: 'x' }),
+    signal: jsonController.signal,
+  });
+  await held.promise;
+  jsonController.abort();
+  await assert.rejects(pending, { name: 'AbortError' });
+  await jsonAborted.promise;
+});
+
+test('three hops, A -> B -> C: every route, streaming included, and odd ids arrive intact', async (t) => {
+  const c = await hop(t);
+  const b = await hop(t, { next: c, headers: { Authorization: 'Bearer b-to-c' } });
+  const a = await hop(t, { next: b, headers: { Authorization: 'Bearer a-to-b' } });
+  const id = 'remote-counter-ü 1?#%';
+  const segment = encodeURIComponent(id);
+  assert.deepEqual((await postJson(`${a.base}/${segment}/chat`, { message: 'three hops' })).body, { agent_id: id, response: 'echo: three hops' });
+  assert.deepEqual((await postJson(`${a.base}/${segment}/invoke`, { method: 'increment', params: { by: 3 } })).body, { agent_id: id, result: 3 });
+  assert.deepEqual((await postJson(`${a.base}/${segment}`, { action: 'invoke', payload: { method: 'increment' } })).body, { agent_id: id, result: 4 });
+  assert.deepEqual((await getJson(`${a.base}/${segment}/state`)).body, { agent_id: id, state: { count: 4 } });
+  const streamed = await collectSSE(await streamChat(`${a.base}/${segment}/chat`, 'streamed'));
+  assert.equal(streamed.text, 'echo: streamed');
+  assert.deepEqual(streamed.events.at(-1), { event: 'done', data: '[DONE]', id: undefined });
+  const missing = await postJson(`${a.base}/remote-nobody/chat`, { message: 'x' });
+  assert.equal(missing.status, 404);
+  assert.equal(missing.body.code, 'agent_not_found');
+  assert.equal(c.seen.length, 6);
+  for (const request of c.seen) {
+    assert.equal(request.headers.authorization, 'Bearer b-to-c');
+    assert.ok(request.url.startsWith(`/agent/${segment}`) || request.url.startsWith('/agent/remote-nobody/'), request.url);
+  }
+  assert.ok(b.seen.every((request) => request.headers.authorization === 'Bearer a-to-b'));
+});
+
+/** One request exactly as the seed's Python client (httpx) sends it. */
+function seedRequest(base: string, id: string, body: string): Promise<{ status: number; body: any }> {
+  return rawPost(`${base}/${id}`, body, {
+    Accept: '*/*',
+    'Accept-Encoding': 'gzip, deflate',
+    Connection: 'keep-alive',
+    'User-Agent': 'python-httpx/0.27.2',
+  });
+}
+
+/** A JSON POST whose path goes out exactly as written (no URL parser normalizes it first). */
+function rawPost(target: string, body: string, extraHeaders: Record<string, string> = {}): Promise<{ status: number; body: any }> {
+  const { origin, hostname, port, host } = new URL(target);
+  return new Promise((resolve, reject) => {
+    const req = http.request({
+      host: hostname,
+      port,
+      path: target.slice(origin.length),
+      method: 'POST',
+      headers: { Host: host, ...extraHeaders, 'Content-Length': String(Buffer.byteLength(body)), 'Content-Type': 'application/json' },
+      agent: false,
+    });
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('the seed client\'s exact requests ({base}/{id} envelopes) work directly and through a hop', async (t) => {
+  const { a, b } = await pair(t);
+  for (const [base, id] of [[b.base, 'remote-counter-seed-b'], [a.base, 'remote-counter-seed-a']] as const) {
+    // json.dumps() spacing, as httpx's json= sends it
+    const chat = await seedRequest(base, id, '{"action": "chat", "message": "hello from python"}');
+    assert.equal(chat.status, 200);
+    assert.equal(chat.body.response, 'echo: hello from python'); // the seed reads data.get("response")
+    const invoke = await seedRequest(base, id, '{"action": "invoke", "payload": {"method": "increment", "params": {"by": 2}}}');
+    assert.equal(invoke.status, 200);
+    assert.equal(invoke.body.result, 2); // ...and data["result"]
+    assert.ok(!('error' in invoke.body));
+    const again = await seedRequest(base, id, '{"action": "invoke", "payload": {"method": "increment", "params": {}}}');
+    assert.equal(again.body.result, 3);
+  }
+});

@@ -1,0 +1,87 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { parseFileConfig, readConfigFile, resolveServerConfig } from '../../src/server/config.ts';
+
+test('defaults: 300 s idle, 10000 agents, no /agents, 10 s drain, load-balancer-safe socket timeouts', () => {
+  assert.deepEqual(resolveServerConfig({}), {
+    idleTimeout: 300,
+    maxAgents: 10_000,
+    enableListAgents: false,
+    shutdownTimeout: 10,
+    keepAliveTimeout: 65,
+    headersTimeout: 66,
+    requestTimeout: 120,
+  });
+});
+
+test('headersTimeout and requestTimeout follow a raised keepAliveTimeout unless set', () => {
+  const settings = resolveServerConfig({ keepAliveTimeout: 200 });
+  assert.equal(settings.headersTimeout, 201);
+  assert.equal(settings.requestTimeout, 201);
+  assert.equal(resolveServerConfig({ requestTimeout: 0 }).requestTimeout, 0, '0 turns the upload limit off');
+  assert.equal(resolveServerConfig({ idleTimeout: Infinity }).idleTimeout, Infinity);
+});
+
+test('a bad value is a TypeError naming the option and what it must be', () => {
+  assert.throws(() => resolveServerConfig({ idleTimeout: -1 }), { name: 'TypeError', message: /AgentServer: idleTimeout must be a number of seconds/ });
+  assert.throws(() => resolveServerConfig({ maxAgents: 1.5 }), { message: /maxAgents must be a whole number/ });
+  assert.throws(() => resolveServerConfig({ maxAgents: 0 }), { message: /maxAgents must be at least 1/ });
+  assert.throws(() => resolveServerConfig({ enableListAgents: 'yes' as unknown as boolean }), { message: /enableListAgents must be true or false, got "yes"/ });
+  assert.throws(() => resolveServerConfig({ shutdownTimeout: Infinity }), { message: /shutdownTimeout/ }, 'a timer would fire at once');
+  assert.throws(() => resolveServerConfig({ onEvict: 'x' as unknown as () => void }), { message: /onEvict must be a function/ });
+  assert.throws(() => resolveServerConfig({ keepAliveTimeout: 70, headersTimeout: 60 }), { message: /headersTimeout \(60\) must be above keepAliveTimeout \(70\)/ });
+  assert.throws(() => resolveServerConfig({ requestTimeout: 30 }), { message: /requestTimeout \(30\) must be 0 or at least headersTimeout \(66\)/ });
+  assert.throws(() => resolveServerConfig(null as unknown as object), { message: /config must be an object/ });
+});
+
+test('an unknown option is refused; a snake_case one points at its camelCase name', () => {
+  assert.throws(() => resolveServerConfig({ idle_timeout: 5 } as object), { message: /unknown option "idle_timeout"; did you mean idleTimeout\?/ });
+  assert.throws(() => resolveServerConfig({ prefix: '/x' } as object), { message: /unknown option "prefix"; known options: idleTimeout/ });
+});
+
+test('a config file uses the spec\'s snake_case names, plus port, host and data_dir', () => {
+  const config = parseFileConfig(
+    { idle_timeout: 30, max_agents: 100, enable_list_agents: true, shutdown_timeout: 2, keep_alive_timeout: 75, port: 9000, host: '0.0.0.0', data_dir: '/tmp/x' },
+    'config file c.json',
+  );
+  assert.deepEqual(config, {
+    server: { idleTimeout: 30, maxAgents: 100, enableListAgents: true, shutdownTimeout: 2, keepAliveTimeout: 75 },
+    port: 9000,
+    host: '0.0.0.0',
+    dataDir: '/tmp/x',
+  });
+});
+
+test('a config file may set router limits and CORS origins', () => {
+  assert.deepEqual(parseFileConfig({ max_streams: 50, openapi: true, cors_origins: ['https://app.example.com'], body_limit: 2048 }, 'f').server, {
+    maxStreams: 50,
+    openapi: true,
+    cors: { origins: ['https://app.example.com'] },
+    bodyLimit: 2048,
+  });
+  assert.deepEqual(parseFileConfig({ cors_origins: '*' }, 'f').server, { cors: { origins: '*' } });
+  assert.throws(() => parseFileConfig({ cors_origins: 'https://a.example' }, 'f'), { message: /cors_origins must be "\*" or a list of origins/ });
+});
+
+test('a config file error names the file and the key as written there', () => {
+  assert.throws(() => parseFileConfig({ idleTimeout: 5 }, 'config file c.json'), { message: /config file c.json: unknown key "idleTimeout"; known keys: idle_timeout/ });
+  assert.throws(() => parseFileConfig({ max_agents: '10' }, 'config file c.json'), { message: /config file c.json: max_agents must be a whole number >= 0, got "10"/ });
+  assert.throws(() => parseFileConfig({ port: 70000 }, 'config file c.json'), { message: /port must be a port number/ });
+  assert.throws(() => parseFileConfig({ keep_alive_timeout: 80 , headers_timeout: 70 }, 'f'), { message: /headers_timeout \(70\) must be above keep_alive_timeout \(80\)/ });
+  assert.throws(() => parseFileConfig([1], 'config file c.json'), { message: /must hold a JSON object/ });
+});
+
+test('readConfigFile reads JSON, and says which file is missing or broken', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-config-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const good = path.join(dir, 'good.json');
+  await writeFile(good, '{"max_agents": 5, "enable_list_agents": false}');
+  assert.deepEqual(await readConfigFile(good), { server: { maxAgents: 5, enableListAgents: false } });
+  const broken = path.join(dir, 'broken.json');
+  await writeFile(broken, '{"max_agents": 5,}');
+  await assert.rejects(readConfigFile(broken), { name: 'TypeError', message: new RegExp(`config file ${broken.replace(/[.\\]/g, '\\$&')} is not valid JSON`) });
+  await assert.rejects(readConfigFile(path.join(dir, 'none.json')), { message: /cannot read config file .*none\.json: ENOENT/ });
+});

@@ -1,0 +1,54 @@
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import { DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, modelFromEnv } from '../../src/models/from-env.ts';
+import type { Model } from '../../src/models/model.ts';
+
+const offline: Model = {
+  name: 'offline',
+  async *stream() {
+    yield 'offline';
+  },
+};
+const fallback = (): Model => offline;
+
+test('without provider variables the fallback model is used', () => {
+  assert.equal(modelFromEnv({}, fallback), offline);
+  assert.equal(modelFromEnv({ OPENAI_API_KEY: '', ANTHROPIC_API_KEY: '  ' }, fallback), offline);
+});
+
+test('without provider variables and without a fallback, the error names the variables', () => {
+  assert.throws(() => modelFromEnv({}), /OPENAI_API_KEY.*ANTHROPIC_API_KEY.*fallback/);
+});
+
+test('OPENAI_API_KEY picks the OpenAI model, OPENAI_MODEL names it', () => {
+  assert.equal(modelFromEnv({ OPENAI_API_KEY: 'sk-x' }, fallback).name, `openai:${DEFAULT_OPENAI_MODEL}`);
+  assert.equal(modelFromEnv({ OPENAI_API_KEY: 'sk-x', OPENAI_MODEL: 'gpt-4.1' }, fallback).name, 'openai:gpt-4.1');
+});
+
+test('OPENAI_BASE_URL alone picks an OpenAI-compatible local server', () => {
+  const model = modelFromEnv({ OPENAI_BASE_URL: 'http://localhost:11434/v1', OPENAI_MODEL: 'llama3.2' }, fallback);
+  assert.equal(model.name, 'openai:llama3.2');
+});
+
+test('ANTHROPIC_API_KEY picks the Anthropic model; OpenAI wins when both are set', () => {
+  assert.equal(modelFromEnv({ ANTHROPIC_API_KEY: 'k' }, fallback).name, `anthropic:${DEFAULT_ANTHROPIC_MODEL}`);
+  assert.equal(modelFromEnv({ ANTHROPIC_API_KEY: 'k', ANTHROPIC_MODEL: 'claude-opus-4-1' }, fallback).name, 'anthropic:claude-opus-4-1');
+  assert.equal(modelFromEnv({ ANTHROPIC_API_KEY: 'k', OPENAI_API_KEY: 'sk-x' }, fallback).name, `openai:${DEFAULT_OPENAI_MODEL}`);
+});
+
+test('a malformed base URL fails at startup with a message that names the fix', () => {
+  assert.throws(() => modelFromEnv({ OPENAI_BASE_URL: 'localhost:11434' }, fallback), /absolute http\(s\) URL/);
+  assert.throws(() => modelFromEnv({ ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: 'nope' }, fallback), /absolute http\(s\) URL/);
+});
+
+test('reads process.env by default', () => {
+  const saved = { ...process.env };
+  try {
+    for (const name of ['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'OPENAI_MODEL', 'ANTHROPIC_API_KEY']) delete process.env[name];
+    process.env['ANTHROPIC_API_KEY'] = 'k';
+    assert.equal(modelFromEnv(undefined, fallback).name, `anthropic:${DEFAULT_ANTHROPIC_MODEL}`);
+  } finally {
+    for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name];
+    Object.assign(process.env, saved);
+  }
+});

@@ -1,0 +1,303 @@
+/**
+ * FileStorage on a real temp directory: the journal survives torn writes,
+ * compaction keeps every turn, other writers' appends and compactions are
+ * noticed, and lock files behave as leases.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { appendFile, mkdtemp, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { hostname, tmpdir } from 'node:os';
+import path from 'node:path';
+import { mock, test } from 'node:test';
+import type { TestContext } from 'node:test';
+import { FileStorage } from '../../src/storage/file.ts';
+import type { FileStorageOptions } from '../../src/storage/file.ts';
+import { journalBaseName } from '../../src/storage/file-names.ts';
+import type { ChatMessage } from '../../src/types.ts';
+
+const user = (content: string): ChatMessage => ({ role: 'user', content });
+
+async function tempDir(t: TestContext): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'agent-router-file-unit-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+function open(t: TestContext, dir: string, options: FileStorageOptions = {}): FileStorage {
+  const storage = new FileStorage(dir, options);
+  t.after(() => storage.close());
+  return storage;
+}
+
+const journalOf = (dir: string, id: string): string => path.join(dir, `${journalBaseName(id)}.jsonl`);
+const lockOf = (dir: string, id: string): string => path.join(dir, `${journalBaseName(id)}.lock`);
+
+async function turns(storage: FileStorage, id: string, count: number, from = 0, pad = ''): Promise<number> {
+  let version = from;
+  for (let i = 0; i < count; i++) {
+    version = await storage.commit(id, { expectedVersion: version, state: { turn: version + 1, pad }, append: [user(`m${version + 1}`)] });
+  }
+  return version;
+}
+
+const messagesUpTo = (n: number): ChatMessage[] => Array.from({ length: n }, (_, i) => user(`m${i + 1}`));
+
+test('a torn last line (a write cut short by a crash) is dropped on load and cut off before the next append', async (t) => {
+  const dir = await tempDir(t);
+  await turns(open(t, dir), 'bob', 2);
+  await appendFile(journalOf(dir, 'bob'), '{"v":3,"state":{"turn":3},"append":[{"role":"us');
+  const reopened = open(t, dir);
+  assert.deepEqual(await reopened.load('bob'), { state: { turn: 2, pad: '' }, messages: messagesUpTo(2), version: 2 });
+  assert.equal(await reopened.head('bob'), 2);
+  await turns(reopened, 'bob', 1, 2);
+  const lines = (await readFile(journalOf(dir, 'bob'), 'utf8')).split('\n');
+  assert.equal(lines.pop(), '', 'the file ends with a newline');
+  assert.equal(lines.length, 3);
+  for (const line of lines) JSON.parse(line); // every line whole again
+  assert.deepEqual(await open(t, dir).load('bob'), { state: { turn: 3, pad: '' }, messages: messagesUpTo(3), version: 3 });
+});
+
+test('a garbled last line ending in a newline (zeroes left by a crash) is dropped too', async (t) => {
+  const dir = await tempDir(t);
+  await turns(open(t, dir), 'zed', 3);
+  await appendFile(journalOf(dir, 'zed'), '\u0000\u0000\u0000\u0000\n');
+  const storage = open(t, dir);
+  assert.equal((await storage.load('zed'))?.version, 3);
+  assert.equal(await storage.commit('zed', { expectedVersion: 3, state: {}, append: [] }), 4);
+  assert.equal((await open(t, dir).load('zed'))?.version, 4);
+});
+
+test('a bad line before the last one is corruption: load refuses with storage_corrupt rather than skip a turn', async (t) => {
+  const dir = await tempDir(t);
+  await turns(open(t, dir), 'amy', 3);
+  const file = journalOf(dir, 'amy');
+  const lines = (await readFile(file, 'utf8')).split('\n');
+  lines[1] = '{"v":2,"state":{"turn":2},"app';
+  await writeFile(file, lines.join('\n'));
+  await assert.rejects(open(t, dir).load('amy'), (error: Error & { code?: string; status?: number }) => {
+    assert.equal(error.code, 'storage_corrupt');
+    assert.equal(error.status, 500);
+    assert.match(error.message, /line 2/);
+    return true;
+  });
+});
+
+test('a journal that names another id is refused, not served under the wrong name', async (t) => {
+  const dir = await tempDir(t);
+  await turns(open(t, dir), 'alice', 1);
+  const copied = journalOf(dir, 'mallory');
+  await writeFile(copied, await readFile(journalOf(dir, 'alice')));
+  await assert.rejects(open(t, dir).load('mallory'), { code: 'storage_corrupt' });
+});
+
+test('compaction rewrites the journal as one snapshot line and keeps every turn', async (t) => {
+  const dir = await tempDir(t);
+  const storage = open(t, dir);
+  const version = await turns(storage, 'cal', 30);
+  assert.equal((await readFile(journalOf(dir, 'cal'), 'utf8')).split('\n').length, 31);
+  assert.equal(await storage.compact('cal'), true);
+  const text = await readFile(journalOf(dir, 'cal'), 'utf8');
+  assert.equal(text.split('\n').length, 2, 'one line and the final newline');
+  const expected = { state: { turn: 30, pad: '' }, messages: messagesUpTo(30), version };
+  assert.deepEqual(await storage.load('cal'), expected);
+  assert.deepEqual(await open(t, dir).load('cal'), expected);
+  // Later turns append after the snapshot as usual.
+  await turns(storage, 'cal', 2, version);
+  assert.deepEqual(await open(t, dir).load('cal'), { state: { turn: 32, pad: '' }, messages: messagesUpTo(32), version: 32 });
+  assert.equal(await storage.compact('never-stored'), false);
+  assert.deepEqual((await readdir(dir)).filter((name) => name.includes('.tmp')), [], 'no temp file left behind');
+});
+
+test('compaction starts on its own once superseded states outweigh the rest of the journal', async (t) => {
+  const dir = await tempDir(t);
+  const storage = open(t, dir, { compactAfterBytes: 2_000 });
+  const pad = 'x'.repeat(500); // big states, small messages: most of the file goes stale
+  await turns(storage, 'big', 40, 0, pad);
+  await storage.close(); // waits for background compaction
+  const lines = (await readFile(journalOf(dir, 'big'), 'utf8')).split('\n').length - 1;
+  assert.ok(lines < 40, `compaction ran (${lines} lines for 40 turns)`);
+  assert.deepEqual(await open(t, dir).load('big'), { state: { turn: 40, pad }, messages: messagesUpTo(40), version: 40 });
+});
+
+test('another instance\'s appends and compactions are seen (tail read, then full re-read)', async (t) => {
+  const dir = await tempDir(t);
+  const a = open(t, dir);
+  const b = open(t, dir);
+  await turns(a, 'eve', 2);
+  assert.equal(await b.head('eve'), 2);
+  await turns(a, 'eve', 3, 2);
+  assert.equal(await b.head('eve'), 5, 'b reads only the appended lines');
+  await a.compact('eve');
+  assert.equal(await b.head('eve'), 5, 'b notices the file was replaced');
+  await turns(b, 'eve', 1, 5);
+  assert.equal(await a.head('eve'), 6);
+  await a.delete('eve');
+  assert.equal(await b.head('eve'), 0);
+  assert.deepEqual(await b.load('eve'), undefined);
+});
+
+test('ids map to safe, distinct file names: no escape from the directory, no device names, no case collisions', async (t) => {
+  const root = await tempDir(t);
+  const dir = path.join(root, 'data');
+  const ids = [
+    '../x', '../../etc/passwd', '..', '.', '', 'a/b', 'a\\b', 'C:\\Windows', 'CON', 'con', 'NUL.txt', 'nul', 'PRN', 'AUX',
+    'COM1', 'LPT9.log', 'Bob', 'bob', 'BOB', 'x'.repeat(10_000), `${'x'.repeat(9_999)}y`, 'ünïcödé', '🤖', 'new\nline',
+    'nul\u0000byte', '\ud800', '\udc00', 'trailing.', 'trailing ', ' ', '-rf', '.hidden', 'İ', 'i̇', 'ß', 'ss',
+  ];
+  const names = ids.map(journalBaseName);
+  const reserved = /^(con|prn|aux|nul|com[0-9]|lpt[0-9])$/;
+  for (const [index, name] of names.entries()) {
+    assert.match(name, /^[a-z0-9_]{1,40}-[0-9a-f]{64}$/, `id #${index}`);
+    assert.ok(name.length <= 105);
+    assert.ok(!reserved.test(name.split('.')[0] as string), `id #${index} gives a DOS device name`);
+  }
+  assert.equal(new Set(names.map((name) => name.toLowerCase())).size, ids.length, 'distinct even ignoring case');
+  assert.equal(journalBaseName('Bob'), journalBaseName('Bob'), 'stable');
+
+  const storage = open(t, dir);
+  for (const [index, id] of ids.entries()) await storage.commit(id, { expectedVersion: 0, state: { index }, append: [] });
+  assert.deepEqual(await readdir(root), ['data'], 'nothing was written outside the directory');
+  const files = await readdir(dir, { withFileTypes: true });
+  assert.equal(files.filter((entry) => entry.isFile() && entry.name.endsWith('.jsonl')).length, ids.length);
+  assert.ok(files.every((entry) => entry.isFile()), 'no subdirectories');
+  for (const [index, id] of ids.entries()) assert.deepEqual((await open(t, dir).load(id))?.state, { index });
+});
+
+test('fsync: false still writes every commit (durable against a process crash, not a power cut)', async (t) => {
+  const dir = await tempDir(t);
+  await turns(open(t, dir, { fsync: false }), 'quick', 5);
+  assert.deepEqual(await open(t, dir).load('quick'), { state: { turn: 5, pad: '' }, messages: messagesUpTo(5), version: 5 });
+});
+
+test('a commit without lock() waits for another holder of the lock file, then checks the version', async (t) => {
+  const dir = await tempDir(t);
+  const holder = open(t, dir);
+  const writer = open(t, dir);
+  await turns(holder, 'kim', 1);
+  const unlock = await holder.lock('kim');
+  const events: string[] = [];
+  const late = writer.commit('kim', { expectedVersion: 1, state: {}, append: [user('writer')] }).then(
+    () => events.push('writer committed'),
+    (error: unknown) => events.push(`writer refused: ${(error as { code?: string }).code}`),
+  );
+  await turns(holder, 'kim', 1, 1);
+  events.push('holder unlocks');
+  await unlock();
+  await late;
+  assert.deepEqual(events, ['holder unlocks', 'writer refused: version_conflict']);
+  assert.equal(await writer.head('kim'), 2);
+});
+
+test('a lock file left by a dead process on this host is taken at once, whatever its expiry', async (t) => {
+  const dir = await tempDir(t);
+  const storage = open(t, dir);
+  await storage.commit('ann', {expectedVersion: 0, state: {}, append: [] });
+  const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+  const pid = Number(dead.stdout);
+  assert.ok(pid > 0);
+  await writeFile(lockOf(dir, 'ann'), JSON.stringify({ pid, host: hostname(), token: 'ghost', expires: Date.now() + 3_600_000 }));
+  const unlock = await storage.lock('ann', AbortSignal.timeout(20_000));
+  const lockFile = JSON.parse(await readFile(lockOf(dir, 'ann'), 'utf8')) as { pid: number; token: string };
+  assert.equal(lockFile.pid, process.pid);
+  assert.notEqual(lockFile.token, 'ghost');
+  await unlock();
+  assert.deepEqual((await readdir(dir)).filter((name) => !name.endsWith('.jsonl')), [], 'lock file and takeover leftovers removed');
+});
+
+test('a live holder\'s lock file, or a half-written one, is waited on; an abort ends the wait', async (t) => {
+  const dir = await tempDir(t);
+  const storage = open(t, dir);
+  await writeFile(lockOf(dir, 'bea'), JSON.stringify({ pid: process.pid, host: 'another-host', token: 'alive', expires: Date.now() + 3_600_000 }));
+  const controller = new AbortController();
+  const waiting = storage.lock('bea', controller.signal);
+  controller.abort(new Error('gave up'));
+  await assert.rejects(waiting, /gave up/);
+  await writeFile(lockOf(dir, 'bea'), ''); // made just now: its owner is between open and write
+  await assert.rejects(storage.lock('bea', AbortSignal.abort(new Error('again'))), /again/);
+  const second = new AbortController();
+  const stillWaiting = storage.lock('bea', second.signal);
+  second.abort(new Error('empty lock file is honoured'));
+  await assert.rejects(stillWaiting, /empty lock file is honoured/);
+});
+
+test('an unreadable lock file is honoured for a lease from its mtime, then taken over', async (t) => {
+  const dir = await tempDir(t);
+  const storage = open(t, dir);
+  const lockFile = lockOf(dir, 'old');
+  await writeFile(lockFile, 'not json');
+  const longAgo = new Date(Date.now() - 3_600_000);
+  await utimes(lockFile, longAgo, longAgo);
+  const unlock = await storage.lock('old', AbortSignal.timeout(20_000));
+  assert.equal(typeof (JSON.parse(await readFile(lockFile, 'utf8')) as { token: unknown }).token, 'string');
+  await unlock();
+});
+
+test('a held lease is renewed, so it outlives its first expiry; unrenewed it lapses and is taken over', async (t) => {
+  mock.timers.enable({ apis: ['setInterval'] });
+  t.after(() => mock.timers.reset());
+  const dir = await tempDir(t);
+  let now = 1_000_000;
+  const clock = (): number => now;
+  const holder = open(t, dir, { now: clock, leaseSeconds: 30 });
+  const other = open(t, dir, { now: clock, leaseSeconds: 30 });
+  const unlock = await holder.lock('ren');
+  const expiry = async (): Promise<number> => (JSON.parse(await readFile(lockOf(dir, 'ren'), 'utf8')) as { expires: number }).expires;
+  assert.equal(await expiry(), 1_030_000);
+  now += 20_000;
+  mock.timers.tick(10_000); // the renewal timer (a third of the lease)
+  for (let i = 0; i < 200 && (await expiry()) === 1_030_000; i++) await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(await expiry(), 1_050_000, 'renewed to now + lease');
+  now += 20_000; // past the first expiry, within the renewed one
+  const events: string[] = [];
+  const taken = other.lock('ren', AbortSignal.timeout(20_000)).then((release) => {
+    events.push('other locked');
+    return release;
+  });
+  await holder.commit('ren', { expectedVersion: 0, state: { by: 'holder' }, append: [] });
+  events.push('holder unlocks');
+  await unlock();
+  await (await taken)();
+  assert.deepEqual(events, ['holder unlocks', 'other locked']);
+
+  const dying = open(t, dir, { now: clock, leaseSeconds: 30, renewLease: false });
+  await dying.lock('ren');
+  mock.timers.tick(60_000); // no renewal timer to fire
+  now += 31_000;
+  await (await other.lock('ren', AbortSignal.timeout(20_000)))();
+});
+
+test('two lock() calls on one instance queue in the process; an abort leaves the queue', async (t) => {
+  const dir = await tempDir(t);
+  const storage = open(t, dir);
+  const first = await storage.lock('q');
+  const controller = new AbortController();
+  const aborted = storage.lock('q', controller.signal);
+  const events: string[] = [];
+  const second = storage.lock('q').then((release) => {
+    events.push('second locked');
+    return release;
+  });
+  controller.abort(new Error('left the queue'));
+  await assert.rejects(aborted, /left the queue/);
+  events.push('first unlocks');
+  await first();
+  await (await second)();
+  assert.deepEqual(events, ['first unlocks', 'second locked']);
+});
+
+test('close() releases held locks; bad options and bad turns are refused with a fix', async (t) => {
+  const dir = await tempDir(t);
+  const storage = new FileStorage(dir);
+  await storage.lock('held');
+  await storage.close();
+  assert.deepEqual(await readdir(dir), []);
+  assert.throws(() => new FileStorage(''), /directory path/);
+  assert.throws(() => new FileStorage(dir, { leaseSeconds: 0 }), /leaseSeconds must be a positive number/);
+  assert.throws(() => new FileStorage(dir, { compactAfterBytes: -1 }), /compactAfterBytes/);
+  const live = open(t, dir);
+  await assert.rejects(live.commit('x', { expectedVersion: -1, state: {}, append: [] }), TypeError);
+  await assert.rejects(live.commit('x', { expectedVersion: 0, state: [] as never, append: [] }), /plain object/);
+  await assert.rejects(live.commit('x', { expectedVersion: 0, state: {}, append: 'no' as never }), /append must be an array/);
+  await assert.rejects(live.commit('x', null as never), TypeError);
+  await assert.rejects(live.load(42 as never), /agent id must be a string/);
+});
