@@ -11,6 +11,7 @@ export { AgentRouter } from './http/router.ts';
 export type { AgentRouterOptions, Logger, RequestHint } from './http/router.ts';
 export type { Authorize, AuthorizeContext } from './http/authorize.ts';
 export type { CorsOptions } from './http/cors.ts';
+export type { OpenAPIDocument, OpenAPIOperation } from './http/openapi.ts';
 
 // Standalone server
 export { AgentServer } from './server/server.ts';
@@ -32,6 +33,12 @@ export { modelFromEnv } from './models/from-env.ts';
 
 // Storage
 export { MemoryStorage } from './storage/memory.ts';
+export { FileStorage } from './storage/file.ts';
+export type { FileStorageOptions } from './storage/file.ts';
+export { postgresStorage, postgresStorageDDL } from './storage/postgres.ts';
+export type { PgPoolClientLike, PgPoolLike, PgQueryable, PgQueryResultLike, PostgresStorage, PostgresStorageOptions } from './storage/postgres.ts';
+export { redisStorage } from './storage/redis.ts';
+export type { IoRedisLike, NodeRedisLike, RedisClientLike, RedisStorage, RedisStorageOptions } from './storage/redis.ts';
 export type { AgentRecord, Storage, TurnCommit, Unlock } from './storage/storage.ts';
 
 // Transports

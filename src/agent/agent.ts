@@ -4,7 +4,7 @@ import { MemoryStorage } from '../storage/memory.ts';
 import type { Storage, Unlock } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject, TokenUsage } from '../types.ts';
 import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
-import { abortPromise, Mailbox, untilAborted } from './mailbox.ts';
+import { AbortWatch, Mailbox } from './mailbox.ts';
 
 export interface AgentOptions<S extends JsonObject = JsonObject> {
   /** What writes the replies; `echoModel()` for an offline demo. */
@@ -173,10 +173,12 @@ export class Agent<S extends JsonObject = JsonObject> {
     if (model === undefined) {
       throw new AgentRouterError(500, 'no_model', `Agent ${JSON.stringify(this.id)} has no model; pass { model } to its constructor`);
     }
-    const controller = new AbortController();
-    const onAbort = (): void => controller.abort(signal?.reason);
-    signal?.addEventListener('abort', onAbort, { once: true });
+    // The caller's signal goes to the model as it is. Without one, the turn
+    // makes its own, so stopping the iteration early still aborts the model.
+    const own = signal === undefined ? new AbortController() : undefined;
+    const modelSignal = signal ?? (own as AbortController).signal;
     const session = await this.#begin(signal);
+    const watch = new AbortWatch(signal);
     let completed = false;
     try {
       const user: ChatMessage = { role: 'user', content: message };
@@ -186,18 +188,17 @@ export class Agent<S extends JsonObject = JsonObject> {
       const history = this.#messages;
       history.push(user);
       this.#pendingUser = true;
-      const request = { system: this.system, messages: history, signal: controller.signal };
+      const request = { system: this.system, messages: history, signal: modelSignal };
       let reply = '';
       let usage: TokenUsage | undefined;
-      const aborted = abortPromise(controller.signal);
       const chunks = model.stream(request)[Symbol.asyncIterator]();
       // Not `for await`: it would wait forever on a model that ignores its signal.
       try {
         while (true) {
-          const next = await untilAborted(chunks.next(), aborted);
+          const next = await watch.race(chunks.next());
           if (next.done === true) break;
           const chunk = next.value;
-          controller.signal.throwIfAborted();
+          modelSignal.throwIfAborted();
           if (typeof chunk === 'string') {
             if (chunk.length === 0) continue;
             reply += chunk;
@@ -212,7 +213,7 @@ export class Agent<S extends JsonObject = JsonObject> {
         // Without awaiting: a hung model's generator cannot return before its pending next().
         chunks.return?.().catch(() => {});
       }
-      controller.signal.throwIfAborted();
+      modelSignal.throwIfAborted();
       const assistant: ChatMessage = usage === undefined
         ? { role: 'assistant', content: reply }
         : { role: 'assistant', content: reply, usage };
@@ -223,27 +224,27 @@ export class Agent<S extends JsonObject = JsonObject> {
         this.#pendingUser = false;
         if (this.#messages[this.#messages.length - 1]?.role === 'user') this.#messages.pop();
       }
-      signal?.removeEventListener('abort', onAbort);
-      if (!completed) controller.abort(new Error('turn ended before it completed'));
+      watch.dispose();
+      if (!completed) own?.abort(new Error('turn ended before it completed'));
       await this.#end(session);
     }
   }
 
   async #turn<T>(signal: AbortSignal | undefined, body: () => Promise<{ result: T; append: ChatMessage[] }>): Promise<T> {
     const session = await this.#begin(signal);
-    // A turn-scoped signal: listeners on the caller's (maybe long-lived) signal are removed after the turn.
-    const controller = new AbortController();
-    const onAbort = (): void => controller.abort(signal?.reason);
-    signal?.addEventListener('abort', onAbort, { once: true });
+    const watch = new AbortWatch(signal);
     const work = body();
     let settled = false;
-    try {
-      const { result, append } = await untilAborted(work, abortPromise(signal && controller.signal));
+    const markSettled = (): void => {
       settled = true;
+    };
+    work.then(markSettled, markSettled);
+    try {
+      const { result, append } = await watch.race(work);
       await this.#commit(append);
       return result;
     } finally {
-      signal?.removeEventListener('abort', onAbort);
+      watch.dispose();
       if (!settled) this.#watchAbandoned(work);
       await this.#end(session);
     }

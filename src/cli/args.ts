@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { parseStorageSpec, type StorageSpec } from './storage-spec.ts';
 
 /** A mistake in how the CLI was called: printed as one line, exit code 2. */
 export class UsageError extends Error {
@@ -13,11 +14,13 @@ export interface CliArgs {
   host: string | undefined;
   config: string | undefined;
   dataDir: string | undefined;
+  /** `--storage`: where the demo keeps its agents (see storage-spec.ts). */
+  storage: StorageSpec | undefined;
 }
 
 /**
  * Parses `agent-router [serve] [module] [--port n] [--host h] [--config file]
- * [--data-dir dir] [--help]`. `serve` is the default command, so
+ * [--data-dir dir | --storage spec] [--help]`. `serve` is the default command, so
  * `agent-router app.js` serves app.js.
  */
 export function parseCliArgs(argv: readonly string[]): CliArgs {
@@ -32,6 +35,7 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
         host: { type: 'string' },
         config: { type: 'string', short: 'c' },
         'data-dir': { type: 'string' },
+        storage: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -48,13 +52,24 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
   }
   if (values.help === true) command = 'help';
   if (words.length > 1) throw new UsageError(`serve takes one module, got ${words.length}: ${words.join(' ')}`);
+  const module = words[0];
+  const dataDir = nonEmpty(values['data-dir'], '--data-dir');
+  const storage = values.storage === undefined ? undefined : parseStorageSpec(values.storage, '--storage');
+  if (storage !== undefined && dataDir !== undefined) {
+    throw new UsageError('--storage and --data-dir both say where the demo keeps its agents; give one (--data-dir <dir> is --storage file:<dir>)');
+  }
+  if (storage !== undefined && module !== undefined && command === 'serve') {
+    // Refused, not ignored: the user would believe their agents are in Postgres while they are where the module put them.
+    throw new UsageError(`--storage applies to the demo only; ${module} chooses its agents' storage in its code, e.g. new Agent(id, { model, storage: postgresStorage(pool) })`);
+  }
   return {
     command,
-    module: words[0],
+    module,
     port: values.port === undefined ? undefined : parsePort(values.port, '--port'),
     host: nonEmpty(values.host, '--host'),
     config: nonEmpty(values.config, '--config'),
-    dataDir: nonEmpty(values['data-dir'], '--data-dir'),
+    dataDir,
+    storage,
   };
 }
 

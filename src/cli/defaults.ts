@@ -1,16 +1,16 @@
-import { access, constants, mkdir } from 'node:fs/promises';
-import path from 'node:path';
 import { echoModel } from '../models/echo.ts';
 import { modelFromEnv } from '../models/from-env.ts';
 import type { Model } from '../models/model.ts';
-import { FileStorage } from '../storage/file.ts';
 import type { Storage } from '../storage/storage.ts';
-import { LoadError } from './load.ts';
+import { openStorage, type Log } from './storage-open.ts';
+import type { DemoStorage } from './storage-spec.ts';
 
 export interface EmbeddedDefaults {
   storage: Storage;
   /** How the banner describes the storage. */
   storageLabel: string;
+  /** Closes the storage and whatever the CLI opened for it (a pg pool, a Redis client). */
+  closeStorage: () => Promise<void>;
   chatModel: Model;
   /** How the banner describes the chat model. */
   chatModelLabel: string;
@@ -18,24 +18,19 @@ export interface EmbeddedDefaults {
 
 /**
  * The demo's embedded defaults: no service, no key. Agents persist as files
- * under `dataDir` (FileStorage, so a restart keeps them); the `chat-*` agents
+ * under the data directory (FileStorage, so a restart keeps them) unless
+ * `--storage` says otherwise (see storage-spec.ts); the `chat-*` agents
  * use a real model when OPENAI_API_KEY / OPENAI_BASE_URL or
  * ANTHROPIC_API_KEY is set, the offline echo model otherwise.
  */
-export async function embeddedDefaults(dataDir: string, env: NodeJS.ProcessEnv, cwd: string): Promise<EmbeddedDefaults> {
-  // Checked now, so a bad --data-dir is one line at start rather than a 500 on the first turn.
-  try {
-    await mkdir(dataDir, { recursive: true });
-    await access(dataDir, constants.W_OK);
-  } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-    throw new LoadError(`cannot use ${dataDir} as the data directory (${reason}); pass a writable one with --data-dir`, { cause: error });
-  }
+export async function embeddedDefaults(where: DemoStorage, env: NodeJS.ProcessEnv, cwd: string, log: Log): Promise<EmbeddedDefaults> {
+  // Opened (and checked) now, so a bad --data-dir or --storage is one line at start rather than a 500 on the first turn.
+  const opened = await openStorage(where, cwd, log);
   const chatModel = modelFromEnv(env, echoModel);
-  const shown = path.relative(cwd, dataDir);
   return {
-    storage: new FileStorage(dataDir),
-    storageLabel: `files in ${shown === '' ? '.' : shown.startsWith('..') ? dataDir : `./${shown}`} (FileStorage; kept across restarts)`,
+    storage: opened.storage,
+    storageLabel: opened.label,
+    closeStorage: opened.close,
     chatModel,
     chatModelLabel: chatModel.name === 'echo' ? 'the offline echo model (set OPENAI_API_KEY or ANTHROPIC_API_KEY for a real one)' : `the model ${chatModel.name}`,
   };

@@ -5,10 +5,12 @@ import { errorBody, statusOf, AgentRouterError } from '../errors.ts';
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers?: Readonly<Record<string, string>>): void {
   if (res.headersSent || res.destroyed) return;
   const payload = JSON.stringify(body);
-  res.statusCode = status;
-  if (headers !== undefined) for (const name in headers) res.setHeader(name, headers[name] as string);
-  res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  res.setHeader('Content-Length', Buffer.byteLength(payload));
+  // writeHead with an object skips setHeader's per-call work; headers set earlier (CORS) are merged in.
+  res.writeHead(status, {
+    ...headers,
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(payload),
+  });
   res.end(payload);
 }
 

@@ -130,12 +130,13 @@ export class AgentRouter {
       const agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
       let action: RouteAction = route.action;
       let body: Record<string, unknown> = {};
-      if (action !== 'request') await authorizeRequest(this.options.authorize, req, agentId, action);
+      const authorize = this.options.authorize;
+      if (authorize !== undefined && action !== 'request') await authorizeRequest(authorize, req, agentId, action);
       if (route.method === 'POST') body = asObject(hint.body !== undefined ? checkDepth(hint.body) : await readJsonBody(req, this.#bodyLimit));
       if (action === 'request') {
         const envelope = unwrapEnvelope(body);
         ({ action, body } = envelope);
-        await authorizeRequest(this.options.authorize, req, agentId, envelope.action);
+        if (authorize !== undefined) await authorizeRequest(authorize, req, agentId, envelope.action);
       }
       await this.#dispatch(req, res, agentId, action, body, query, hint.signal);
     } catch (error) {

@@ -46,6 +46,8 @@ export interface FileConfig {
   port?: number | undefined;
   host?: string | undefined;
   dataDir?: string | undefined;
+  /** Where the CLI's demo keeps its agents: `memory`, `file:<dir>`, `postgres://...` or `redis://...` (checked by the CLI). */
+  storage?: string | undefined;
 }
 
 /** Node timers overflow above 2^31 - 1 ms (and then fire at once), so no duration may exceed it. */
@@ -94,7 +96,7 @@ const FILE_KEYS: Record<string, string> = {
   max_streams: 'maxStreams',
   openapi: 'openapi',
 };
-const FILE_EXTRA: Record<string, Kind> = { port: 'port', host: 'string', data_dir: 'string', cors_origins: 'origins' };
+const FILE_EXTRA: Record<string, Kind> = { port: 'port', host: 'string', data_dir: 'string', storage: 'string', cors_origins: 'origins' };
 
 /**
  * Checks an AgentServer config and fills in the defaults. A wrong type or an
@@ -170,6 +172,7 @@ export function parseFileConfig(data: unknown, where: string): FileConfig {
       if (key === 'port') result.port = value as number;
       else if (key === 'host') result.host = value as string;
       else if (key === 'data_dir') result.dataDir = value as string;
+      else if (key === 'storage') result.storage = value as string;
       else server['cors'] = { origins: value };
     } else {
       const known = [...Object.keys(FILE_KEYS), ...Object.keys(FILE_EXTRA)].join(', ');

@@ -57,9 +57,12 @@ const MAX_CACHED_VIEWS = 10_000;
  * no id can leave the directory or share a file with another id.
  *
  * Inside a process, operations on one id run one at a time. Across
- * processes sharing the directory, `lock` takes a lock file per id (O_EXCL,
- * with a lease), and `commit` writes under that lock (taking it briefly when
- * the caller did not), so its version check holds across processes too.
+ * processes sharing the directory (on one host: leases compare its clock,
+ * and a dead holder is recognised by its pid), `lock` takes a lock file per
+ * id (created exclusively, with a lease; see file-lock.ts), and `commit`
+ * writes under that lock, taking it briefly when the caller did not, so its
+ * version check holds across processes too. Network file systems are not
+ * supported.
  *
  * @example
  * const storage = new FileStorage('./data/agents');

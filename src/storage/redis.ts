@@ -36,8 +36,9 @@ export interface RedisStorage extends Storage {
  * Storage on a Redis client you own and have connected: node-redis
  * (`createClient()` from the `redis` package, v4+) or ioredis. It is told
  * apart by shape: anything with ioredis's `call(command, ...args)` or
- * node-redis's `sendCommand(args)` works. (A node-redis *cluster* client is
- * not supported; an ioredis Cluster is.)
+ * node-redis's `sendCommand(args)` works. Not supported: a node-redis
+ * *cluster* client (its sendCommand takes other arguments; an ioredis
+ * Cluster works) and node-redis v4's `legacyMode` (pass `client.v4`).
  *
  * A commit is one Lua script: compare the version, RPUSH the messages, SET
  * the state and the version, so its cost does not depend on the history's

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -17,6 +17,7 @@ const RUNTIME_EXPORTS = [
   'AgentRouter',
   'AgentRouterError',
   'AgentServer',
+  'FileStorage',
   'HTTPTransport',
   'ModelProviderError',
   'MemoryStorage',
@@ -28,6 +29,9 @@ const RUNTIME_EXPORTS = [
   'isTransport',
   'modelFromEnv',
   'openAIModel',
+  'postgresStorage',
+  'postgresStorageDDL',
+  'redisStorage',
   'anthropicModel',
   'readConfigFile',
   'readSSE',
@@ -61,6 +65,15 @@ test('the built library imports nothing but node: modules and its own files', ()
     execFileSync(path.join(root, 'node_modules/.bin/tsc'), ['-p', 'scripts/tsconfig.build.json', '--outDir', out], { cwd: root });
     const files = readdirSync(out, { recursive: true }).map(String).filter((f) => f.endsWith('.js'));
     assert.ok(files.includes('index.js'));
+    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+    const targets: string[] = [pkg.main, pkg.types, ...Object.values(pkg.bin as Record<string, string>)];
+    for (const entry of Object.values(pkg.exports as Record<string, string | Record<string, string>>)) {
+      if (typeof entry === 'object') targets.push(...Object.values(entry));
+    }
+    for (const target of targets) {
+      assert.ok(target.startsWith('./dist/'), `${target} is under dist/`);
+      assert.ok(existsSync(path.join(out, target.slice('./dist/'.length))), `package.json points at ${target}, which the build emits`);
+    }
     for (const file of files) {
       const code = readFileSync(path.join(out, file), 'utf8');
       const specifiers = [...code.matchAll(/^\s*(?:import|export)\b[^'"*]*?from\s*['"]([^'"]+)['"]|^\s*import\s*['"]([^'"]+)['"]|[=(\s]import\(\s*['"]([^'"]+)['"]\s*\)/gm)]

@@ -1,0 +1,55 @@
+import { access, constants, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { FileStorage } from '../storage/file.ts';
+import { MemoryStorage } from '../storage/memory.ts';
+import type { Storage } from '../storage/storage.ts';
+import { LoadError } from './load.ts';
+import type { DemoStorage } from './storage-spec.ts';
+import { openPostgres, openRedis } from './storage-remote.ts';
+
+/** A storage the CLI opened for the demo, with what it opened alongside. */
+export interface OpenedStorage {
+  storage: Storage;
+  /** How the banner describes it. */
+  label: string;
+  /** Closes the storage, then the pool or client the CLI created for it (the CLI owns those). */
+  close(): Promise<void>;
+}
+
+/** Where the CLI writes a line about a backend going away while serving. */
+export type Log = (line: string) => void;
+
+/**
+ * Opens the demo's storage. Postgres and Redis are reached through the
+ * user's own driver, loaded from `cwd` at run time, and checked before the
+ * server listens, so a wrong URL is one line at start rather than a 500 on
+ * the first turn. Every failure is a LoadError (exit code 1).
+ */
+export async function openStorage(choice: DemoStorage, cwd: string, log: Log): Promise<OpenedStorage> {
+  switch (choice.kind) {
+    case 'memory': {
+      const storage = new MemoryStorage();
+      return { storage, label: 'in memory (MemoryStorage; lost on exit)', close: async () => undefined };
+    }
+    case 'file':
+      return openFile(choice.dir, cwd);
+    case 'postgres':
+      return openPostgres(choice, cwd, log);
+    case 'redis':
+      return openRedis(choice, cwd, log);
+  }
+}
+
+async function openFile(dir: string, cwd: string): Promise<OpenedStorage> {
+  try {
+    await mkdir(dir, { recursive: true });
+    await access(dir, constants.W_OK);
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new LoadError(`cannot use ${dir} as the data directory (${reason}); pass a writable one with --data-dir`, { cause: error });
+  }
+  const storage = new FileStorage(dir);
+  const shown = path.relative(cwd, dir);
+  const where = shown === '' ? '.' : shown.startsWith('..') ? dir : `./${shown}`;
+  return { storage, label: `files in ${where} (FileStorage; kept across restarts)`, close: () => storage.close() };
+}

@@ -1,0 +1,164 @@
+/**
+ * The demo on Postgres or Redis, through the user's own driver. The CLI
+ * creates the pool or client, so it also ends it (after the storage closes).
+ */
+import { postgresStorage, type PgPoolLike } from '../storage/postgres.ts';
+import { redisStorage, type RedisClientLike } from '../storage/redis.ts';
+import type { Storage } from '../storage/storage.ts';
+import { exportOf, importDriver } from './driver.ts';
+import { LoadError } from './load.ts';
+import type { Log, OpenedStorage } from './storage-open.ts';
+import type { StorageSpec } from './storage-spec.ts';
+
+type PostgresSpec = Extract<StorageSpec, { kind: 'postgres' }>;
+type RedisSpec = Extract<StorageSpec, { kind: 'redis' }>;
+
+/** How long the check at start waits for a server that does not answer (a firewall dropping packets). */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+interface PgPool extends PgPoolLike {
+  end(): Promise<void>;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+}
+type PgPoolClass = new (config: { connectionString: string }) => PgPool;
+type PgClientClass = new (config: { connectionString: string; connectionTimeoutMillis: number }) => { connect(): Promise<unknown>; end(): Promise<void> };
+
+/** What the CLI calls on either Redis client, besides the commands redisStorage sends. */
+interface RedisClient {
+  connect(): Promise<unknown>;
+  on(event: string, listener: (error: Error) => void): unknown;
+  /** node-redis v5+; v4 and ioredis have `quit`. */
+  close?(): Promise<unknown>;
+  quit?(): Promise<unknown>;
+}
+
+export async function openPostgres(spec: PostgresSpec, cwd: string, log: Log): Promise<OpenedStorage> {
+  const driver = await importDriver('pg', cwd);
+  const Pool = driver === undefined ? undefined : (exportOf(driver, 'Pool') as PgPoolClass | undefined);
+  const Client = driver === undefined ? undefined : (exportOf(driver, 'Client') as PgClientClass | undefined);
+  if (typeof Pool !== 'function' || typeof Client !== 'function') throw missing(spec, 'the pg driver; install it in your project: npm install pg');
+
+  // The pool waits for a connection without limit (a limit there would also fail turns queued behind busy
+  // connections), so a one-off client with a timeout checks the server first.
+  const probe = new Client({ connectionString: spec.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  try {
+    await probe.connect();
+  } catch (error) {
+    throw unreachable('Postgres', spec, error);
+  }
+  await probe.end().catch(() => undefined);
+
+  const pool = new Pool({ connectionString: spec.url });
+  // pg emits errors of idle connections (a server restart) on the pool; unheard, they would end the process.
+  pool.on('error', (error) => log(`Postgres at ${spec.address}: ${describe(error, spec.url)}`));
+  const storage = postgresStorage(pool, { schema: spec.schema, tablePrefix: spec.tablePrefix });
+  const close = async (): Promise<void> => {
+    await storage.close();
+    await pool.end();
+  };
+  await check(storage, close, `cannot create postgresStorage's tables in Postgres at ${spec.address}`, spec);
+  const schema = spec.schema === undefined ? '' : `, schema ${spec.schema}`;
+  return { storage, label: `Postgres at ${spec.shown}${schema} (postgresStorage; kept across restarts)`, close };
+}
+
+export async function openRedis(spec: RedisSpec, cwd: string, log: Log): Promise<OpenedStorage> {
+  let ready = false; // before: fail at once; after: reconnect, as a server does when Redis restarts
+  let reported = false;
+  let lastError: unknown;
+  const backoff = (retries: number): number => Math.min(50 * 2 ** retries, 2_000);
+  let client: RedisClient;
+  let driverName: string;
+
+  const nodeRedis = await importDriver('redis', cwd);
+  const createClient = nodeRedis === undefined ? undefined : (exportOf(nodeRedis, 'createClient') as ((options: object) => RedisClient) | undefined);
+  if (typeof createClient === 'function') {
+    driverName = 'node-redis';
+    client = createClient({
+      url: spec.url,
+      socket: { connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: (retries: number, cause: Error) => (ready ? backoff(retries) : cause) },
+    });
+  } else {
+    const ioredis = await importDriver('ioredis', cwd);
+    const Redis = ioredis === undefined ? undefined : ((exportOf(ioredis, 'Redis') ?? ioredis['default']) as (new (url: string, options: object) => RedisClient) | undefined);
+    if (typeof Redis !== 'function') throw missing(spec, 'a Redis driver; install one in your project: npm install redis (or: npm install ioredis)');
+    driverName = 'ioredis';
+    client = new Redis(spec.url, { lazyConnect: true, connectTimeout: CONNECT_TIMEOUT_MS, retryStrategy: (times: number) => (ready ? backoff(times) : null) });
+  }
+  // Both clients emit 'error' for every failed attempt; unheard, node-redis's would end the process.
+  client.on('error', (error) => {
+    lastError = error;
+    if (!ready || reported) return;
+    reported = true;
+    log(`Redis at ${spec.address}: ${describe(error, spec.url)}; reconnecting`);
+  });
+  client.on('ready', () => {
+    reported = false;
+  });
+  try {
+    await client.connect();
+  } catch (error) {
+    // ioredis rejects with "Connection is closed."; the cause was its last 'error' event.
+    throw unreachable('Redis', spec, lastError ?? error);
+  }
+  ready = true;
+
+  const storage = redisStorage(client as unknown as RedisClientLike, { prefix: spec.prefix });
+  const close = async (): Promise<void> => {
+    await storage.close();
+    await (typeof client.close === 'function' ? client.close() : client.quit?.());
+  };
+  await check(storage, close, `cannot use Redis at ${spec.address}`, spec);
+  const prefix = spec.prefix === undefined ? '' : `, key prefix ${JSON.stringify(spec.prefix)}`;
+  return { storage, label: `Redis at ${spec.shown}${prefix} (redisStorage on ${driverName}; kept across restarts)`, close };
+}
+
+/** One read through the storage: creates Postgres tables, and proves the credentials and rights. */
+async function check(storage: Storage, close: () => Promise<void>, failure: string, spec: PostgresSpec | RedisSpec): Promise<void> {
+  try {
+    await storage.head?.('agent-router-cli-check');
+  } catch (error) {
+    await close().catch(() => undefined);
+    throw new LoadError(`${failure}: ${describe(error, spec.url)}`, { cause: error });
+  }
+}
+
+function missing(spec: PostgresSpec | RedisSpec, what: string): LoadError {
+  return new LoadError(`${spec.source} ${spec.scheme}://… needs ${what}`);
+}
+
+function unreachable(server: string, spec: PostgresSpec | RedisSpec, error: unknown): LoadError {
+  return new LoadError(`cannot connect to ${server} at ${spec.address}: ${describe(error, spec.url)}; check that it runs and the ${spec.source} URL`, { cause: error });
+}
+
+const SYSTEM_ERRORS: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host not found',
+  ETIMEDOUT: 'no answer',
+  EHOSTUNREACH: 'host unreachable',
+};
+
+/** One line about a driver's error, with the URL's password (if the driver echoed it) masked. */
+export function describe(error: unknown, url: string): string {
+  const found = error as { code?: unknown; message?: unknown; cause?: { code?: unknown } } | undefined;
+  const code = typeof found?.code === 'string' ? found.code : typeof found?.cause?.code === 'string' ? found.cause.code : undefined;
+  const message = String(found?.message ?? error).split('\n', 1)[0] as string;
+  let text = code !== undefined && SYSTEM_ERRORS[code] !== undefined ? `${SYSTEM_ERRORS[code]} (${code})` : message || code || 'unknown error';
+  for (const secret of secretsOf(url)) text = text.replaceAll(secret, '***');
+  return text;
+}
+
+function secretsOf(text: string): string[] {
+  try {
+    const url = new URL(text);
+    let decoded = url.password;
+    try {
+      decoded = decodeURIComponent(url.password);
+    } catch {
+      // a stray % in the password: mask it as written
+    }
+    return [url.password, decoded, url.searchParams.get('password') ?? ''].filter((secret) => secret.length > 0);
+  } catch {
+    return [];
+  }
+}
