@@ -1,24 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { AgentRouter } from '../http/router.ts';
-import { mediaType, splitTarget } from '../http/path.ts';
-import { matchRegistry, matchSingle, stripPrefix } from '../http/routes.ts';
-
-/**
- * Whether `router.handle` would answer a request for `target` (a path with
- * its query, mount-relative), decided without touching the request: Koa must
- * set `ctx.respond = false` and Fastify must `hijack()` before anything is
- * written, and both must leave a foreign path to the host untouched.
- *
- * Mirrors the first steps of `AgentRouter.handle` (prefix, then the route
- * table, then the optional `openapi.json`); a router has a pool exactly when
- * it serves a registry.
- */
-export function ownsPath(router: AgentRouter, method: string | undefined, target: string): boolean {
-  const rest = stripPrefix(splitTarget(target).path, router.prefix);
-  if (rest === undefined) return false;
-  if (router.options.openapi === true && rest === '/openapi.json' && method === 'GET') return true;
-  return (router.pool === undefined ? matchSingle(rest) : matchRegistry(rest)) !== undefined;
-}
+import { mediaType } from '../http/path.ts';
 
 /** The router's body limit in bytes (its `bodyLimit` option, 1 MiB by default). */
 export function bodyLimitOf(router: AgentRouter): number {

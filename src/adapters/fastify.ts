@@ -1,7 +1,7 @@
 import { httpErrors, type AgentRouterError } from '../errors.ts';
 import type { AgentRouter } from '../http/router.ts';
 import { mediaType } from '../http/path.ts';
-import { bodyLimitOf, ownsPath, parsedBody } from './common.ts';
+import { bodyLimitOf, parsedBody } from './common.ts';
 import type { FastifyErrorLike, FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
 export type { FastifyInstanceLike, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
 
@@ -28,7 +28,7 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
 
     const handler = async (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> => {
       const target = request.url.slice(prefixLength) || '/';
-      if (!ownsPath(router, request.raw.method, target)) {
+      if (!router.matches(request.raw.method, target)) {
         reply.callNotFound();
         return;
       }

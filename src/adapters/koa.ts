@@ -1,5 +1,5 @@
 import type { AgentRouter } from '../http/router.ts';
-import { bodyLimitOf, ownsPath, parsedBody } from './common.ts';
+import { bodyLimitOf, parsedBody } from './common.ts';
 import type { KoaMiddleware } from './shapes.ts';
 export type { KoaContext, KoaMiddleware, KoaNext } from './shapes.ts';
 
@@ -18,14 +18,14 @@ export function toKoa(router: AgentRouter): KoaMiddleware {
   const limit = bodyLimitOf(router);
   return async (ctx, next) => {
     const target = ctx.url;
-    if (!ownsPath(router, ctx.req.method, target)) {
+    if (!router.matches(ctx.req.method, target)) {
       await next();
       return;
     }
     ctx.respond = false;
     const handled = await router.handle(ctx.req, ctx.res, { path: target, body: parsedBody(ctx.req, ctx.request.body, limit) });
     if (handled) return;
-    // Unreachable while ownsPath mirrors handle; kept so a drift falls through instead of hanging.
+    // Unreachable while matches() agrees with handle(); kept so a drift falls through instead of hanging.
     ctx.respond = true;
     await next();
   };

@@ -11,7 +11,7 @@ import { applyCors, type CorsOptions } from './cors.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
 import { sendError, sendJson } from './respond.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
-import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction } from './routes.ts';
+import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction, type RouteMatch } from './routes.ts';
 import { streamReply, type ReplySource } from './stream.ts';
 
 export interface Logger {
@@ -115,15 +115,14 @@ export class AgentRouter {
    * turn fails with the signal's reason, a stream ends with `event: error`).
    */
   async handle(req: IncomingMessage, res: ServerResponse, hint: RequestHint = {}): Promise<boolean> {
-    const { path, query } = splitTarget(hint.path ?? req.url ?? '/');
-    const rest = stripPrefix(path, this.prefix);
-    if (rest === undefined) return false;
-    if (this.options.openapi === true && rest === '/openapi.json' && req.method === 'GET') {
+    const target = hint.path ?? req.url ?? '/';
+    const matched = this.#match(req.method, target);
+    if (matched === undefined) return false;
+    if (matched === 'openapi') {
       sendJson(res, 200, this.openapi());
       return true;
     }
-    const route = this.#agent === undefined ? matchRegistry(rest) : matchSingle(rest);
-    if (route === undefined) return false;
+    const { route, query } = matched;
     if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) return true;
     try {
       if (req.method !== route.method) throw httpErrors.methodNotAllowed(route.method);
@@ -143,6 +142,24 @@ export class AgentRouter {
       this.#fail(res, error);
     }
     return true;
+  }
+
+  /**
+   * True when `handle` would answer this request itself (the path is one of
+   * the router's routes, under its prefix), false when it would fall
+   * through. For adapters that must decide before anything is written.
+   */
+  matches(method: string | undefined, target: string): boolean {
+    return this.#match(method, target) !== undefined;
+  }
+
+  #match(method: string | undefined, target: string): { route: RouteMatch; query: string } | 'openapi' | undefined {
+    const { path, query } = splitTarget(target);
+    const rest = stripPrefix(path, this.prefix);
+    if (rest === undefined) return undefined;
+    if (this.options.openapi === true && rest === '/openapi.json' && method === 'GET') return 'openapi';
+    const route = this.#agent === undefined ? matchRegistry(rest) : matchSingle(rest);
+    return route === undefined ? undefined : { route, query };
   }
 
   /** The router's routes as an OpenAPI 3.1 document, with its `tags` and `responses` options; a fresh object each call. */

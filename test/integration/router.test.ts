@@ -334,3 +334,27 @@ function raw(url: string, method: string, path: string, body?: string, headers: 
     req.end(body);
   });
 }
+
+test('matches() agrees with what handle() answers', async (t) => {
+  const router = registryRouter({ prefix: '/agents', openapi: true });
+  const { url, close } = await listen((req, res) => {
+    const claimed = router.matches(req.method, req.url ?? '/');
+    router.handle(req, res).then((handled) => {
+      assert.equal(handled, claimed, `${req.method} ${req.url}`);
+      if (!handled) res.end('host');
+    });
+  });
+  t.after(close);
+  for (const [method, path, owned] of [
+    ['GET', '/agents/counter-1/state', true],
+    ['POST', '/agents/counter-1/state', true],
+    ['GET', '/agents/openapi.json', true],
+    ['GET', '/agents/x/y/z', false],
+    ['GET', '/elsewhere', false],
+    ['GET', '/agents', false],
+  ] as const) {
+    assert.equal(router.matches(method, path), owned, `${method} ${path}`);
+    const res = await fetch(`${url}${path}`, { method });
+    await res.arrayBuffer();
+  }
+});
