@@ -39,6 +39,9 @@ function run(command, commandArgs) {
 const bin = (name) => path.join(root, 'node_modules', '.bin', name);
 const nodeTestFlags = ['--test', '--test-concurrency=2', '--test-timeout=120000'];
 
+// dist/ is what gets published; the README test installs it into a scratch project.
+run(bin('tsc'), ['-p', 'scripts/tsconfig.build.json']);
+
 if (useTsx) {
   run(process.execPath, ['--import', 'tsx', ...nodeTestFlags, ...files]);
 } else {

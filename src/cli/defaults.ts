@@ -24,9 +24,9 @@ export interface EmbeddedDefaults {
  * ANTHROPIC_API_KEY is set, the offline echo model otherwise.
  */
 export async function embeddedDefaults(where: DemoStorage, env: NodeJS.ProcessEnv, cwd: string, log: Log): Promise<EmbeddedDefaults> {
+  const chatModel = modelFromEnv(env, echoModel);
   // Opened (and checked) now, so a bad --data-dir or --storage is one line at start rather than a 500 on the first turn.
   const opened = await openStorage(where, cwd, log);
-  const chatModel = modelFromEnv(env, echoModel);
   return {
     storage: opened.storage,
     storageLabel: opened.label,

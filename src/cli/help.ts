@@ -21,8 +21,17 @@ Options:
                       max_agents, enable_list_agents, shutdown_timeout,
                       keep_alive_timeout, headers_timeout, request_timeout,
                       body_limit, max_id_length, ping_interval, turn_timeout,
-                      max_streams, openapi, cors_origins, port, host, data_dir
+                      max_streams, openapi, cors_origins, port, host, data_dir,
+                      storage
       --data-dir <dir> where the demo keeps its agents (default: ./.data)
+      --storage <url> the demo's storage instead of files in --data-dir:
+                      memory                       lost on exit
+                      file:<dir>                   same as --data-dir <dir>
+                      postgres://user@host:5432/db needs \`npm install pg\`
+                        in your project; ?schema=s&table_prefix=p optional
+                      redis://host:6379/0          needs \`npm install redis\`
+                        (or ioredis); rediss:// for TLS; ?prefix=p optional
+                      Not with a module: a module chooses its own storage.
   -h, --help          show this help
 
 Flags beat the config file. SIGINT or SIGTERM shuts down gracefully:
@@ -30,6 +39,7 @@ running turns and streams get shutdown_timeout seconds (default 10) to finish.
 
 Examples:
   agent-router serve --port 8080
+  agent-router serve --storage postgres://postgres@localhost:5432/postgres
   agent-router serve ./agents.js --config agent-router.json
   node --import tsx ./node_modules/.bin/agent-router serve ./agents.ts
 `;

@@ -6,6 +6,7 @@ import { embeddedDefaults } from './defaults.ts';
 import { demoBanner, demoRegistry } from './demo.ts';
 import { HELP } from './help.ts';
 import { LoadError, loadModule, type Servable } from './load.ts';
+import { demoStorage } from './storage-spec.ts';
 
 const NAME = 'agent-router';
 
@@ -39,10 +40,15 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
   let banner = '';
   let cleanup: () => Promise<void> = async () => {};
   if (args.module === undefined) {
-    const dataDir = path.resolve(cwd, args.dataDir ?? file.dataDir ?? '.data');
-    const defaults = await embeddedDefaults(dataDir, env, cwd);
-    server = new AgentServer(demoRegistry({ storage: defaults.storage, chatModel: defaults.chatModel }), config);
-    cleanup = async () => defaults.storage.close?.();
+    const where = demoStorage(args, file, `config file ${args.config}`, cwd);
+    const defaults = await embeddedDefaults(where, env, cwd, (line) => process.stderr.write(`${NAME}: ${line}\n`));
+    cleanup = defaults.closeStorage;
+    try {
+      server = new AgentServer(demoRegistry({ storage: defaults.storage, chatModel: defaults.chatModel }), config);
+    } catch (error) {
+      await cleanup();
+      throw error;
+    }
     await listen(server, port, host).catch(async (error: unknown) => {
       await cleanup(); // a storage holding files open would keep the process alive after the error
       throw error;
@@ -50,6 +56,8 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
     banner = demoBanner(server.url as string, defaults.storageLabel, defaults.chatModelLabel);
   } else {
     const loaded = await loadModule(args.module, cwd);
+    // The flag is refused with a module (args.ts); a shared config file's storage key is only pointed out.
+    if (file.storage !== undefined) warn(`${args.module} chooses its agents' storage; "storage" in ${args.config} applies to the demo only`);
     if (loaded.kind === 'server') {
       server = loaded.server;
       if (Object.keys(config).length > 0) warn(`${args.module} exports its own AgentServer; only port and host from --config apply`);
@@ -60,9 +68,10 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
     const url = server.url as string;
     banner = `  POST ${url}/agent/{agent_id}/chat   (?stream=true for SSE)\n  GET  ${url}/healthz\n`;
   }
+  // Before the line below: a script that reads it may signal at once, and must get the graceful shutdown.
+  onSignals(server, cleanup);
   // The first line is what scripts (and the e2e tests) read to find the port.
   process.stdout.write(`${NAME}: listening on ${server.url}\n${banner}`);
-  onSignals(server, cleanup);
 }
 
 async function listen(server: Servable, port: number, host: string): Promise<void> {
@@ -76,7 +85,7 @@ async function listen(server: Servable, port: number, host: string): Promise<voi
   }
 }
 
-/** `cleanup` runs after the server closed: the demo's storage releases its files. */
+/** `cleanup` runs after the server closed: the demo's storage releases its files, or its pool or client ends. */
 function onSignals(server: Servable, cleanup: () => Promise<void>): void {
   let stopping = false;
   const stop = (signal: NodeJS.Signals): void => {

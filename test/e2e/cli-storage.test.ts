@@ -1,0 +1,274 @@
+/**
+ * `agent-router serve --storage ...`: the demo on Postgres, Redis (node-redis
+ * and ioredis), memory and files, run as a child process (from source under
+ * tsx, or compiled in .build/). Postgres and Redis are the real servers on
+ * 127.0.0.1 (see .ci/run); each test uses its own schema or key prefix and
+ * removes it.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import pg from 'pg';
+import { createClient } from 'redis';
+import { getJson, postJson } from '../helpers/http.ts';
+
+const root = process.cwd();
+const fromSource = import.meta.url.endsWith('.ts');
+const cliArgs = fromSource
+  ? ['--import', import.meta.resolve('tsx'), path.join(root, 'src/cli/main.ts')]
+  : [path.join(root, '.build/src/cli/main.js')];
+const PG = 'postgres://postgres@127.0.0.1:5432/test';
+const REDIS = 'redis://127.0.0.1:6379';
+
+/** Unique per run, safe in a schema name and a key prefix; printed so a leftover can be traced. */
+const tag = `${process.pid}_${randomBytes(4).toString('hex')}`;
+console.log(`cli-storage run tag: ${tag}`);
+
+interface Cli {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+function runCli(t: { after: (fn: () => void) => void }, args: string[], cwd = root): Cli {
+  const env = { ...process.env };
+  for (const name of ['PORT', 'AGENT_ROUTER_DEBUG', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY', 'NODE_PATH']) delete env[name];
+  const child = spawn(process.execPath, [...cliArgs, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout?.setEncoding('utf8').on('data', (text: string) => (out += text));
+  child.stderr?.setEncoding('utf8').on('data', (text: string) => (err += text));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => resolve({ code, signal }));
+  });
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  return { child, stdout: () => out, stderr: () => err, exited };
+}
+
+function listening(cli: Cli): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const check = (): void => {
+      const match = /listening on (http:\/\/\S+)/.exec(cli.stdout());
+      if (match !== null) {
+        cli.child.stdout?.off('data', check);
+        resolve(match[1] as string);
+      }
+    };
+    cli.child.stdout?.on('data', check);
+    check();
+    void cli.exited.then(({ code }) => reject(new Error(`CLI exited with ${code} before listening: ${cli.stderr()}`)));
+  });
+}
+
+async function increment(url: string, id: string, by: number): Promise<unknown> {
+  const reply = await postJson(`${url}/agent/${id}/invoke`, { method: 'increment', params: { by } });
+  assert.equal(reply.status, 200, JSON.stringify(reply.body));
+  return reply.body.result;
+}
+
+async function count(url: string, id: string): Promise<unknown> {
+  return (await getJson(`${url}/agent/${id}/state`)).body.state.count;
+}
+
+async function stop(cli: Cli): Promise<void> {
+  cli.child.kill('SIGTERM');
+  assert.deepEqual(await cli.exited, { code: 0, signal: null }, cli.stderr());
+  assert.equal(cli.stderr(), '');
+}
+
+/** Waits for `condition`, checking every 20 ms for at most 10 s (a bound, not a timing assertion). */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.ok(condition(), `timed out waiting: ${what}`);
+}
+
+/** A directory with no node_modules above it that holds a driver: nothing resolves from there. */
+async function emptyProject(t: { after: (fn: () => Promise<void>) => void }): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-storage-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** A port nothing listens on (bound, then released). */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+test('--storage postgres://: the counter survives a restart; other URL parameters reach pg; the schema is ours', async (t) => {
+  const schema = `ar_cli_${tag}`;
+  const admin = new pg.Pool({ connectionString: PG, max: 1 });
+  t.after(async () => {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+  });
+  const storage = `${PG}?schema=${schema}&application_name=${schema}`;
+
+  const first = runCli(t, ['serve', '--port', '0', '--storage', storage]);
+  const url = await listening(first);
+  assert.match(first.stdout(), new RegExp(`Storage: Postgres at postgres://127\\.0\\.0\\.1:5432/test, schema ${schema} \\(postgresStorage; kept across restarts\\)`));
+  assert.equal(await increment(url, 'counter-pg', 2), 2);
+  assert.equal(await increment(url, 'counter-pg', 3), 5);
+  // application_name went through to pg; ending those sessions (a Postgres restart, a failover) is a
+  // logged line, not a crash: pg reports it on the pool, and the next turn takes a new connection.
+  const ended = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [schema]);
+  assert.ok(ended.rows.length >= 1, 'the CLI has sessions named by ?application_name=');
+  await until(() => first.stderr().includes('\n'), 'the CLI reports the lost connection');
+  assert.equal(first.stderr(), 'agent-router: Postgres at 127.0.0.1:5432: terminating connection due to administrator command\n');
+  assert.equal(await increment(url, 'counter-pg', 0), 5, 'still serving');
+  first.child.kill('SIGTERM');
+  assert.deepEqual(await first.exited, { code: 0, signal: null });
+
+  const second = runCli(t, ['serve', '--port', '0', '--storage', storage]);
+  const url2 = await listening(second);
+  assert.equal(await count(url2, 'counter-pg'), 5, 'kept across the restart');
+  assert.equal(await increment(url2, 'counter-pg', 1), 6);
+  await stop(second);
+
+  const { rows } = await admin.query(`SELECT version FROM "${schema}".agent_router_agents WHERE id = 'counter-pg'`);
+  assert.deepEqual(rows.map((row) => Number(row.version)), [4], 'four commits, in the schema from the URL');
+});
+
+test('--storage redis://: the counter survives a restart and a dropped connection, from node-redis to ioredis when only ioredis is installed', async (t) => {
+  const prefix = `ar-cli:${tag}:`;
+  // A Redis user of its own, so the test can drop exactly the CLI's connection (and a password is in the URL).
+  const user = `ar_cli_${tag}`;
+  const admin = createClient({ url: REDIS });
+  admin.on('error', () => undefined);
+  await admin.connect();
+  t.after(async () => {
+    const keys: string[] = [];
+    for await (const batch of admin.scanIterator({ MATCH: `${prefix}*`, COUNT: 100 })) keys.push(...batch);
+    if (keys.length > 0) await admin.del(keys);
+    await admin.sendCommand(['ACL', 'DELUSER', user]);
+    await admin.close();
+  });
+  await admin.sendCommand(['ACL', 'SETUSER', user, 'on', '>s3cret-pw', `~${prefix}*`, '+@all']);
+  const storage = `redis://${user}:s3cret-pw@127.0.0.1:6379/?prefix=${encodeURIComponent(prefix)}`;
+
+  const first = runCli(t, ['serve', '--port', '0', '--storage', storage]);
+  const url = await listening(first);
+  assert.match(first.stdout(), /Storage: Redis at redis:\/\/127\.0\.0\.1:6379, key prefix "ar-cli:[^"]+" \(redisStorage on node-redis; kept across restarts\)/);
+  assert.equal(await increment(url, 'counter-r', 2), 2);
+  assert.equal(await admin.get(`${prefix}{counter-r}:v`), '1', 'written under the prefix from the URL');
+  // A dropped connection (a Redis restart) is one line; the client reconnects and the next turn works.
+  await admin.sendCommand(['CLIENT', 'KILL', 'USER', user]);
+  await until(() => first.stderr().includes('\n'), 'the CLI reports the dropped connection');
+  assert.match(first.stderr(), /^agent-router: Redis at 127\.0\.0\.1:6379: .+; reconnecting\n$/);
+  assert.equal(await increment(url, 'counter-r', 0), 2, 'still serving');
+  first.child.kill('SIGTERM');
+  assert.deepEqual(await first.exited, { code: 0, signal: null });
+  assert.doesNotMatch(first.stdout() + first.stderr(), /s3cret/);
+
+  // A project with ioredis and no redis package: the CLI falls back to ioredis.
+  const project = await emptyProject(t);
+  await mkdir(path.join(project, 'node_modules'));
+  await symlink(path.join(root, 'node_modules/ioredis'), path.join(project, 'node_modules/ioredis'), 'dir');
+  const second = runCli(t, ['serve', '--port', '0', '--storage', storage], project);
+  const url2 = await listening(second);
+  assert.match(second.stdout(), /\(redisStorage on ioredis; kept across restarts\)/);
+  assert.equal(await count(url2, 'counter-r'), 2, 'kept across the restart');
+  assert.equal(await increment(url2, 'counter-r', 1), 3);
+  await stop(second);
+});
+
+test('--storage memory forgets on restart; "storage" in a config file works like the flag', async (t) => {
+  const dir = await emptyProject(t);
+  await writeFile(path.join(dir, 'memory.json'), JSON.stringify({ storage: 'memory' }));
+  const first = runCli(t, ['serve', '--port', '0', '--storage', 'memory'], dir);
+  const url = await listening(first);
+  assert.match(first.stdout(), /Storage: in memory \(MemoryStorage; lost on exit\)/);
+  assert.equal(await increment(url, 'counter-m', 4), 4);
+  assert.equal(await count(url, 'counter-m'), 4);
+  await stop(first);
+
+  const second = runCli(t, ['serve', '--port', '0', '--config', 'memory.json'], dir);
+  const url2 = await listening(second);
+  assert.match(second.stdout(), /Storage: in memory/);
+  assert.equal(await count(url2, 'counter-m'), 0, 'a new process starts empty');
+  await stop(second);
+  assert.deepEqual(await readdir(dir), ['memory.json'], 'no .data directory was made');
+
+  // The same config file next to a module: the module keeps its own storage, and the CLI says so.
+  const agentModule = pathToFileURL(path.join(root, fromSource ? 'src/agent/agent.ts' : '.build/src/agent/agent.js')).href;
+  const echo = pathToFileURL(path.join(root, fromSource ? 'src/models/echo.ts' : '.build/src/models/echo.js')).href;
+  await writeFile(path.join(dir, 'solo.mjs'), `import { Agent } from ${JSON.stringify(agentModule)};\nimport { echoModel } from ${JSON.stringify(echo)};\nexport default new Agent('solo', { model: echoModel() });\n`);
+  const module = runCli(t, ['serve', 'solo.mjs', '--port', '0', '--config', 'memory.json'], dir);
+  await listening(module);
+  await until(() => module.stderr().includes('\n'), 'the note (stderr and stdout are separate pipes)');
+  assert.equal(module.stderr(), 'agent-router: note: solo.mjs chooses its agents\' storage; "storage" in memory.json applies to the demo only\n');
+  module.child.kill('SIGTERM');
+  assert.deepEqual(await module.exited, { code: 0, signal: null });
+});
+
+test('--storage file:<dir> is --data-dir <dir>', async (t) => {
+  const dir = await emptyProject(t);
+  const first = runCli(t, ['serve', '--port', '0', '--storage', 'file:agents'], dir);
+  const url = await listening(first);
+  assert.match(first.stdout(), /Storage: files in \.\/agents \(FileStorage; kept across restarts\)/);
+  assert.equal(await increment(url, 'counter-f', 7), 7);
+  await stop(first);
+  const second = runCli(t, ['serve', '--port', '0', '--data-dir', path.join(dir, 'agents')], dir);
+  assert.equal(await count(await listening(second), 'counter-f'), 7);
+  await stop(second);
+});
+
+test('a bad --storage, or --storage with a module or with --data-dir, is a usage error: exit code 2', async (t) => {
+  const cases = [
+    [['serve', '--storage', 'mysql://root:hunter2@db/app'], '--storage must be memory, file:<dir>, postgres://…, postgresql://…, redis://… or rediss://…; got "mysql://db/app"'],
+    [['serve', '--storage', 'postgres://127.0.0.1/test?schema=a-b'], '--storage: ?schema must be a plain identifier (letters, digits, underscores); got "a-b"'],
+    [['serve', 'agents.js', '--storage', 'memory'], "--storage applies to the demo only; agents.js chooses its agents' storage in its code, e.g. new Agent(id, { model, storage: postgresStorage(pool) })"],
+    [['serve', '--storage', 'memory', '--data-dir', 'x'], '--storage and --data-dir both say where the demo keeps its agents; give one (--data-dir <dir> is --storage file:<dir>)'],
+  ] as const;
+  const runs = cases.map(([args]) => runCli(t, [...args]));
+  for (const [i, [args, expected]] of cases.entries()) {
+    const cli = runs[i] as Cli;
+    assert.deepEqual(await cli.exited, { code: 2, signal: null }, args.join(' '));
+    assert.equal(cli.stderr(), `agent-router: ${expected}\nRun 'agent-router --help' for usage.\n`);
+    assert.doesNotMatch(cli.stderr(), /hunter2/);
+  }
+});
+
+test('a driver missing from the project is one line naming the package to install: exit code 1', async (t) => {
+  const dir = await emptyProject(t);
+  const cases = [
+    ['postgres://postgres@127.0.0.1:5432/test', 'agent-router: --storage postgres://… needs the pg driver; install it in your project: npm install pg\n'],
+    ['postgresql://127.0.0.1/test', 'agent-router: --storage postgresql://… needs the pg driver; install it in your project: npm install pg\n'],
+    [`${REDIS}/0`, 'agent-router: --storage redis://… needs a Redis driver; install one in your project: npm install redis (or: npm install ioredis)\n'],
+  ] as const;
+  const runs = cases.map(([storage]) => runCli(t, ['serve', '--port', '0', '--storage', storage], dir));
+  for (const [i, [storage, expected]] of cases.entries()) {
+    const cli = runs[i] as Cli;
+    assert.deepEqual(await cli.exited, { code: 1, signal: null }, storage);
+    assert.equal(cli.stderr(), expected);
+  }
+});
+
+test('a server that does not answer is one line naming host:port, never the password: exit code 1', async (t) => {
+  const port = await closedPort();
+  const cases = [
+    [`postgres://postgres:s3cret-pw@127.0.0.1:${port}/test`, `agent-router: cannot connect to Postgres at 127.0.0.1:${port}: connection refused (ECONNREFUSED); check that it runs and the --storage URL\n`],
+    [`redis://default:s3cret-pw@127.0.0.1:${port}/0`, `agent-router: cannot connect to Redis at 127.0.0.1:${port}: connection refused (ECONNREFUSED); check that it runs and the --storage URL\n`],
+    // Postgres answers, but the database is wrong: its own message, and still no password.
+    [`postgres://postgres:s3cret-pw@127.0.0.1:5432/no_such_db_${tag}`, `agent-router: cannot connect to Postgres at 127.0.0.1:5432: database "no_such_db_${tag}" does not exist; check that it runs and the --storage URL\n`],
+  ] as const;
+  const runs = cases.map(([storage]) => runCli(t, ['serve', '--port', '0', '--storage', storage]));
+  for (const [i, [storage, expected]] of cases.entries()) {
+    const cli = runs[i] as Cli;
+    assert.deepEqual(await cli.exited, { code: 1, signal: null }, storage);
+    assert.equal(cli.stderr(), expected);
+    assert.doesNotMatch(cli.stdout() + cli.stderr(), /s3cret/);
+  }
+});
