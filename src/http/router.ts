@@ -9,6 +9,7 @@ import { authorizeRequest, type Authorize } from './authorize.ts';
 import { checkDepth, readJsonBody } from './body.ts';
 import { applyCors, type CorsOptions } from './cors.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
+import { asObject, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
 import { sendError, sendJson } from './respond.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction, type RouteMatch } from './routes.ts';
@@ -276,33 +277,4 @@ export class AgentRouter {
     if (status === 499) return; // the client is gone; nobody to answer
     sendError(res, error);
   }
-}
-
-/** An inbound `x-request-id` (not a credential) travels on to a remote; odd values are dropped. */
-function requestIdOf(req: IncomingMessage): string | undefined {
-  const id = req.headers['x-request-id'];
-  return typeof id === 'string' && /^[\w.:-]{1,128}$/.test(id) ? id : undefined;
-}
-
-function asObject(value: unknown): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw httpErrors.badRequest('invalid_body', 'JSON body must be an object, e.g. {"message": "Hello"}');
-  }
-  return value as Record<string, unknown>;
-}
-
-function requireMessage(body: Record<string, unknown>): string {
-  const message = body['message'];
-  if (typeof message !== 'string' || message === '') {
-    throw httpErrors.badRequest('missing_message', 'Chat needs a non-empty "message" string, e.g. {"message": "Hello"}');
-  }
-  return message;
-}
-
-/** The generic envelope: `{"action": "chat" | "invoke" | "state", ...}`, chat by default. */
-function unwrapEnvelope(body: Record<string, unknown>): { action: Exclude<RouteAction, 'request'>; body: Record<string, unknown> } {
-  const action = body['action'] ?? 'chat';
-  if (action === 'chat' || action === 'state') return { action, body };
-  if (action === 'invoke') return { action, body: body['payload'] === undefined ? {} : asObject(body['payload']) };
-  throw httpErrors.badRequest('unknown_action', `Unknown action: ${typeof action === 'string' ? action.slice(0, 64) : typeof action}; use "chat", "invoke" or "state"`);
 }

@@ -1,0 +1,36 @@
+import type { IncomingMessage } from 'node:http';
+import { httpErrors } from '../errors.ts';
+import type { RouteAction } from './routes.ts';
+
+// What the router reads from a request beside its path: body shapes and the request id.
+
+/** An inbound `x-request-id` (not a credential) travels on to a remote; odd values are dropped. */
+export function requestIdOf(req: IncomingMessage): string | undefined {
+  const id = req.headers['x-request-id'];
+  return typeof id === 'string' && /^[\w.:-]{1,128}$/.test(id) ? id : undefined;
+}
+
+/** The body as an object; 400 for any other JSON value. */
+export function asObject(value: unknown): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw httpErrors.badRequest('invalid_body', 'JSON body must be an object, e.g. {"message": "Hello"}');
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Chat's `message`: a non-empty string, or 400. */
+export function requireMessage(body: Record<string, unknown>): string {
+  const message = body['message'];
+  if (typeof message !== 'string' || message === '') {
+    throw httpErrors.badRequest('missing_message', 'Chat needs a non-empty "message" string, e.g. {"message": "Hello"}');
+  }
+  return message;
+}
+
+/** The generic envelope: `{"action": "chat" | "invoke" | "state", ...}`, chat by default. */
+export function unwrapEnvelope(body: Record<string, unknown>): { action: Exclude<RouteAction, 'request'>; body: Record<string, unknown> } {
+  const action = body['action'] ?? 'chat';
+  if (action === 'chat' || action === 'state') return { action, body };
+  if (action === 'invoke') return { action, body: body['payload'] === undefined ? {} : asObject(body['payload']) };
+  throw httpErrors.badRequest('unknown_action', `Unknown action: ${typeof action === 'string' ? action.slice(0, 64) : typeof action}; use "chat", "invoke" or "state"`);
+}
