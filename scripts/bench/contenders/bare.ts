@@ -32,7 +32,12 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
 function readBody(req: IncomingMessage, done: (text: string) => void): void {
   const chunks: Buffer[] = [];
   req.on('data', (chunk: Buffer) => chunks.push(chunk));
-  req.on('end', () => done(chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8')));
+  req.on('end', () => {
+    const text = chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8');
+    // The listeners live as long as the request: a held stream must not keep its body's bytes.
+    chunks.length = 0;
+    done(text);
+  });
 }
 
 const DONE = 'event: done\ndata: [DONE]\n\n';
