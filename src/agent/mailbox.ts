@@ -55,28 +55,32 @@ export class Mailbox {
  * exactly one, and none to a signal that outlives it.
  */
 export class AbortWatch {
-  readonly aborted: Promise<never> | undefined;
   readonly #signal: AbortSignal | undefined;
   #onAbort: (() => void) | undefined;
+  /** Rejects the race in progress; one at a time, so nothing piles up per chunk. */
+  #reject: ((reason: unknown) => void) | undefined;
 
   constructor(signal: AbortSignal | undefined) {
     this.#signal = signal;
-    if (signal === undefined) return;
-    this.aborted = new Promise<never>((_, reject) => {
-      this.#onAbort = () => reject(signal.reason);
-      if (signal.aborted) this.#onAbort();
-      else signal.addEventListener('abort', this.#onAbort, { once: true });
-    });
-    this.aborted.catch(() => {}); // observed by the races; never an unhandled rejection
+    if (signal === undefined || signal.aborted) return;
+    this.#onAbort = () => this.#reject?.(signal.reason);
+    signal.addEventListener('abort', this.#onAbort, { once: true });
   }
 
   /** Settles like `promise`, or rejects with the signal's reason as soon as it aborts. */
   race<T>(promise: Promise<T>): Promise<T> {
-    return this.aborted === undefined ? promise : Promise.race([promise, this.aborted]);
+    const signal = this.#signal;
+    if (signal === undefined) return promise;
+    if (signal.aborted) return Promise.reject(signal.reason);
+    return new Promise<T>((resolve, reject) => {
+      this.#reject = reject;
+      promise.then(resolve, reject);
+    });
   }
 
   dispose(): void {
     if (this.#onAbort !== undefined) this.#signal?.removeEventListener('abort', this.#onAbort);
     this.#onAbort = undefined;
+    this.#reject = undefined;
   }
 }

@@ -8,6 +8,7 @@ import type { JsonObject } from '../types.ts';
 import { authorizeRequest, type Authorize } from './authorize.ts';
 import { checkDepth, readJsonBody } from './body.ts';
 import { applyCors, type CorsOptions } from './cors.ts';
+import { Deadlines } from './deadlines.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
 import { asObject, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
 import { sendError, sendJson } from './respond.ts';
@@ -80,6 +81,9 @@ export class AgentRouter {
   readonly #logger: Logger;
   readonly #maxStreams: number;
   #openStreams = 0;
+  /** The abort controllers of the requests running now, for abortAll(). */
+  readonly #running = new Set<AbortController>();
+  readonly #deadlines: Deadlines | undefined;
 
   constructor(target: Agent<any> | AgentRegistry, options: AgentRouterOptions = {}) {
     if (target instanceof AgentRegistry) this.#registry = target;
@@ -91,6 +95,10 @@ export class AgentRouter {
     this.#maxIdLength = options.maxIdLength ?? 256;
     this.#turnTimeout = options.turnTimeout ?? 300;
     this.#maxStreams = options.maxStreams ?? 10_000;
+    const turnTimeout = this.#turnTimeout;
+    this.#deadlines = turnTimeout > 0
+      ? new Deadlines(turnTimeout, (controller) => controller.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${turnTimeout} s`)))
+      : undefined;
     this.#logger = options.logger ?? { error: (message, error) => console.error(message, error) };
     this.pool = this.#registry === undefined ? undefined : (options.pool ?? new AgentPool(options));
   }
@@ -185,7 +193,16 @@ export class AgentRouter {
       stream = parseStreamFlag(queryParam(query, 'stream'), req.headers.accept);
     }
     const target = this.#resolve(agentId, requestIdOf(req));
+    if (action === 'state' && 'agent' in target) {
+      // Reading committed state needs no abort plumbing: no turn runs for it.
+      try {
+        return sendJson(res, 200, { agent_id: agentId, state: await target.agent.snapshot() });
+      } finally {
+        target.release?.();
+      }
+    }
     const controller = new AbortController();
+    this.#running.add(controller);
     const onClose = (): void => {
       if (!res.writableFinished) controller.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
     };
@@ -194,9 +211,8 @@ export class AgentRouter {
     if (outer?.aborted) onOuterAbort();
     outer?.addEventListener('abort', onOuterAbort, { once: true });
     // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
-    const timer = this.#turnTimeout > 0 && action !== 'state' && 'agent' in target
-      ? setTimeout(() => controller.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${this.#turnTimeout} s`)), this.#turnTimeout * 1000)
-      : undefined;
+    const timed = this.#deadlines !== undefined && action !== 'state' && 'agent' in target;
+    if (timed) this.#deadlines?.add(controller);
     const signal = controller.signal;
     try {
       if (action === 'chat' && stream !== false) {
@@ -219,7 +235,8 @@ export class AgentRouter {
     } catch (error) {
       throw signal.aborted ? signal.reason : error;
     } finally {
-      if (timer !== undefined) clearTimeout(timer);
+      if (timed) this.#deadlines?.delete(controller);
+      this.#running.delete(controller);
       res.off('close', onClose);
       outer?.removeEventListener('abort', onOuterAbort);
       if ('agent' in target) target.release?.();
@@ -250,6 +267,16 @@ export class AgentRouter {
         return { agent_id: agentId, state };
       }
     }
+  }
+
+  /**
+   * Aborts every request running now with `reason` (an AgentRouterError
+   * picks the status): JSON requests answer it, streams end with
+   * `event: error`, and their turns change nothing. AgentServer's close()
+   * calls it at its deadline.
+   */
+  abortAll(reason: unknown): void {
+    for (const controller of this.#running) controller.abort(reason);
   }
 
   /** Open SSE streams now. */

@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent } from '../agent/agent.ts';
@@ -38,8 +37,6 @@ export class AgentServer {
   readonly config: Readonly<ServerSettings>;
   readonly #logger: Logger;
   readonly #inFlight = new InFlight();
-  /** Aborted at the shutdown deadline: every running turn fails with 503 `shutting_down`. */
-  readonly #shutdown = new AbortController();
   #http: http.Server | undefined;
   #port: number | undefined;
   #host = '127.0.0.1';
@@ -62,8 +59,6 @@ export class AgentServer {
     });
     const { enableListAgents, shutdownTimeout, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;
     this.router = new AgentRouter(this.registry, { ...routerOptions, prefix: '/agent', pool: this.pool });
-    // Every running request listens on this one signal; the default cap of 10 would warn under load.
-    setMaxListeners(0, this.#shutdown.signal);
   }
 
   /** The bound port once `serve` resolved (the real one when asked for port 0). */
@@ -174,7 +169,8 @@ export class AgentServer {
     const closed = server === undefined || !server.listening ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
     for (const res of this.#inFlight.responses()) if (!res.headersSent) res.setHeader('Connection', 'close');
     if (!(await this.#inFlight.idle(this.config.shutdownTimeout * 1000))) {
-      this.#shutdown.abort(httpErrors.unavailable());
+      // The router aborts the requests it runs; no per-request listener on a shared signal (O(n) to remove).
+      this.router.abortAll(httpErrors.unavailable());
       await this.#inFlight.idle(ABORT_GRACE_MS);
     }
     this.pool.clear();
@@ -202,7 +198,7 @@ export class AgentServer {
       sendJson(res, 200, { agents });
       return;
     }
-    if (await this.router.handle(req, res, { signal: this.#shutdown.signal })) return;
+    if (await this.router.handle(req, res)) return;
     sendJson(res, 404, { error: `No route for ${req.method} ${path.slice(0, 200)}`, code: 'not_found' });
   }
 }

@@ -1,5 +1,6 @@
 import { VersionConflictError } from '../errors.ts';
 import { Mailbox } from '../agent/mailbox.ts';
+import type { ChatMessage } from '../types.ts';
 import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
 
 /**
@@ -10,6 +11,8 @@ import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
 export class MemoryStorage implements Storage {
   readonly #records = new Map<string, AgentRecord>();
   readonly #locks = new Map<string, Mailbox>();
+  /** The state object each agent's last commit was given (not the stored copy). */
+  readonly #given = new Map<string, object>();
 
   async load(agentId: string): Promise<AgentRecord | undefined> {
     const record = this.#records.get(agentId);
@@ -20,8 +23,10 @@ export class MemoryStorage implements Storage {
     const record = this.#records.get(agentId);
     const version = record?.version ?? 0;
     if (version !== turn.expectedVersion) throw new VersionConflictError(agentId, turn.expectedVersion, version);
-    const appended = structuredClone(turn.append) as AgentRecord['messages'];
-    const state = structuredClone(turn.state);
+    const appended = turn.append.map(copyMessage);
+    // A turn that did not change state hands back the object it was given last time: no need to copy it again.
+    const state = turn.state === this.#given.get(agentId) && record !== undefined ? record.state : structuredClone(turn.state);
+    this.#given.set(agentId, turn.state);
     if (record === undefined) {
       this.#records.set(agentId, { state, messages: appended, version: 1 });
       return 1;
@@ -52,5 +57,13 @@ export class MemoryStorage implements Storage {
 
   async delete(agentId: string): Promise<void> {
     this.#records.delete(agentId);
+    this.#given.delete(agentId);
   }
+}
+
+/** Messages are flat records of strings and numbers: a field copy is all a stored copy needs. */
+function copyMessage(message: ChatMessage): ChatMessage {
+  return message.usage === undefined
+    ? { role: message.role, content: message.content }
+    : { role: message.role, content: message.content, usage: { ...message.usage } };
 }
