@@ -180,8 +180,8 @@ export class Agent<S extends JsonObject = JsonObject> {
     const session = await this.#begin(signal);
     const watch = new AbortWatch(signal);
     let completed = false;
+    const user: ChatMessage = { role: 'user', content: message };
     try {
-      const user: ChatMessage = { role: 'user', content: message };
       // The model sees the history with the new message last. Pushed in place
       // rather than copied, so a turn costs the same at any history length;
       // taken back below if the turn does not complete.
@@ -211,7 +211,7 @@ export class Agent<S extends JsonObject = JsonObject> {
         }
       } finally {
         // Without awaiting: a hung model's generator cannot return before its pending next().
-        chunks.return?.().catch(() => {});
+        Promise.resolve(chunks.return?.()).catch(() => {});
       }
       modelSignal.throwIfAborted();
       const assistant: ChatMessage = usage === undefined
@@ -222,7 +222,7 @@ export class Agent<S extends JsonObject = JsonObject> {
     } finally {
       if (this.#pendingUser) {
         this.#pendingUser = false;
-        if (this.#messages[this.#messages.length - 1]?.role === 'user') this.#messages.pop();
+        if (this.#messages[this.#messages.length - 1] === user) this.#messages.pop();
       }
       watch.dispose();
       if (!completed) own?.abort(new Error('turn ended before it completed'));
