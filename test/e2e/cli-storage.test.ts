@@ -6,7 +6,6 @@
  * removes it.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -16,13 +15,10 @@ import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { createClient } from 'redis';
+import { listening, runCli, type Cli } from '../helpers/cli.ts';
 import { getJson, postJson } from '../helpers/http.ts';
 
 const root = process.cwd();
-const fromSource = import.meta.url.endsWith('.ts');
-const cliArgs = fromSource
-  ? ['--import', import.meta.resolve('tsx'), path.join(root, 'src/cli/main.ts')]
-  : [path.join(root, '.build/src/cli/main.js')];
 const PG = 'postgres://postgres@127.0.0.1:5432/test';
 const REDIS = 'redis://127.0.0.1:6379';
 
@@ -30,44 +26,6 @@ const REDIS = 'redis://127.0.0.1:6379';
 const tag = `${process.pid}_${randomBytes(4).toString('hex')}`;
 console.log(`cli-storage run tag: ${tag}`);
 
-interface Cli {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function runCli(t: { after: (fn: () => void) => void }, args: string[], cwd = root): Cli {
-  const env = { ...process.env };
-  for (const name of ['PORT', 'AGENT_ROUTER_DEBUG', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY', 'NODE_PATH']) delete env[name];
-  const child = spawn(process.execPath, [...cliArgs, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (text: string) => (out += text));
-  child.stderr?.setEncoding('utf8').on('data', (text: string) => (err += text));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => resolve({ code, signal }));
-  });
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return { child, stdout: () => out, stderr: () => err, exited };
-}
-
-function listening(cli: Cli): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const check = (): void => {
-      const match = /listening on (http:\/\/\S+)/.exec(cli.stdout());
-      if (match !== null) {
-        cli.child.stdout?.off('data', check);
-        resolve(match[1] as string);
-      }
-    };
-    cli.child.stdout?.on('data', check);
-    check();
-    void cli.exited.then(({ code }) => reject(new Error(`CLI exited with ${code} before listening: ${cli.stderr()}`)));
-  });
-}
 
 async function increment(url: string, id: string, by: number): Promise<unknown> {
   const reply = await postJson(`${url}/agent/${id}/invoke`, { method: 'increment', params: { by } });

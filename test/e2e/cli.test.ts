@@ -1,62 +1,18 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
+import { listening, runCli, type Cli } from '../helpers/cli.ts';
 import { getJson, postJson } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
 
 const root = process.cwd();
-// Under tsx the CLI runs from source; compiled into .build (the coverage run), from there.
 const fromSource = import.meta.url.endsWith('.ts');
-const cliArgs = fromSource
-  ? ['--import', import.meta.resolve('tsx'), path.join(root, 'src/cli/main.ts')]
-  : [path.join(root, '.build/src/cli/main.js')];
 const exampleModule = fromSource ? path.join(root, 'examples/serve-agents.ts') : path.join(root, '.build/examples/serve-agents.js');
 
-interface Cli {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function runCli(t: { after: (fn: () => void) => void }, args: string[], cwd = root): Cli {
-  const env = { ...process.env };
-  // Offline and predictable: no real model, no inherited port.
-  for (const name of ['PORT', 'AGENT_ROUTER_DEBUG', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY']) delete env[name];
-  const child = spawn(process.execPath, [...cliArgs, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (text: string) => (out += text));
-  child.stderr?.setEncoding('utf8').on('data', (text: string) => (err += text));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => resolve({ code, signal }));
-  });
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return { child, stdout: () => out, stderr: () => err, exited };
-}
-
-/** Resolves with the URL the CLI prints once it listens; rejects if it exits first. */
-function listening(cli: Cli): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const check = (): void => {
-      const match = /listening on (http:\/\/\S+)/.exec(cli.stdout());
-      if (match !== null) {
-        cli.child.stdout?.off('data', check);
-        resolve(match[1] as string);
-      }
-    };
-    cli.child.stdout?.on('data', check);
-    check();
-    void cli.exited.then(({ code }) => reject(new Error(`CLI exited with ${code} before listening: ${cli.stderr()}`)));
-  });
-}
 
 test('the demo serves echo and counter agents, prints curl lines, exits 0 on SIGTERM, and keeps state across restarts', async (t) => {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
