@@ -19,6 +19,7 @@ import { listening, runCli, type Cli } from '../helpers/cli.ts';
 import { getJson, postJson } from '../helpers/http.ts';
 
 const root = process.cwd();
+const fromSource = import.meta.url.endsWith('.ts');
 const PG = 'postgres://postgres@127.0.0.1:5432/test';
 const REDIS = 'redis://127.0.0.1:6379';
 
