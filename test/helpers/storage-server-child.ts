@@ -17,6 +17,7 @@ import { FileStorage } from '../../src/storage/file.ts';
 import { postgresStorage } from '../../src/storage/postgres.ts';
 import { redisStorage } from '../../src/storage/redis.ts';
 import type { Storage } from '../../src/storage/storage.ts';
+import { counterOn } from './agents.ts';
 
 export interface ChildConfig {
   backend: 'file' | 'postgres' | 'node-redis' | 'ioredis';
@@ -60,17 +61,7 @@ async function openStorage(): Promise<Storage> {
 
 const storage = await openStorage();
 
-class Counter extends Agent<{ count: number }> {
-  static override actions = ['increment'];
-  constructor(id: string) {
-    super(id, { model: echoModel(), storage, initialState: { count: 0 } });
-  }
-
-  async increment({ by = 1 }: { by?: number } = {}): Promise<number> {
-    await this.setState({ count: this.state.count + by });
-    return this.state.count;
-  }
-}
+const Counter = counterOn(storage);
 
 class Chat extends Agent {
   constructor(id: string) {

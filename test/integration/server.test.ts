@@ -11,6 +11,7 @@ import { readSSE, type SSEEvent } from '../../src/sse/parser.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { deferred, getJson, postJson, streamChat } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
+import { counterOn } from '../helpers/agents.ts';
 
 const quiet = { error: () => {} };
 
@@ -38,16 +39,7 @@ function gatedModel(gate: Promise<void>, onStart: (agentId: string) => void, age
 /** A registry of counters and gated agents over one shared storage. */
 function makeRegistry(gate: Promise<void> = new Promise(() => {}), onStart: (agentId: string) => void = () => {}) {
   const storage = new MemoryStorage();
-  class Counter extends Agent<{ count: number }> {
-    static override actions = ['increment'];
-    constructor(id: string) {
-      super(id, { model: echoModel(), storage, initialState: { count: 0 } });
-    }
-    async increment({ by = 1 }: { by?: number } = {}): Promise<number> {
-      await this.setState({ count: this.state.count + by });
-      return this.state.count;
-    }
-  }
+  const Counter = counterOn(storage);
   class Gated extends Agent {
     constructor(id: string) {
       super(id, { model: gatedModel(gate, onStart, id), storage });

@@ -7,19 +7,11 @@ import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentPool, type EvictReason } from '../../src/server/pool.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { deferred } from '../helpers/http.ts';
+import { counterOn, type CounterAgent } from '../helpers/agents.ts';
 
 const storage = new MemoryStorage();
 
-class Counter extends Agent<{ count: number }> {
-  static override actions = ['increment'];
-  constructor(id: string) {
-    super(id, { model: echoModel(), storage, initialState: { count: 0 } });
-  }
-  async increment({ by = 1 }: { by?: number } = {}): Promise<number> {
-    await this.setState({ count: this.state.count + by });
-    return this.state.count;
-  }
-}
+const Counter = counterOn(storage);
 
 /** A pool on a hand-moved clock, recording its hooks. */
 function makePool(options: { idleTimeout?: number; maxAgents?: number } = {}) {
@@ -47,7 +39,7 @@ test('an idle instance is dropped after idleTimeout by the timer, and comes back
   const evicted: Array<[string, EvictReason]> = [];
   const pool = new AgentPool({ idleTimeout: 60, onCreate: (a) => created.push(a.id), onEvict: (a, r) => evicted.push([a.id, r]) });
 
-  const first = pool.acquire('idle-1', (id) => new Counter(id)) as Counter;
+  const first = pool.acquire('idle-1', (id) => new Counter(id)) as CounterAgent;
   assert.equal(await first.invoke('increment', { by: 5 }), 5);
   pool.release('idle-1');
 
@@ -57,7 +49,7 @@ test('an idle instance is dropped after idleTimeout by the timer, and comes back
   assert.equal(pool.peek('idle-1'), undefined, 'dropped by the sweep timer');
   assert.deepEqual(evicted, [['idle-1', 'idle']]);
 
-  const second = pool.acquire('idle-1', (id) => new Counter(id)) as Counter;
+  const second = pool.acquire('idle-1', (id) => new Counter(id)) as CounterAgent;
   assert.notEqual(second, first);
   assert.deepEqual(await second.snapshot(), { count: 5 }, 'the new instance loads the stored state');
   assert.equal(await second.invoke('increment'), 6);
