@@ -15,7 +15,7 @@ export interface SSEWriterOptions {
  */
 export class SSEWriter {
   readonly #res: ServerResponse;
-  #timer: NodeJS.Timeout | undefined;
+  #pings: PingGroup | undefined;
   #wroteSincePing = false;
   #ended = false;
 
@@ -31,8 +31,8 @@ export class SSEWriter {
     res.flushHeaders();
     const interval = options.pingInterval ?? 15;
     if (interval > 0) {
-      this.#timer = setInterval(() => this.#ping(), interval * 1000);
-      this.#timer.unref();
+      this.#pings = PingGroup.for(interval * 1000);
+      this.#pings.add(this);
     }
   }
 
@@ -76,7 +76,8 @@ export class SSEWriter {
     });
   }
 
-  #ping(): void {
+  /** Called by the ping group's timer. */
+  ping(): void {
     if (!this.open) return this.#stopPing();
     // Only an idle stream needs a ping; one that is sending is kept open by its data.
     if (!this.#wroteSincePing && this.#res.writableLength === 0) this.#res.write(formatComment('ping'));
@@ -84,8 +85,8 @@ export class SSEWriter {
   }
 
   #stopPing(): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#pings?.delete(this);
+    this.#pings = undefined;
   }
 
   #end(frame: string | undefined): void {
@@ -95,5 +96,46 @@ export class SSEWriter {
     if (this.#res.destroyed) return;
     if (frame === undefined) this.#res.end();
     else this.#res.end(frame);
+  }
+}
+
+/**
+ * One timer per ping interval for every open stream, instead of one per
+ * stream: a timer and its closure were part of the heap each held stream
+ * kept. A stream gets its first ping within one interval of going idle.
+ */
+class PingGroup {
+  static readonly #groups = new Map<number, PingGroup>();
+  readonly #writers = new Set<SSEWriter>();
+  readonly #ms: number;
+  #timer: NodeJS.Timeout | undefined;
+
+  static for(ms: number): PingGroup {
+    let group = PingGroup.#groups.get(ms);
+    if (group === undefined) {
+      group = new PingGroup(ms);
+      PingGroup.#groups.set(ms, group);
+    }
+    return group;
+  }
+
+  constructor(ms: number) {
+    this.#ms = ms;
+  }
+
+  add(writer: SSEWriter): void {
+    this.#writers.add(writer);
+    if (this.#timer !== undefined) return;
+    this.#timer = setInterval(() => {
+      for (const each of this.#writers) each.ping();
+    }, this.#ms);
+    this.#timer.unref();
+  }
+
+  delete(writer: SSEWriter): void {
+    this.#writers.delete(writer);
+    if (this.#writers.size > 0 || this.#timer === undefined) return;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
   }
 }
