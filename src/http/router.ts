@@ -211,7 +211,7 @@ export class AgentRouter {
     if (outer?.aborted) onOuterAbort();
     outer?.addEventListener('abort', onOuterAbort, { once: true });
     // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
-    const timed = this.#deadlines !== undefined && action !== 'state' && 'agent' in target;
+    const timed = this.#deadlines !== undefined && 'agent' in target; // local state returned above
     if (timed) this.#deadlines?.add(controller);
     const signal = controller.signal;
     try {

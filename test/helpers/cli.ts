@@ -16,11 +16,16 @@ export interface Cli {
 }
 
 /** Runs `agent-router <args>` as a child process; the test's `after` kills it if it still runs. */
-export function runCli(t: { after: (fn: () => void) => void }, args: string[], cwd = root): Cli {
+export function runCli(t: { after: (fn: () => unknown) => void }, args: string[], cwd = root): Cli {
   const env = { ...process.env };
   // Offline and predictable: no real model, no inherited port, no drivers from elsewhere.
   for (const name of ['PORT', 'AGENT_ROUTER_DEBUG', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY', 'NODE_PATH']) delete env[name];
-  const child = spawn(process.execPath, [...cliArgs, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  return spawnNode(t, [...cliArgs, ...args], cwd, env);
+}
+
+/** Runs `node <args>`, collecting its output; the test's `after` kills it if it still runs and waits for its exit. */
+export function spawnNode(t: { after: (fn: () => unknown) => void }, args: string[], cwd: string, env: NodeJS.ProcessEnv): Cli {
+  const child = spawn(process.execPath, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout?.setEncoding('utf8').on('data', (text: string) => (out += text));
@@ -30,6 +35,7 @@ export function runCli(t: { after: (fn: () => void) => void }, args: string[], c
   });
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    return exited;
   });
   return { child, stdout: () => out, stderr: () => err, exited };
 }
@@ -46,6 +52,6 @@ export function listening(cli: Cli): Promise<string> {
     };
     cli.child.stdout?.on('data', check);
     check();
-    void cli.exited.then(({ code }) => reject(new Error(`CLI exited with ${code} before listening: ${cli.stderr()}`)));
+    void cli.exited.then(({ code, signal }) => reject(new Error(`child exited (${code ?? signal}) before listening: ${cli.stderr()}`)));
   });
 }

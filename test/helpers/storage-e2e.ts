@@ -2,9 +2,9 @@
  * Starts storage-server-child.ts as a child process (from source under tsx,
  * compiled from .build under the coverage run) and talks to it over HTTP.
  */
-import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { listening, spawnNode } from './cli.ts';
 import type { ChildConfig } from './storage-server-child.ts';
 
 const root = process.cwd();
@@ -24,30 +24,9 @@ export interface ServerChild {
 export async function startServerChild(t: { after: (fn: () => unknown) => void }, config: ChildConfig): Promise<ServerChild> {
   const env = { ...process.env };
   delete env['NODE_V8_COVERAGE']; // a SIGKILLed child writes no coverage; none of them need to
-  const child = spawn(process.execPath, [...childArgs, JSON.stringify(config)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (text: string) => (out += text));
-  child.stderr?.setEncoding('utf8').on('data', (text: string) => (err += text));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => resolve({ code, signal }));
-  });
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    return exited;
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    const check = (): void => {
-      const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match !== null) {
-        child.stdout?.off('data', check);
-        resolve(match[1] as string);
-      }
-    };
-    child.stdout?.on('data', check);
-    void exited.then(({ code, signal }) => reject(new Error(`server child exited (${code ?? signal}) before listening: ${err}`)));
-  });
-  return { url, child, exited, stderr: () => err };
+  const server = spawnNode(t, [...childArgs, JSON.stringify(config)], root, env);
+  const url = await listening(server);
+  return { url, child: server.child, exited: server.exited, stderr: server.stderr };
 }
 
 /** POSTs JSON and returns the status and the parsed body. */
