@@ -4,6 +4,7 @@ import { MemoryStorage } from '../storage/memory.ts';
 import type { Storage, Unlock } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject, TokenUsage } from '../types.ts';
 import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
+import { TurnCancel } from './cancel.ts';
 import { AbortWatch, Mailbox } from './mailbox.ts';
 
 export interface AgentOptions<S extends JsonObject = JsonObject> {
@@ -23,6 +24,25 @@ export interface AgentOptions<S extends JsonObject = JsonObject> {
 export interface TurnOptions {
   /** Aborting it cancels the turn (the model call too); the turn then changes nothing. */
   signal?: AbortSignal | undefined;
+}
+
+/**
+ * The router's way to hand a turn its TurnCancel instead of a `signal`, so
+ * that no AbortController is made unless something asks for a signal.
+ * Internal: not exported from the package.
+ */
+export const turnCancel: unique symbol = Symbol('agent-router.turnCancel');
+
+/** Turn options carrying the router's cancel. */
+export function cancelledBy(cancel: TurnCancel): TurnOptions {
+  return { [turnCancel]: cancel } as TurnOptions;
+}
+
+/** The turn's cancel: the router's, a caller's signal followed, or none (then `own` is made here). */
+function cancelOf(options: TurnOptions): { cancel: TurnCancel; own: boolean } {
+  const given = (options as { [turnCancel]?: TurnCancel })[turnCancel];
+  if (given !== undefined) return { cancel: given, own: false };
+  return { cancel: new TurnCancel(options.signal), own: options.signal === undefined };
 }
 
 export type StateUpdate<S> = Partial<S> | ((state: S) => Partial<S>);
@@ -56,6 +76,7 @@ export class Agent<S extends JsonObject = JsonObject> {
   #messages: ChatMessage[] = [];
   #version = 0;
   #loading: Promise<void> | undefined;
+  #loaded = false;
   #staged: S | undefined;
   #inTurn = false;
   /** The running chat turn's user message is the history's last entry, not yet committed. */
@@ -101,10 +122,15 @@ export class Agent<S extends JsonObject = JsonObject> {
 
   /** Loads state and history from storage; the first call does the work, later calls share it. */
   load(): Promise<void> {
-    this.#loading ??= this.#refresh(true).catch((error: unknown) => {
-      this.#loading = undefined;
-      throw error;
-    });
+    this.#loading ??= this.#refresh(true).then(
+      () => {
+        this.#loaded = true;
+      },
+      (error: unknown) => {
+        this.#loading = undefined;
+        throw error;
+      },
+    );
     return this.#loading;
   }
 
@@ -133,7 +159,7 @@ export class Agent<S extends JsonObject = JsonObject> {
     if (this.#abandoned > 0) {
       throw new AgentRouterError(409, 'turn_ended', `Agent ${JSON.stringify(this.id)}: setState from an action whose turn was already cut`);
     }
-    return this.#turn(undefined, async () => ({ result: this.#stage(update), append: [] }));
+    return this.#turn({ cancel: new TurnCancel(), own: true }, async () => ({ result: this.#stage(update), append: [] }));
   }
 
   /** One chat turn; resolves with the whole reply. */
@@ -149,7 +175,7 @@ export class Agent<S extends JsonObject = JsonObject> {
    */
   stream(message: string, options: TurnOptions = {}): AsyncIterable<string> {
     if (typeof message !== 'string') throw new TypeError('Agent.stream: message must be a string');
-    return this.#streamTurn(message, options.signal);
+    return this.#streamTurn(message, cancelOf(options));
   }
 
   /** Calls an action listed in the class's static `actions`, as one turn. */
@@ -158,7 +184,7 @@ export class Agent<S extends JsonObject = JsonObject> {
     if (!actionsOf(ctor).has(method)) throw unknownMethod(this.id, method);
     const action = (this as unknown as Record<string, (...args: unknown[]) => unknown>)[method] as (...args: unknown[]) => unknown;
     const args = actionArguments(params);
-    return this.#turn(options.signal, async () => ({ result: await action.apply(this, args), append: [] }));
+    return this.#turn(cancelOf(options), async () => ({ result: await action.apply(this, args), append: [] }));
   }
 
   #stage(update: StateUpdate<S>): S {
@@ -168,17 +194,14 @@ export class Agent<S extends JsonObject = JsonObject> {
     return this.#staged;
   }
 
-  async *#streamTurn(message: string, signal: AbortSignal | undefined): AsyncGenerator<string> {
+  async *#streamTurn(message: string, { cancel, own }: { cancel: TurnCancel; own: boolean }): AsyncGenerator<string> {
     const model = this.model;
     if (model === undefined) {
       throw new AgentRouterError(500, 'no_model', `Agent ${JSON.stringify(this.id)} has no model; pass { model } to its constructor`);
     }
-    // The caller's signal goes to the model as it is. Without one, the turn
-    // makes its own, so stopping the iteration early still aborts the model.
-    const own = signal === undefined ? new AbortController() : undefined;
-    const modelSignal = signal ?? (own as AbortController).signal;
-    const session = await this.#begin(signal);
-    const watch = new AbortWatch(signal);
+    const session = await this.#begin(cancel);
+    // A cancel made here is aborted only below, at the turn's end: nothing to watch for.
+    const watch = new AbortWatch(own ? undefined : cancel);
     let completed = false;
     const user: ChatMessage = { role: 'user', content: message };
     try {
@@ -188,7 +211,9 @@ export class Agent<S extends JsonObject = JsonObject> {
       const history = this.#messages;
       history.push(user);
       this.#pendingUser = true;
-      const request = { system: this.system, messages: history, signal: modelSignal };
+      // The caller's signal goes to the model as it is; otherwise one is made
+      // if the model reads it, so stopping the iteration early still aborts it.
+      const request = { system: this.system, messages: history, get signal() { return cancel.signal; } };
       let reply = '';
       let usage: TokenUsage | undefined;
       const chunks = model.stream(request)[Symbol.asyncIterator]();
@@ -198,7 +223,7 @@ export class Agent<S extends JsonObject = JsonObject> {
           const next = await watch.race(chunks.next());
           if (next.done === true) break;
           const chunk = next.value;
-          modelSignal.throwIfAborted();
+          cancel.throwIfAborted();
           if (typeof chunk === 'string') {
             if (chunk.length === 0) continue;
             reply += chunk;
@@ -213,7 +238,7 @@ export class Agent<S extends JsonObject = JsonObject> {
         // Without awaiting: a hung model's generator cannot return before its pending next().
         Promise.resolve(chunks.return?.()).catch(() => {});
       }
-      modelSignal.throwIfAborted();
+      cancel.throwIfAborted();
       const assistant: ChatMessage = usage === undefined
         ? { role: 'assistant', content: reply }
         : { role: 'assistant', content: reply, usage };
@@ -225,14 +250,14 @@ export class Agent<S extends JsonObject = JsonObject> {
         if (this.#messages[this.#messages.length - 1] === user) this.#messages.pop();
       }
       watch.dispose();
-      if (!completed) own?.abort(new Error('turn ended before it completed'));
+      if (!completed && own) cancel.abort(new Error('turn ended before it completed'));
       await this.#end(session);
     }
   }
 
-  async #turn<T>(signal: AbortSignal | undefined, body: () => Promise<{ result: T; append: ChatMessage[] }>): Promise<T> {
-    const session = await this.#begin(signal);
-    const watch = new AbortWatch(signal);
+  async #turn<T>({ cancel, own }: { cancel: TurnCancel; own: boolean }, body: () => Promise<{ result: T; append: ChatMessage[] }>): Promise<T> {
+    const session = await this.#begin(cancel);
+    const watch = new AbortWatch(own ? undefined : cancel);
     const work = body();
     let settled = false;
     const markSettled = (): void => {
@@ -260,12 +285,15 @@ export class Agent<S extends JsonObject = JsonObject> {
   }
 
   /** Waits for this agent's turn, then for the cross-process lock, then catches up with storage. */
-  async #begin(signal: AbortSignal | undefined): Promise<{ release: () => void; unlock: Unlock | undefined }> {
-    const release = await this.#mailbox.acquire(signal);
+  async #begin(cancel: TurnCancel): Promise<{ release: () => void; unlock: Unlock | undefined }> {
+    cancel.throwIfAborted();
+    // Free mailbox, loaded, in-process lock: the common case takes no promise and makes no signal.
+    const release = this.#mailbox.tryAcquire() ?? (await this.#mailbox.acquire(cancel));
     let unlock: Unlock | undefined;
     try {
-      await this.load();
-      unlock = await this.storage.lock?.(this.id, signal);
+      if (!this.#loaded) await this.load();
+      const storage = this.storage;
+      unlock = storage.tryLock?.(this.id) ?? (await storage.lock?.(this.id, cancel.signal));
       await this.#refresh(false);
     } catch (error) {
       await unlock?.();

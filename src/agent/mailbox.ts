@@ -1,77 +1,119 @@
+import type { TurnCancel } from './cancel.ts';
+
+/** What a wait can be cut by: a TurnCancel, or anything shaped like one. */
+export type Cancellable = Pick<TurnCancel, 'aborted' | 'reason' | 'onAbort'>;
+
+type Release = () => void;
+
+interface Waiter {
+  grant: ((release: Release) => void) | undefined;
+  stopWatching: (() => void) | undefined;
+  next: Waiter | undefined;
+}
+
 /**
  * A FIFO lock: turns on one agent run one at a time, in the order they asked.
- * Cheaper than a queue of closures: each waiter chains on the previous one's
- * promise.
+ * A free mailbox is taken at once, with no promise and no abort listener:
+ * that is the common case, one turn at a time per agent.
  */
 export class Mailbox {
-  #tail: Promise<void> = Promise.resolve();
-  #waiting = 0;
+  #held = false;
+  /** Waiters in arrival order, a linked list; one aborted while waiting has no `grant` and is skipped. */
+  #first: Waiter | undefined;
+  #last: Waiter | undefined;
+  #size = 0;
 
   /** Turns running or waiting. */
   get size(): number {
-    return this.#waiting;
+    return this.#size;
+  }
+
+  /** The release function if the mailbox is free (it is then taken), undefined if not. */
+  tryAcquire(): Release | undefined {
+    if (this.#held) return undefined;
+    this.#held = true;
+    this.#size++;
+    return this.#releaser();
   }
 
   /**
    * Resolves with a release function once every earlier turn has released.
-   * If `signal` aborts while waiting, this rejects at once; the slot is then
-   * passed on in order when the earlier turns release.
+   * If `cancel` aborts while waiting, this rejects at once and the waiter
+   * gives up its place.
    */
-  acquire(signal?: AbortSignal): Promise<() => void> {
-    const previous = this.#tail;
-    let open!: () => void;
-    this.#tail = new Promise<void>((resolve) => {
-      open = resolve;
-    });
-    this.#waiting++;
-    let released = false;
-    const release = (): void => {
-      if (released) return;
-      released = true;
-      this.#waiting--;
-      open();
-    };
-    if (signal === undefined) return previous.then(() => release);
-    return new Promise<() => void>((resolve, reject) => {
-      const onAbort = (): void => {
-        reject(signal.reason);
-        void previous.then(release);
-      };
-      if (signal.aborted) return onAbort();
-      signal.addEventListener('abort', onAbort, { once: true });
-      void previous.then(() => {
-        signal.removeEventListener('abort', onAbort);
-        if (!signal.aborted) resolve(release);
+  acquire(cancel?: Cancellable): Promise<Release> {
+    if (cancel?.aborted === true) return Promise.reject(cancel.reason);
+    const release = this.tryAcquire();
+    if (release !== undefined) return Promise.resolve(release);
+    return new Promise<Release>((resolve, reject) => {
+      const waiter: Waiter = { grant: resolve, stopWatching: undefined, next: undefined };
+      if (this.#last === undefined) this.#first = waiter;
+      else this.#last.next = waiter;
+      this.#last = waiter;
+      this.#size++;
+      if (cancel === undefined) return;
+      waiter.stopWatching = cancel.onAbort(() => {
+        if (waiter.grant === undefined) return;
+        waiter.grant = undefined;
+        this.#size--;
+        reject(cancel.reason);
       });
     });
+  }
+
+  #releaser(): Release {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.#size--;
+      this.#handOver();
+    };
+  }
+
+  /** Gives the lock to the next waiter still waiting, or frees it. */
+  #handOver(): void {
+    let waiter = this.#first;
+    while (waiter !== undefined) {
+      this.#first = waiter.next;
+      if (this.#first === undefined) this.#last = undefined;
+      const grant = waiter.grant;
+      if (grant !== undefined) {
+        waiter.grant = undefined;
+        waiter.stopWatching?.();
+        grant(this.#releaser());
+        return;
+      }
+      waiter = this.#first;
+    }
+    this.#held = false;
   }
 }
 
 /**
  * Wakes a turn when its signal aborts, so a model or action that ignores the
  * signal cannot hold the turn (and so the agent) forever; what it does later
- * is discarded. One listener per turn, removed by `dispose`: the first
- * listener on an AbortSignal costs microseconds on Node 20, so a turn adds
- * exactly one, and none to a signal that outlives it.
+ * is discarded. One watch per turn, removed by `dispose`, and none left on a
+ * signal that outlives the turn.
  */
 export class AbortWatch {
-  readonly #signal: AbortSignal | undefined;
-  #onAbort: (() => void) | undefined;
+  readonly #cancel: Cancellable | undefined;
+  #stopWatching: (() => void) | undefined;
   /** Rejects the race in progress; one at a time, so nothing piles up per chunk. */
   #reject: ((reason: unknown) => void) | undefined;
 
-  constructor(signal: AbortSignal | undefined) {
-    this.#signal = signal;
-    if (signal === undefined || signal.aborted) return;
-    this.#onAbort = () => this.#reject?.(signal.reason);
-    signal.addEventListener('abort', this.#onAbort, { once: true });
+  /** Without a cancel (nothing can cut the turn from outside), races are the promises themselves. */
+  constructor(cancel: Cancellable | undefined) {
+    this.#cancel = cancel;
+    if (cancel === undefined || cancel.aborted) return;
+    this.#stopWatching = cancel.onAbort(() => this.#reject?.(cancel.reason));
   }
 
-  /** Settles like `promise`, or rejects with the signal's reason as soon as it aborts. */
+  /** Settles like `promise`, or rejects with the cancel's reason as soon as it aborts. */
   race<T>(promise: Promise<T>): Promise<T> {
-    const signal = this.#signal;
-    if (signal === undefined) return promise;
-    if (signal.aborted) return Promise.reject(signal.reason);
+    const cancel = this.#cancel;
+    if (cancel === undefined) return promise;
+    if (cancel.aborted) return Promise.reject(cancel.reason);
     return new Promise<T>((resolve, reject) => {
       this.#reject = reject;
       promise.then(resolve, reject);
@@ -79,8 +121,8 @@ export class AbortWatch {
   }
 
   dispose(): void {
-    if (this.#onAbort !== undefined) this.#signal?.removeEventListener('abort', this.#onAbort);
-    this.#onAbort = undefined;
+    this.#stopWatching?.();
+    this.#stopWatching = undefined;
     this.#reject = undefined;
   }
 }

@@ -5,18 +5,21 @@
  * and one unref'd interval checks them at a quarter of the timeout (at most
  * every second), so a turn is cut at most ~25% (or 1 s) late.
  */
+/** What a deadline cuts: the router's TurnCancel. */
+type Abortable = { abort(reason: unknown): void };
+
 export class Deadlines {
-  readonly #entries = new Map<AbortController, number>();
+  readonly #entries = new Map<Abortable, number>();
   readonly #timeoutMs: number;
-  readonly #onExpire: (controller: AbortController) => void;
+  readonly #onExpire: (controller: Abortable) => void;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(timeoutSeconds: number, onExpire: (controller: AbortController) => void) {
+  constructor(timeoutSeconds: number, onExpire: (controller: Abortable) => void) {
     this.#timeoutMs = timeoutSeconds * 1000;
     this.#onExpire = onExpire;
   }
 
-  add(controller: AbortController): void {
+  add(controller: Abortable): void {
     this.#entries.set(controller, Date.now() + this.#timeoutMs);
     if (this.#timer === undefined) {
       this.#timer = setInterval(() => this.#sweep(), Math.max(1, Math.min(1000, this.#timeoutMs / 4)));
@@ -24,7 +27,7 @@ export class Deadlines {
     }
   }
 
-  delete(controller: AbortController): void {
+  delete(controller: Abortable): void {
     this.#entries.delete(controller);
   }
 

@@ -1,5 +1,6 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { Agent } from '../agent/agent.ts';
+import { Agent, cancelledBy } from '../agent/agent.ts';
+import { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, httpErrors, statusOf } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';
 import { AgentPool, type AgentPoolOptions } from '../server/pool.ts';
@@ -81,8 +82,8 @@ export class AgentRouter {
   readonly #logger: Logger;
   readonly #maxStreams: number;
   #openStreams = 0;
-  /** The abort controllers of the requests running now, for abortAll(). */
-  readonly #running = new Set<AbortController>();
+  /** The cancels of the requests running now, for abortAll(). */
+  readonly #running = new Set<TurnCancel>();
   readonly #deadlines: Deadlines | undefined;
 
   constructor(target: Agent<any> | AgentRegistry, options: AgentRouterOptions = {}) {
@@ -97,7 +98,7 @@ export class AgentRouter {
     this.#maxStreams = options.maxStreams ?? 10_000;
     const turnTimeout = this.#turnTimeout;
     this.#deadlines = turnTimeout > 0
-      ? new Deadlines(turnTimeout, (controller) => controller.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${turnTimeout} s`)))
+      ? new Deadlines(turnTimeout, (cancel) => cancel.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${turnTimeout} s`)))
       : undefined;
     this.#logger = options.logger ?? { error: (message, error) => console.error(message, error) };
     this.pool = this.#registry === undefined ? undefined : (options.pool ?? new AgentPool(options));
@@ -201,19 +202,18 @@ export class AgentRouter {
         target.release?.();
       }
     }
-    const controller = new AbortController();
-    this.#running.add(controller);
+    const cancel = new TurnCancel();
+    this.#running.add(cancel);
     const onClose = (): void => {
-      if (!res.writableFinished) controller.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
+      if (!res.writableFinished) cancel.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
     };
     res.on('close', onClose);
-    const onOuterAbort = (): void => controller.abort(outer?.reason);
+    const onOuterAbort = (): void => cancel.abort(outer?.reason);
     if (outer?.aborted) onOuterAbort();
     outer?.addEventListener('abort', onOuterAbort, { once: true });
     // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
     const timed = this.#deadlines !== undefined && 'agent' in target; // local state returned above
-    if (timed) this.#deadlines?.add(controller);
-    const signal = controller.signal;
+    if (timed) this.#deadlines?.add(cancel);
     try {
       if (action === 'chat' && stream !== false) {
         if (this.#openStreams >= this.#maxStreams) {
@@ -224,32 +224,33 @@ export class AgentRouter {
         }
         this.#openStreams++;
         try {
-          await streamReply(res, this.#source(target, agentId, message, signal), stream === 'events', signal, this.options.pingInterval, this.#logger);
+          await streamReply(res, this.#source(target, agentId, message, cancel), stream === 'events', cancel, this.options.pingInterval, this.#logger);
         } finally {
           this.#openStreams--;
         }
         return;
       }
-      const reply = await this.#call(target, agentId, action, body, message, signal);
+      const reply = await this.#call(target, agentId, action, body, message, cancel);
       sendJson(res, 200, reply);
     } catch (error) {
-      throw signal.aborted ? signal.reason : error;
+      throw cancel.aborted ? cancel.reason : error;
     } finally {
-      if (timed) this.#deadlines?.delete(controller);
-      this.#running.delete(controller);
+      if (timed) this.#deadlines?.delete(cancel);
+      this.#running.delete(cancel);
       res.off('close', onClose);
       outer?.removeEventListener('abort', onOuterAbort);
       if ('agent' in target) target.release?.();
     }
   }
 
-  async #call(target: Resolved, agentId: string, action: RouteAction, body: Record<string, unknown>, message: string, signal: AbortSignal): Promise<JsonObject> {
+  async #call(target: Resolved, agentId: string, action: RouteAction, body: Record<string, unknown>, message: string, cancel: TurnCancel): Promise<JsonObject> {
     const remote = 'transport' in target ? target.transport : undefined;
-    const options = { signal, requestId: 'transport' in target ? target.requestId : undefined };
+    const options = remote === undefined ? undefined : { signal: cancel.signal, requestId: 'transport' in target ? target.requestId : undefined };
+    const turn = cancelledBy(cancel);
     const agent = 'agent' in target ? target.agent : undefined;
     switch (action) {
       case 'chat': {
-        const response = remote !== undefined ? await remote.chat(agentId, message, options) : await (agent as Agent<any>).chat(message, { signal });
+        const response = remote !== undefined ? await remote.chat(agentId, message, options) : await (agent as Agent<any>).chat(message, turn);
         return { agent_id: agentId, response };
       }
       case 'invoke': {
@@ -259,7 +260,7 @@ export class AgentRouter {
           throw httpErrors.badRequest('missing_method', 'Invoke needs a "method" string, e.g. {"method": "increment", "params": {"by": 2}}');
         }
         const params = payload['params'];
-        const result = remote !== undefined ? await remote.invoke(agentId, method, params, options) : await (agent as Agent<any>).invoke(method, params, { signal });
+        const result = remote !== undefined ? await remote.invoke(agentId, method, params, options) : await (agent as Agent<any>).invoke(method, params, turn);
         return { agent_id: agentId, result: (result ?? null) as JsonObject };
       }
       default: {
@@ -276,7 +277,7 @@ export class AgentRouter {
    * calls it at its deadline.
    */
   abortAll(reason: unknown): void {
-    for (const controller of this.#running) controller.abort(reason);
+    for (const cancel of this.#running) cancel.abort(reason);
   }
 
   /** Open SSE streams now. */
@@ -284,9 +285,9 @@ export class AgentRouter {
     return this.#openStreams;
   }
 
-  #source(target: Resolved, agentId: string, message: string, signal: AbortSignal): ReplySource {
-    if ('agent' in target) return { agentId, chunks: target.agent.stream(message, { signal }) };
-    return { agentId, chunks: target.transport.stream(agentId, message, { signal, requestId: target.requestId }) };
+  #source(target: Resolved, agentId: string, message: string, cancel: TurnCancel): ReplySource {
+    if ('agent' in target) return { agentId, chunks: target.agent.stream(message, cancelledBy(cancel)) };
+    return { agentId, chunks: target.transport.stream(agentId, message, { signal: cancel.signal, requestId: target.requestId }) };
   }
 
   #resolve(agentId: string, requestId: string | undefined): Resolved {

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { TurnCancel } from '../agent/cancel.ts';
 import { errorBody, statusOf } from '../errors.ts';
 import { formatEvent } from '../sse/format.ts';
 import { SSEWriter } from '../sse/writer.ts';
@@ -24,7 +25,7 @@ export async function streamReply(
   res: ServerResponse,
   source: ReplySource,
   typed: boolean,
-  signal: AbortSignal,
+  cancel: TurnCancel,
   pingInterval: number | undefined,
   logger: Logger,
 ): Promise<void> {
@@ -42,11 +43,11 @@ export async function streamReply(
         await writer.send(chunk);
       }
     }
-    if (signal.aborted) throw signal.reason;
+    if (cancel.aborted) throw cancel.reason;
     if (!typed) return writer.done();
     writer.end(formatEvent(typedFrame('turn.finished', { result: { agent_id: source.agentId, text } }), 'turn.finished'));
   } catch (error) {
-    const cause = signal.aborted ? signal.reason : error;
+    const cause = cancel.aborted ? cancel.reason : error;
     const status = statusOf(cause);
     if (status >= 500 && status !== 503) logger.error(`AgentRouter: stream for agent ${JSON.stringify(source.agentId)} failed with ${status}`, cause);
     if (!typed) return writer.error(errorBody(cause));

@@ -1,4 +1,5 @@
 import { VersionConflictError } from '../errors.ts';
+import { TurnCancel } from '../agent/cancel.ts';
 import { Mailbox } from '../agent/mailbox.ts';
 import type { ChatMessage } from '../types.ts';
 import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
@@ -42,13 +43,31 @@ export class MemoryStorage implements Storage {
   }
 
   /** Serializes turns of agent instances in this process that share one id. */
-  async lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+  lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+    if (signal?.aborted === true) return Promise.reject(signal.reason);
+    const unlock = this.tryLock(agentId);
+    if (unlock !== undefined) return Promise.resolve(unlock);
+    const mailbox = this.#lockFor(agentId);
+    return mailbox.acquire(signal === undefined ? undefined : new TurnCancel(signal)).then((release) => this.#unlocker(agentId, mailbox, release));
+  }
+
+  /** Takes the lock at once if it is free; see Storage.tryLock. */
+  tryLock(agentId: string): Unlock | undefined {
+    const mailbox = this.#lockFor(agentId);
+    const release = mailbox.tryAcquire();
+    return release === undefined ? undefined : this.#unlocker(agentId, mailbox, release);
+  }
+
+  #lockFor(agentId: string): Mailbox {
     let mailbox = this.#locks.get(agentId);
     if (mailbox === undefined) {
       mailbox = new Mailbox();
       this.#locks.set(agentId, mailbox);
     }
-    const release = await mailbox.acquire(signal);
+    return mailbox;
+  }
+
+  #unlocker(agentId: string, mailbox: Mailbox, release: () => void): Unlock {
     return async () => {
       release();
       if (mailbox.size === 0) this.#locks.delete(agentId);

@@ -39,6 +39,12 @@ export interface Storage {
   head?(agentId: string): Promise<number>;
   /** Takes the cross-process lock for one agent id; resolves with its release. */
   lock?(agentId: string, signal?: AbortSignal): Promise<Unlock>;
+  /**
+   * Takes the lock at once if that can be done without waiting or I/O (an
+   * in-process lock), returning its release; undefined means "call `lock`".
+   * Lets a turn on a free agent skip `lock`'s promise and abort signal.
+   */
+  tryLock?(agentId: string): Unlock | undefined;
   /** Forgets an agent. */
   delete?(agentId: string): Promise<void>;
   /** Releases what the storage holds open (file handles, timers); not the user's client. */

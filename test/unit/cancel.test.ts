@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { TurnCancel } from '../../src/agent/cancel.ts';
+import { Mailbox } from '../../src/agent/mailbox.ts';
+
+test('TurnCancel: hooks run once on abort; a signal asked for before or after aborts with the reason', () => {
+  const early = new TurnCancel();
+  const before = early.signal;
+  const calls: string[] = [];
+  early.onAbort(() => calls.push('kept'));
+  const stop = early.onAbort(() => calls.push('stopped'));
+  stop();
+  assert.equal(before.aborted, false);
+  const reason = new Error('cut');
+  early.abort(reason);
+  early.abort(new Error('second abort is ignored'));
+  assert.deepEqual(calls, ['kept']);
+  assert.equal(early.aborted, true);
+  assert.equal(early.reason, reason);
+  assert.equal(before.aborted, true);
+  assert.equal(before.reason, reason);
+  assert.throws(() => early.throwIfAborted(), /cut/);
+
+  const late = new TurnCancel();
+  late.abort(reason);
+  assert.equal(late.signal.aborted, true, 'a signal made after the abort is born aborted');
+  assert.equal(late.signal.reason, reason);
+  assert.equal(late.signal, late.signal, 'one signal per cancel');
+});
+
+test('TurnCancel following a caller signal: hands that signal out, follows its abort, never aborts it', () => {
+  const controller = new AbortController();
+  const cancel = new TurnCancel(controller.signal);
+  assert.equal(cancel.signal, controller.signal);
+  const calls: number[] = [];
+  cancel.onAbort(() => calls.push(1));
+  const stop = cancel.onAbort(() => calls.push(2));
+  stop();
+  controller.abort(new Error('caller'));
+  assert.deepEqual(calls, [1]);
+  assert.equal(cancel.aborted, true);
+  assert.match(String(cancel.reason), /caller/);
+
+  const other = new AbortController();
+  const own = new TurnCancel(other.signal);
+  own.abort(new Error('turn ended'));
+  assert.equal(own.aborted, true);
+  assert.equal(other.signal.aborted, false, "the caller's signal is theirs");
+});
+
+test('Mailbox: a waiter aborted in the middle of the queue gives up its place; the rest keep their order', async () => {
+  const mailbox = new Mailbox();
+  const first = mailbox.tryAcquire();
+  assert.ok(first);
+  assert.equal(mailbox.tryAcquire(), undefined, 'held');
+  const order: string[] = [];
+  const cancel = new TurnCancel();
+  const second = mailbox.acquire().then((release) => (order.push('second'), release));
+  const skipped = mailbox.acquire(cancel).then(() => order.push('skipped'), (error: Error) => order.push(`rejected: ${error.message}`));
+  const third = mailbox.acquire().then((release) => (order.push('third'), release));
+  assert.equal(mailbox.size, 4);
+  cancel.abort(new Error('gone'));
+  await skipped;
+  assert.equal(mailbox.size, 3);
+  first();
+  first(); // releasing twice hands over once
+  (await second)();
+  (await third)();
+  assert.deepEqual(order, ['rejected: gone', 'second', 'third']);
+  assert.equal(mailbox.size, 0);
+  assert.ok(mailbox.tryAcquire(), 'free again');
+  await assert.rejects(new Mailbox().acquire(cancel), /gone/, 'an aborted cancel does not even queue');
+});
