@@ -1,5 +1,5 @@
 import { AgentRouterError } from '../errors.ts';
-import type { Model } from '../models/model.ts';
+import type { Model, ModelChunk, ModelRequest } from '../models/model.ts';
 import { MemoryStorage } from '../storage/memory.ts';
 import type { Storage, Unlock } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject, TokenUsage } from '../types.ts';
@@ -38,8 +38,32 @@ export function cancelledBy(cancel: TurnCancel): TurnOptions {
   return { [turnCancel]: cancel } as TurnOptions;
 }
 
+/** A turn's cancel, and whether the turn made it (then nobody else can abort it). */
+interface Cancellation {
+  cancel: TurnCancel;
+  own: boolean;
+}
+
+/** A turn's hold on the agent: its mailbox slot and its storage lock (sync or async release). */
+type Session = { release: () => void; unlock: (() => void | Promise<void>) | undefined };
+
+/** A chat turn in progress: what chat() and stream() share. */
+interface ChatTurn extends Cancellation {
+  readonly session: Session;
+  readonly model: Model;
+  readonly request: ModelRequest;
+  readonly user: ChatMessage;
+  readonly watch: AbortWatch;
+  chunks: AsyncIterator<ModelChunk> | undefined;
+  /** The model said it is done: its iterator needs no return(). */
+  finished: boolean;
+  reply: string;
+  usage: TokenUsage | undefined;
+  completed: boolean;
+}
+
 /** The turn's cancel: the router's, a caller's signal followed, or none (then `own` is made here). */
-function cancelOf(options: TurnOptions): { cancel: TurnCancel; own: boolean } {
+function cancelOf(options: TurnOptions): Cancellation {
   const given = (options as { [turnCancel]?: TurnCancel })[turnCancel];
   if (given !== undefined) return { cancel: given, own: false };
   return { cancel: new TurnCancel(options.signal), own: options.signal === undefined };
@@ -139,6 +163,8 @@ export class Agent<S extends JsonObject = JsonObject> {
    * staler than storage: another process may have written a newer version.
    */
   async snapshot(): Promise<S> {
+    const sync = this.storage.sync;
+    if (this.#loaded && sync !== undefined && sync.head(this.id) <= this.#version) return this.#state;
     await this.load();
     await this.#refresh(false);
     return this.#state;
@@ -164,9 +190,24 @@ export class Agent<S extends JsonObject = JsonObject> {
 
   /** One chat turn; resolves with the whole reply. */
   async chat(message: string, options: TurnOptions = {}): Promise<string> {
-    let reply = '';
-    for await (const chunk of this.stream(message, options)) reply += chunk;
-    return reply;
+    if (typeof message !== 'string') throw new TypeError('Agent.chat: message must be a string');
+    // stream()'s turn without an async generator between the model and the reply.
+    const model = this.#modelOrThrow();
+    const cancellation = cancelOf(options);
+    const session = this.#beginNow(cancellation.cancel) ?? (await this.#begin(cancellation.cancel));
+    const turn = this.#openChat(model, message, cancellation, session);
+    try {
+      const chunks = (turn.chunks = model.stream(turn.request)[Symbol.asyncIterator]());
+      let next: IteratorResult<ModelChunk>;
+      while (!(next = await turn.watch.race(chunks.next())).done) this.#take(turn, next.value);
+      turn.finished = true;
+      const storing = this.#completeChat(turn);
+      if (storing !== undefined) await storing;
+      return turn.reply;
+    } finally {
+      const ending = this.#closeChat(turn);
+      if (ending !== undefined) await ending;
+    }
   }
 
   /**
@@ -194,69 +235,97 @@ export class Agent<S extends JsonObject = JsonObject> {
     return this.#staged;
   }
 
-  async *#streamTurn(message: string, { cancel, own }: { cancel: TurnCancel; own: boolean }): AsyncGenerator<string> {
-    const model = this.model;
-    if (model === undefined) {
-      throw new AgentRouterError(500, 'no_model', `Agent ${JSON.stringify(this.id)} has no model; pass { model } to its constructor`);
-    }
-    const session = await this.#begin(cancel);
-    // A cancel made here is aborted only below, at the turn's end: nothing to watch for.
-    const watch = new AbortWatch(own ? undefined : cancel);
-    let completed = false;
-    const user: ChatMessage = { role: 'user', content: message };
+  async *#streamTurn(message: string, cancellation: Cancellation): AsyncGenerator<string> {
+    const model = this.#modelOrThrow();
+    const session = this.#beginNow(cancellation.cancel) ?? (await this.#begin(cancellation.cancel));
+    const turn = this.#openChat(model, message, cancellation, session);
     try {
-      // The model sees the history with the new message last. Pushed in place
-      // rather than copied, so a turn costs the same at any history length;
-      // taken back below if the turn does not complete.
-      const history = this.#messages;
-      history.push(user);
-      this.#pendingUser = true;
-      // The caller's signal goes to the model as it is; otherwise one is made
-      // if the model reads it, so stopping the iteration early still aborts it.
-      const request = { system: this.system, messages: history, get signal() { return cancel.signal; } };
-      let reply = '';
-      let usage: TokenUsage | undefined;
-      const chunks = model.stream(request)[Symbol.asyncIterator]();
-      // Not `for await`: it would wait forever on a model that ignores its signal.
-      try {
-        while (true) {
-          const next = await watch.race(chunks.next());
-          if (next.done === true) break;
-          const chunk = next.value;
-          cancel.throwIfAborted();
-          if (typeof chunk === 'string') {
-            if (chunk.length === 0) continue;
-            reply += chunk;
-            yield chunk;
-          } else if (typeof chunk === 'object' && chunk !== null && typeof chunk.usage === 'object') {
-            usage = chunk.usage;
-          } else {
-            throw new AgentRouterError(500, 'bad_model_chunk', `Model ${model.name} yielded a ${typeof chunk} chunk; chunks must be strings`);
-          }
-        }
-      } finally {
-        // Without awaiting: a hung model's generator cannot return before its pending next().
-        Promise.resolve(chunks.return?.()).catch(() => {});
+      const chunks = (turn.chunks = model.stream(turn.request)[Symbol.asyncIterator]());
+      let next: IteratorResult<ModelChunk>;
+      // Raced, not `for await`: a model that ignores its signal must not hold the turn.
+      while (!(next = await turn.watch.race(chunks.next())).done) {
+        const chunk = this.#take(turn, next.value);
+        if (chunk !== undefined) yield chunk;
       }
-      cancel.throwIfAborted();
-      const assistant: ChatMessage = usage === undefined
-        ? { role: 'assistant', content: reply }
-        : { role: 'assistant', content: reply, usage };
-      await this.#commit([user, assistant], 1);
-      completed = true;
+      turn.finished = true;
+      const storing = this.#completeChat(turn);
+      if (storing !== undefined) await storing;
     } finally {
-      if (this.#pendingUser) {
-        this.#pendingUser = false;
-        if (this.#messages[this.#messages.length - 1] === user) this.#messages.pop();
-      }
-      watch.dispose();
-      if (!completed && own) cancel.abort(new Error('turn ended before it completed'));
-      await this.#end(session);
+      const ending = this.#closeChat(turn);
+      if (ending !== undefined) await ending;
     }
   }
 
-  async #turn<T>({ cancel, own }: { cancel: TurnCancel; own: boolean }, body: () => Promise<{ result: T; append: ChatMessage[] }>): Promise<T> {
-    const session = await this.#begin(cancel);
+  #modelOrThrow(): Model {
+    if (this.model !== undefined) return this.model;
+    throw new AgentRouterError(500, 'no_model', `Agent ${JSON.stringify(this.id)} has no model; pass { model } to its constructor`);
+  }
+
+  /** A chat turn's start, once it holds the agent: the new message pushed onto the history. */
+  #openChat(model: Model, message: string, { cancel, own }: Cancellation, session: Session): ChatTurn {
+    const user: ChatMessage = { role: 'user', content: message };
+    // The model sees the history with the new message last. Pushed in place
+    // rather than copied, so a turn costs the same at any history length;
+    // taken back in #closeChat if the turn does not complete.
+    const history = this.#messages;
+    history.push(user);
+    this.#pendingUser = true;
+    // The caller's signal goes to the model as it is; otherwise one is made
+    // if the model reads it, so stopping the turn early still aborts the model.
+    const request: ModelRequest = { system: this.system, messages: history, get signal() { return cancel.signal; } };
+    return {
+      session, cancel, own, model, request, user,
+      // A cancel made here is aborted only at the turn's end: nothing to watch for.
+      watch: new AbortWatch(own ? undefined : cancel),
+      chunks: undefined, finished: false, reply: '', usage: undefined, completed: false,
+    };
+  }
+
+  /** Checks one model chunk; returns the text to pass on, if any (kept in the reply). */
+  #take(turn: ChatTurn, chunk: ModelChunk): string | undefined {
+    turn.cancel.throwIfAborted();
+    if (typeof chunk === 'string') {
+      if (chunk.length === 0) return undefined;
+      turn.reply += chunk;
+      return chunk;
+    }
+    if (typeof chunk === 'object' && chunk !== null && typeof chunk.usage === 'object') {
+      turn.usage = chunk.usage;
+      return undefined;
+    }
+    throw new AgentRouterError(500, 'bad_model_chunk', `Model ${turn.model.name} yielded a ${typeof chunk} chunk; chunks must be strings`);
+  }
+
+  /** Commits the reply; a promise only when the storage answers asynchronously. */
+  #completeChat(turn: ChatTurn): Promise<void> | undefined {
+    turn.cancel.throwIfAborted();
+    const { reply, usage } = turn;
+    const assistant: ChatMessage = usage === undefined ? { role: 'assistant', content: reply } : { role: 'assistant', content: reply, usage };
+    const storing = this.#commit([turn.user, assistant], 1);
+    if (storing === undefined) {
+      turn.completed = true;
+      return undefined;
+    }
+    return storing.then(() => {
+      turn.completed = true;
+    });
+  }
+
+  /** Ends a chat turn, completed or not: an incomplete one leaves no trace. */
+  #closeChat(turn: ChatTurn): Promise<void> | undefined {
+    // Without awaiting: a hung model's generator cannot return before its pending next().
+    if (turn.chunks !== undefined && !turn.finished) Promise.resolve(turn.chunks.return?.()).catch(() => {});
+    if (this.#pendingUser) {
+      this.#pendingUser = false;
+      if (this.#messages[this.#messages.length - 1] === turn.user) this.#messages.pop();
+    }
+    turn.watch.dispose();
+    if (!turn.completed && turn.own) turn.cancel.abort(new Error('turn ended before it completed'));
+    return this.#end(turn.session);
+  }
+
+  async #turn<T>({ cancel, own }: Cancellation, body: () => Promise<{ result: T; append: ChatMessage[] }>): Promise<T> {
+    const session = this.#beginNow(cancel) ?? (await this.#begin(cancel));
     const watch = new AbortWatch(own ? undefined : cancel);
     const work = body();
     let settled = false;
@@ -266,12 +335,14 @@ export class Agent<S extends JsonObject = JsonObject> {
     work.then(markSettled, markSettled);
     try {
       const { result, append } = await watch.race(work);
-      await this.#commit(append);
+      const storing = this.#commit(append);
+      if (storing !== undefined) await storing;
       return result;
     } finally {
       watch.dispose();
       if (!settled) this.#watchAbandoned(work);
-      await this.#end(session);
+      const ending = this.#end(session);
+      if (ending !== undefined) await ending;
     }
   }
 
@@ -284,16 +355,36 @@ export class Agent<S extends JsonObject = JsonObject> {
     work.then(settle, settle);
   }
 
-  /** Waits for this agent's turn, then for the cross-process lock, then catches up with storage. */
-  async #begin(cancel: TurnCancel): Promise<{ release: () => void; unlock: Unlock | undefined }> {
+  /**
+   * Takes the turn at once when nothing needs waiting for: a free mailbox,
+   * history loaded, an in-process storage whose lock is free and which holds
+   * nothing newer. Undefined otherwise (then #begin waits).
+   */
+  #beginNow(cancel: TurnCancel): Session | undefined {
+    const sync = this.storage.sync;
+    if (!this.#loaded || sync === undefined) return undefined;
     cancel.throwIfAborted();
-    // Free mailbox, loaded, in-process lock: the common case takes no promise and makes no signal.
+    const release = this.#mailbox.tryAcquire();
+    if (release === undefined) return undefined;
+    const unlock = sync.tryLock(this.id);
+    if (unlock === undefined || sync.head(this.id) > this.#version) {
+      unlock?.();
+      release();
+      return undefined;
+    }
+    this.#inTurn = true;
+    return { release, unlock };
+  }
+
+  /** Waits for this agent's turn, then for the cross-process lock, then catches up with storage. */
+  async #begin(cancel: TurnCancel): Promise<Session> {
+    cancel.throwIfAborted();
     const release = this.#mailbox.tryAcquire() ?? (await this.#mailbox.acquire(cancel));
-    let unlock: Unlock | undefined;
+    let unlock: Session['unlock'];
     try {
       if (!this.#loaded) await this.load();
       const storage = this.storage;
-      unlock = storage.tryLock?.(this.id) ?? (await storage.lock?.(this.id, cancel.signal));
+      unlock = storage.sync?.tryLock(this.id) ?? (await storage.lock?.(this.id, cancel.signal));
       await this.#refresh(false);
     } catch (error) {
       await unlock?.();
@@ -304,22 +395,43 @@ export class Agent<S extends JsonObject = JsonObject> {
     return { release, unlock };
   }
 
-  async #end(session: { release: () => void; unlock: Unlock | undefined }): Promise<void> {
+  /** Ends the turn; a promise only when a storage lock is released asynchronously. */
+  #end(session: Session): Promise<void> | undefined {
     this.#staged = undefined;
     this.#inTurn = false;
+    let unlocking: void | Promise<void>;
     try {
-      await session.unlock?.();
-    } finally {
+      unlocking = session.unlock?.();
+    } catch (error) {
       session.release();
+      throw error;
     }
+    if (unlocking === undefined) {
+      session.release();
+      return undefined;
+    }
+    return unlocking.finally(session.release);
   }
 
-  /** Stores the turn, then applies it here; `inPlace` leading messages of `append` are already in the history. */
-  async #commit(append: ChatMessage[], inPlace = 0): Promise<void> {
+  /**
+   * Stores the turn, then applies it here; `inPlace` leading messages of
+   * `append` are already in the history. A promise only when the storage
+   * answers asynchronously.
+   */
+  #commit(append: ChatMessage[], inPlace = 0): Promise<void> | undefined {
     const state = this.#staged ?? this.#state;
-    if (state === this.#state && append.length === 0) return;
+    if (state === this.#state && append.length === 0) return undefined;
     const expectedVersion = this.#version;
-    const version = await this.storage.commit(this.id, { expectedVersion, state, append });
+    const turn = { expectedVersion, state, append };
+    const sync = this.storage.sync;
+    if (sync !== undefined) {
+      this.#apply(expectedVersion, state, append, inPlace, sync.commit(this.id, turn));
+      return undefined;
+    }
+    return this.storage.commit(this.id, turn).then((version) => this.#apply(expectedVersion, state, append, inPlace, version));
+  }
+
+  #apply(expectedVersion: number, state: S, append: ChatMessage[], inPlace: number, version: number): void {
     this.#pendingUser = false;
     // A concurrent snapshot() may already have reloaded this very commit.
     if (this.#version !== expectedVersion) return;
@@ -331,7 +443,8 @@ export class Agent<S extends JsonObject = JsonObject> {
   /** Reloads from storage when forced, or when storage holds a version this instance has not seen. */
   async #refresh(force: boolean): Promise<void> {
     if (!force) {
-      const head = await this.storage.head?.(this.id);
+      const sync = this.storage.sync;
+      const head = sync !== undefined ? sync.head(this.id) : await this.storage.head?.(this.id);
       if (head === undefined || head <= this.#version) return;
     }
     const record = await this.storage.load(this.id);

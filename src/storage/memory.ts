@@ -2,7 +2,7 @@ import { VersionConflictError } from '../errors.ts';
 import { TurnCancel } from '../agent/cancel.ts';
 import { Mailbox } from '../agent/mailbox.ts';
 import type { ChatMessage } from '../types.ts';
-import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
+import type { AgentRecord, Storage, SyncStorage, TurnCommit, Unlock } from './storage.ts';
 
 /**
  * Keeps records in this process's memory. The default storage of an Agent;
@@ -15,12 +15,43 @@ export class MemoryStorage implements Storage {
   /** The state object each agent's last commit was given (not the stored copy). */
   readonly #given = new Map<string, object>();
 
+  readonly sync: SyncStorage = {
+    tryLock: (agentId) => this.#tryLock(agentId),
+    head: (agentId) => this.#records.get(agentId)?.version ?? 0,
+    commit: (agentId, turn) => this.#commit(agentId, turn),
+  };
+
   async load(agentId: string): Promise<AgentRecord | undefined> {
     const record = this.#records.get(agentId);
     return record === undefined ? undefined : structuredClone(record);
   }
 
   async commit(agentId: string, turn: TurnCommit): Promise<number> {
+    return this.#commit(agentId, turn);
+  }
+
+  async head(agentId: string): Promise<number> {
+    return this.sync.head(agentId);
+  }
+
+  /** Serializes turns of agent instances in this process that share one id. */
+  lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+    if (signal?.aborted === true) return Promise.reject(signal.reason);
+    const release = this.#tryLock(agentId);
+    if (release !== undefined) return Promise.resolve(async () => release());
+    const mailbox = this.#lockFor(agentId);
+    return mailbox.acquire(signal === undefined ? undefined : new TurnCancel(signal)).then((taken) => {
+      const unlock = this.#unlocker(agentId, mailbox, taken);
+      return async () => unlock();
+    });
+  }
+
+  async delete(agentId: string): Promise<void> {
+    this.#records.delete(agentId);
+    this.#given.delete(agentId);
+  }
+
+  #commit(agentId: string, turn: TurnCommit): number {
     const record = this.#records.get(agentId);
     const version = record?.version ?? 0;
     if (version !== turn.expectedVersion) throw new VersionConflictError(agentId, turn.expectedVersion, version);
@@ -38,21 +69,7 @@ export class MemoryStorage implements Storage {
     return record.version;
   }
 
-  async head(agentId: string): Promise<number> {
-    return this.#records.get(agentId)?.version ?? 0;
-  }
-
-  /** Serializes turns of agent instances in this process that share one id. */
-  lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
-    if (signal?.aborted === true) return Promise.reject(signal.reason);
-    const unlock = this.tryLock(agentId);
-    if (unlock !== undefined) return Promise.resolve(unlock);
-    const mailbox = this.#lockFor(agentId);
-    return mailbox.acquire(signal === undefined ? undefined : new TurnCancel(signal)).then((release) => this.#unlocker(agentId, mailbox, release));
-  }
-
-  /** Takes the lock at once if it is free; see Storage.tryLock. */
-  tryLock(agentId: string): Unlock | undefined {
+  #tryLock(agentId: string): (() => void) | undefined {
     const mailbox = this.#lockFor(agentId);
     const release = mailbox.tryAcquire();
     return release === undefined ? undefined : this.#unlocker(agentId, mailbox, release);
@@ -67,16 +84,11 @@ export class MemoryStorage implements Storage {
     return mailbox;
   }
 
-  #unlocker(agentId: string, mailbox: Mailbox, release: () => void): Unlock {
-    return async () => {
+  #unlocker(agentId: string, mailbox: Mailbox, release: () => void): () => void {
+    return () => {
       release();
       if (mailbox.size === 0) this.#locks.delete(agentId);
     };
-  }
-
-  async delete(agentId: string): Promise<void> {
-    this.#records.delete(agentId);
-    this.#given.delete(agentId);
   }
 }
 

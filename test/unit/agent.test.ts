@@ -89,6 +89,22 @@ test('an instance catches up when another instance wrote a newer version', async
   assert.equal(a.version, 3);
 });
 
+test('two instances of one id on one MemoryStorage take turns: no conflict, every turn whole and in history', async () => {
+  const storage = new MemoryStorage();
+  const slowEcho = scriptedModel(async function* ({ messages }) {
+    await new Promise((resolve) => setImmediate(resolve)); // hold the lock across an event-loop turn
+    yield messages[messages.length - 1]?.content ?? '';
+  });
+  const a = new Agent('shared', { model: slowEcho, storage });
+  const b = new Agent('shared', { model: slowEcho, storage });
+  const replies = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).chat(`m${i}`)));
+  assert.deepEqual(replies, Array.from({ length: 40 }, (_, i) => `m${i}`));
+  const record = await storage.load('shared');
+  assert.equal(record?.version, 40);
+  assert.equal(record?.messages.length, 80);
+  for (let i = 0; i < 80; i += 2) assert.equal(record?.messages[i]?.content, record?.messages[i + 1]?.content, 'each user message is followed by its own reply');
+});
+
 test('chat without a model fails clearly', async () => {
   const agent = new Agent('x');
   await assert.rejects(agent.chat('hi'), { code: 'no_model', message: /has no model/ });
