@@ -61,7 +61,7 @@ export interface RequestHint {
 }
 
 /** Where a request lands: a local instance or a remote transport. */
-type Resolved = { agent: Agent<any>; release: (() => void) | undefined } | { transport: AgentTransport; requestId: string | undefined };
+type Resolved = { agent: Agent<any>; pooled: boolean } | { transport: AgentTransport; requestId: string | undefined };
 
 /**
  * Serves one Agent or an AgentRegistry over HTTP (DESIGN.md sections 2, 3).
@@ -193,13 +193,13 @@ export class AgentRouter {
       message = requireMessage(body);
       stream = parseStreamFlag(queryParam(query, 'stream'), req.headers.accept);
     }
-    const target = this.#resolve(agentId, requestIdOf(req));
+    const target = this.#resolve(agentId, req);
     if (action === 'state' && 'agent' in target) {
       // Reading committed state needs no abort plumbing: no turn runs for it.
       try {
         return sendJson(res, 200, { agent_id: agentId, state: await target.agent.snapshot() });
       } finally {
-        target.release?.();
+        this.#release(target, agentId);
       }
     }
     const cancel = new TurnCancel();
@@ -208,9 +208,11 @@ export class AgentRouter {
       if (!res.writableFinished) cancel.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
     };
     res.on('close', onClose);
-    const onOuterAbort = (): void => cancel.abort(outer?.reason);
-    if (outer?.aborted) onOuterAbort();
-    outer?.addEventListener('abort', onOuterAbort, { once: true });
+    const onOuterAbort = outer === undefined ? undefined : (): void => cancel.abort(outer.reason);
+    if (outer !== undefined && onOuterAbort !== undefined) {
+      if (outer.aborted) onOuterAbort();
+      else outer.addEventListener('abort', onOuterAbort, { once: true });
+    }
     // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
     const timed = this.#deadlines !== undefined && 'agent' in target; // local state returned above
     if (timed) this.#deadlines?.add(cancel);
@@ -238,8 +240,8 @@ export class AgentRouter {
       if (timed) this.#deadlines?.delete(cancel);
       this.#running.delete(cancel);
       res.off('close', onClose);
-      outer?.removeEventListener('abort', onOuterAbort);
-      if ('agent' in target) target.release?.();
+      if (onOuterAbort !== undefined) outer?.removeEventListener('abort', onOuterAbort);
+      this.#release(target, agentId);
     }
   }
 
@@ -290,13 +292,16 @@ export class AgentRouter {
     return { agentId, chunks: target.transport.stream(agentId, message, { signal: cancel.signal, requestId: target.requestId }) };
   }
 
-  #resolve(agentId: string, requestId: string | undefined): Resolved {
-    if (this.#agent !== undefined) return { agent: this.#agent, release: undefined };
+  #resolve(agentId: string, req: IncomingMessage): Resolved {
+    if (this.#agent !== undefined) return { agent: this.#agent, pooled: false };
     const target = (this.#registry as AgentRegistry).resolve(agentId);
-    if (isTransport(target)) return { transport: target, requestId };
-    const pool = this.pool as AgentPool;
-    const agent = pool.acquire(agentId, (id) => new target(id));
-    return { agent, release: () => pool.release(agentId) };
+    if (isTransport(target)) return { transport: target, requestId: requestIdOf(req) };
+    return { agent: (this.pool as AgentPool).acquire(agentId, (id) => new target(id)), pooled: true };
+  }
+
+  /** Ends the request's use of a pooled instance. */
+  #release(target: Resolved, agentId: string): void {
+    if ('pooled' in target && target.pooled) this.pool?.release(agentId);
   }
 
   #fail(res: ServerResponse, error: unknown): void {
