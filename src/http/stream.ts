@@ -36,12 +36,14 @@ export async function streamReply(
     if (typed) await writer.send(typedFrame('turn.started', { agent_id: source.agentId }), 'turn.started');
     for await (const chunk of source.chunks) {
       if (!writer.open) break;
+      let sending: Promise<void> | undefined;
       if (typed) {
         text += chunk;
-        await writer.send(typedFrame('text.delta', { text: chunk }), 'text.delta');
+        sending = writer.send(typedFrame('text.delta', { text: chunk }), 'text.delta');
       } else {
-        await writer.send(chunk);
+        sending = writer.send(chunk);
       }
+      if (sending !== undefined) await sending;
     }
     if (cancel.aborted) throw cancel.reason;
     if (!typed) return writer.done();

@@ -24,15 +24,18 @@ export function scriptedModel(script: readonly ScriptedReply[] | ScriptedFunctio
     name: 'scripted',
     async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
       if (typeof script === 'function') {
-        const result = await script(request);
-        if (typeof result === 'string') yield result;
-        else yield* result as AsyncIterable<ModelChunk>;
+        const result = script(request);
+        // A string or an array needs no await: the model's own cost is part of every measurement made with it.
+        const value = typeof result === 'string' || Array.isArray(result) ? result : await result;
+        if (typeof value === 'string') yield value;
+        else if (Array.isArray(value)) for (const chunk of value as readonly ModelChunk[]) yield chunk;
+        else yield* value;
         return;
       }
       const reply = script[turn++];
       if (reply === undefined) throw new Error(`scriptedModel: the script has only ${script.length} replies`);
       if (typeof reply === 'string') yield reply;
-      else yield* reply;
+      else for (const chunk of reply) yield chunk;
     },
   };
 }

@@ -41,8 +41,13 @@ export class SSEWriter {
     return !this.#ended && !this.#res.destroyed;
   }
 
-  /** Sends one chunk as one event (`data:` lines); resolves when it may send the next. */
-  send(chunk: string, event?: string): Promise<void> {
+  /**
+   * Sends one chunk as one event (`data:` lines). Returns a promise to await
+   * before the next send when the client reads slower than we write (wait
+   * for `drain`), undefined when the next may go at once: most chunks, and
+   * an await per chunk is measurable in a burst.
+   */
+  send(chunk: string, event?: string): Promise<void> | undefined {
     return this.#write(formatEvent(chunk, event));
   }
 
@@ -61,10 +66,10 @@ export class SSEWriter {
     this.#end(frame);
   }
 
-  #write(frame: string): Promise<void> {
-    if (!this.open) return Promise.resolve();
+  #write(frame: string): Promise<void> | undefined {
+    if (!this.open) return undefined;
     this.#wroteSincePing = true;
-    if (this.#res.write(frame)) return Promise.resolve();
+    if (this.#res.write(frame)) return undefined;
     return new Promise<void>((resolve) => {
       const done = (): void => {
         this.#res.off('drain', done);
