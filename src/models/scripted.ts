@@ -22,20 +22,27 @@ export function scriptedModel(script: readonly ScriptedReply[] | ScriptedFunctio
   let turn = 0;
   return {
     name: 'scripted',
-    async *stream(request: ModelRequest): AsyncIterable<ModelChunk> {
+    stream(request: ModelRequest): AsyncIterable<ModelChunk> {
       if (typeof script === 'function') {
         const result = script(request);
-        // A string or an array needs no await: the model's own cost is part of every measurement made with it.
-        const value = typeof result === 'string' || Array.isArray(result) ? result : await result;
-        if (typeof value === 'string') yield value;
-        else if (Array.isArray(value)) for (const chunk of value as readonly ModelChunk[]) yield chunk;
-        else yield* value;
-        return;
+        // An async iterable (an async generator function's) is the stream itself: no generator wrapped around it,
+        // which would cost every chunk a hop and every open stream a suspended frame.
+        return isAsyncIterable(result) ? result : chunksOf(result);
       }
       const reply = script[turn++];
       if (reply === undefined) throw new Error(`scriptedModel: the script has only ${script.length} replies`);
-      if (typeof reply === 'string') yield reply;
-      else for (const chunk of reply) yield chunk;
+      return chunksOf(reply);
     },
   };
+}
+
+async function* chunksOf(reply: string | Promise<string> | Iterable<ModelChunk>): AsyncGenerator<ModelChunk> {
+  // A string or an array needs no await: the model's own cost is part of every measurement made with it.
+  const value = typeof reply === 'string' || Array.isArray(reply) ? reply : await reply;
+  if (typeof value === 'string') yield value;
+  else for (const chunk of value) yield chunk;
+}
+
+function isAsyncIterable(value: unknown): value is AsyncIterable<ModelChunk> {
+  return typeof value === 'object' && value !== null && Symbol.asyncIterator in value;
 }
