@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { Agent, cancelledBy } from '../agent/agent.ts';
+import { Agent, cancelledBy, chatInto } from '../agent/agent.ts';
 import { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, httpErrors, statusOf } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';
@@ -288,7 +288,12 @@ export class AgentRouter {
   }
 
   #source(target: Resolved, agentId: string, message: string, cancel: TurnCancel): ReplySource {
-    if ('agent' in target) return { agentId, chunks: target.agent.stream(message, cancelledBy(cancel)) };
+    if ('agent' in target) {
+      const agent = target.agent;
+      // Pushed straight to the writer, unless a subclass has its own stream() to go through.
+      if (agent.stream === Agent.prototype.stream) return { agentId, push: (onChunk) => agent[chatInto](message, cancelledBy(cancel), onChunk) };
+      return { agentId, chunks: agent.stream(message, cancelledBy(cancel)) };
+    }
     return { agentId, chunks: target.transport.stream(agentId, message, { signal: cancel.signal, requestId: target.requestId }) };
   }
 

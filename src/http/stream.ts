@@ -1,15 +1,15 @@
 import type { ServerResponse } from 'node:http';
 import type { TurnCancel } from '../agent/cancel.ts';
-import { errorBody, statusOf } from '../errors.ts';
+import { AgentRouterError, errorBody, statusOf } from '../errors.ts';
 import { formatEvent } from '../sse/format.ts';
 import { SSEWriter } from '../sse/writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
 import type { Logger } from './router.ts';
 
-export interface ReplySource {
-  agentId: string;
-  chunks: AsyncIterable<string> | ChunkStream;
-}
+/** Where a streamed reply comes from: chunks to pull, or a turn that pushes them (a local agent). */
+export type ReplySource =
+  | { agentId: string; chunks: AsyncIterable<string> | ChunkStream }
+  | { agentId: string; push: (onChunk: (chunk: string) => Promise<void> | undefined) => Promise<unknown> };
 
 /**
  * Streams one chat reply as SSE (DESIGN.md section 3): one event per chunk,
@@ -29,21 +29,29 @@ export async function streamReply(
   pingInterval: number | undefined,
   logger: Logger,
 ): Promise<void> {
-  if ('ready' in source.chunks) await source.chunks.ready;
+  if ('chunks' in source && 'ready' in source.chunks) await source.chunks.ready;
   const writer = new SSEWriter(res, { pingInterval });
   let text = '';
+  const send = typed
+    ? (chunk: string): Promise<void> | undefined => {
+      text += chunk;
+      return writer.send(typedFrame('text.delta', { text: chunk }), 'text.delta');
+    }
+    : (chunk: string): Promise<void> | undefined => writer.send(chunk);
   try {
     if (typed) await writer.send(typedFrame('turn.started', { agent_id: source.agentId }), 'turn.started');
-    for await (const chunk of source.chunks) {
-      if (!writer.open) break;
-      let sending: Promise<void> | undefined;
-      if (typed) {
-        text += chunk;
-        sending = writer.send(typedFrame('text.delta', { text: chunk }), 'text.delta');
-      } else {
-        sending = writer.send(chunk);
+    if ('push' in source) {
+      await source.push((chunk) => {
+        // As the pull loop's break: a turn whose client is gone ends without committing.
+        if (!writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+        return send(chunk);
+      });
+    } else {
+      for await (const chunk of source.chunks) {
+        if (!writer.open) break;
+        const sending = send(chunk);
+        if (sending !== undefined) await sending;
       }
-      if (sending !== undefined) await sending;
     }
     if (cancel.aborted) throw cancel.reason;
     if (!typed) return writer.done();
