@@ -5,12 +5,14 @@ import { errorBody, statusOf, AgentRouterError } from '../errors.ts';
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers?: Readonly<Record<string, string>>): void {
   if (res.headersSent || res.destroyed) return;
   const payload = JSON.stringify(body);
+  const length = Buffer.byteLength(payload);
   // writeHead with an object skips setHeader's per-call work; headers set earlier (CORS) are merged in.
-  res.writeHead(status, {
-    ...headers,
-    'Content-Type': 'application/json; charset=utf-8',
-    'Content-Length': Buffer.byteLength(payload),
-  });
+  res.writeHead(
+    status,
+    headers === undefined
+      ? { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': length }
+      : { ...headers, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': length },
+  );
   res.end(payload);
 }
 
