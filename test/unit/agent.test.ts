@@ -105,6 +105,24 @@ test('two instances of one id on one MemoryStorage take turns: no conflict, ever
   for (let i = 0; i < 80; i += 2) assert.equal(record?.messages[i]?.content, record?.messages[i + 1]?.content, 'each user message is followed by its own reply');
 });
 
+test('a model wrapping another with {...request} hands on a signal that aborts when the turn stops early', async () => {
+  let seen: AbortSignal | undefined;
+  const inner = scriptedModel(async function* ({ signal, system }) {
+    seen = signal;
+    yield `system: ${system}`;
+    await new Promise((resolve) => signal.addEventListener('abort', resolve));
+  });
+  const wrapper = { name: 'wrapper', stream: (request: Parameters<typeof inner.stream>[0]) => inner.stream({ ...request, system: 'wrapped' }) };
+  const agent = new Agent('wrapped', { model: wrapper });
+  for await (const chunk of agent.stream('hi')) {
+    assert.equal(chunk, 'system: wrapped');
+    break; // stopping early aborts the turn, and so the signal the inner model got
+  }
+  assert.ok(seen instanceof AbortSignal);
+  assert.equal(seen.aborted, true);
+  assert.equal(agent.messages.length, 0);
+});
+
 test('chat without a model fails clearly', async () => {
   const agent = new Agent('x');
   await assert.rejects(agent.chat('hi'), { code: 'no_model', message: /has no model/ });
