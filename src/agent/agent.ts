@@ -314,7 +314,8 @@ export class Agent<S extends JsonObject = JsonObject> {
 
   /** A chat turn's start, once it holds the agent: the new message pushed onto the history. */
   #openChat(model: Model, message: string, { cancel, own }: Cancellation, session: Session): ChatTurn {
-    const user: ChatMessage = { role: 'user', content: message };
+    // Frozen, as every message the agent writes: MemoryStorage can then keep it as it is instead of a copy.
+    const user: ChatMessage = Object.freeze({ role: 'user', content: message });
     // The model sees the history with the new message last. Pushed in place
     // rather than copied, so a turn costs the same at any history length;
     // taken back in #closeChat if the turn does not complete.
@@ -354,7 +355,9 @@ export class Agent<S extends JsonObject = JsonObject> {
     const reply = turn.parts.length === 1 ? (turn.parts[0] as string) : turn.parts.join('');
     turn.reply = reply;
     const usage = turn.usage;
-    const assistant: ChatMessage = usage === undefined ? { role: 'assistant', content: reply } : { role: 'assistant', content: reply, usage };
+    const assistant: ChatMessage = Object.freeze(
+      usage === undefined ? { role: 'assistant', content: reply } : { role: 'assistant', content: reply, usage: Object.freeze({ ...usage }) },
+    );
     const storing = this.#commit([turn.user, assistant], 1);
     if (storing === undefined) {
       turn.completed = true;

@@ -55,7 +55,7 @@ export class MemoryStorage implements Storage {
     const record = this.#records.get(agentId);
     const version = record?.version ?? 0;
     if (version !== turn.expectedVersion) throw new VersionConflictError(agentId, turn.expectedVersion, version);
-    const appended = turn.append.map(copyMessage);
+    const appended = turn.append.map(storedMessage);
     // A turn that did not change state hands back the object it was given last time: no need to copy it again.
     const state = turn.state === this.#given.get(agentId) && record !== undefined ? record.state : structuredClone(turn.state);
     this.#given.set(agentId, turn.state);
@@ -90,6 +90,17 @@ export class MemoryStorage implements Storage {
       if (mailbox.size === 0) this.#locks.delete(agentId);
     };
   }
+}
+
+/**
+ * The message as stored: a frozen one (every message an Agent writes) as it
+ * is, shared with the agent's history, since nobody can change it; any other
+ * a copy. Keeping one object instead of two per message halves what history
+ * costs the garbage collector: each kept message is copied once or twice by
+ * the young-generation collector before it settles.
+ */
+function storedMessage(message: ChatMessage): ChatMessage {
+  return Object.isFrozen(message) && (message.usage === undefined || Object.isFrozen(message.usage)) ? message : copyMessage(message);
 }
 
 /** Messages are flat records of strings and numbers: a field copy is all a stored copy needs. */

@@ -136,6 +136,27 @@ test('usage reported by a model is kept with the assistant message', async () =>
   assert.deepEqual(agent.messages[1], { role: 'assistant', content: 'ab', usage: { inputTokens: 3, outputTokens: 1 } });
 });
 
+test('history messages are frozen, and MemoryStorage keeps those as they are but copies any other', async () => {
+  const storage = new MemoryStorage();
+  const agent = new Agent('frozen', { storage, model: scriptedModel(() => ['a', { usage: { inputTokens: 3, outputTokens: 1 } }]) });
+  await agent.chat('q');
+  const [user, assistant] = agent.messages;
+  assert.throws(() => {
+    (user as { content: string }).content = 'rewritten';
+  }, TypeError);
+  assert.throws(() => {
+    (assistant?.usage as { inputTokens: number }).inputTokens = 0;
+  }, TypeError);
+  const mutable = { role: 'user' as const, content: 'mine' };
+  await storage.commit('other', { expectedVersion: 0, state: {}, append: [mutable] });
+  mutable.content = 'changed after the commit';
+  assert.equal((await storage.load('other'))?.messages[0]?.content, 'mine');
+  assert.deepEqual((await storage.load('frozen'))?.messages, [
+    { role: 'user', content: 'q' },
+    { role: 'assistant', content: 'a', usage: { inputTokens: 3, outputTokens: 1 } },
+  ]);
+});
+
 test('the model gets the system prompt and the history with the new message last', async () => {
   const seen: unknown[] = [];
   const agent = new Agent('s', {
