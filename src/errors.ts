@@ -11,18 +11,24 @@ export class AgentRouterError extends Error {
   readonly expose: boolean;
   /** Extra response headers, e.g. `Allow` for 405 or `Retry-After` for 429. */
   readonly headers: Readonly<Record<string, string>> | undefined;
+  /**
+   * What an exposed error tells the caller when `message` holds what only
+   * the operator should see (an internal address); `message` is then logged.
+   */
+  readonly publicMessage: string | undefined;
 
   constructor(
     status: number,
     code: string,
     message: string,
-    options: { cause?: unknown; expose?: boolean; headers?: Record<string, string> } = {},
+    options: { cause?: unknown; expose?: boolean; headers?: Record<string, string>; publicMessage?: string } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.status = status;
     this.code = code;
     this.expose = options.expose ?? status < 500;
     this.headers = options.headers;
+    this.publicMessage = options.publicMessage;
   }
 }
 
@@ -60,7 +66,7 @@ export function isAgentRouterError(error: unknown): error is AgentRouterError {
 
 /** The JSON body for an error: exposed messages as they are, everything else generic. */
 export function errorBody(error: unknown): { error: string; code: string } {
-  if (error instanceof AgentRouterError && error.expose) return { error: error.message, code: error.code };
+  if (error instanceof AgentRouterError && error.expose) return { error: error.publicMessage ?? error.message, code: error.code };
   if (error instanceof AgentRouterError && error.status !== 500) return { error: 'Request failed', code: error.code };
   return { error: 'Internal error', code: 'internal_error' };
 }

@@ -3,7 +3,9 @@ import { AgentRouterError, UpstreamError } from '../errors.ts';
 /**
  * The errors HTTPTransport throws, by what went wrong. `remote` is the origin
  * and path of the route (never credentials, never the query). Messages name
- * the remote and the fix; none quotes the remote's body except an error it
+ * the remote and the fix, for the operator (the router logs them); what the
+ * caller is answered (`publicMessage`) does not name it, since the remote is
+ * often an internal address. None quotes the remote's body except an error it
  * sent for its caller (a 4xx `{"error"}` or an SSE `event: error`), which is
  * relayed as the remote router would have answered it.
  */
@@ -14,24 +16,42 @@ const CODE = /^[a-z][a-z0-9_]{0,63}$/;
 export function unreachable(remote: string, cause: unknown): UpstreamError {
   const code = (cause as { cause?: { code?: unknown } } | undefined)?.cause?.code;
   const detail = typeof code === 'string' ? ` (${code})` : '';
-  return new UpstreamError(502, 'upstream_unreachable', `HTTPTransport: could not reach ${remote}${detail}; check that the remote is up and the url is right`, { expose: true, cause });
+  return new UpstreamError(502, 'upstream_unreachable', `HTTPTransport: could not reach ${remote}${detail}; check that the remote is up and the url is right`, {
+    expose: true,
+    cause,
+    publicMessage: 'The remote agent could not be reached',
+  });
 }
 
 export function timedOut(remote: string, seconds: number): UpstreamError {
-  return new UpstreamError(504, 'upstream_timeout', `HTTPTransport: ${remote} sent nothing for ${seconds} s; check the remote or raise the timeout option`, { expose: true });
+  return new UpstreamError(504, 'upstream_timeout', `HTTPTransport: ${remote} sent nothing for ${seconds} s; check the remote or raise the timeout option`, {
+    expose: true,
+    publicMessage: `The remote agent sent nothing for ${seconds} s`,
+  });
 }
 
 export function interrupted(remote: string, cause: unknown): UpstreamError {
-  return new UpstreamError(502, 'upstream_interrupted', `HTTPTransport: the connection to ${remote} broke off mid-response`, { expose: true, cause });
+  return new UpstreamError(502, 'upstream_interrupted', `HTTPTransport: the connection to ${remote} broke off mid-response`, {
+    expose: true,
+    cause,
+    publicMessage: 'The connection to the remote agent broke off mid-response',
+  });
 }
 
 export function incomplete(remote: string): UpstreamError {
-  return new UpstreamError(502, 'upstream_incomplete', `HTTPTransport: the stream from ${remote} ended without "event: done"`, { expose: true });
+  return new UpstreamError(502, 'upstream_incomplete', `HTTPTransport: the stream from ${remote} ended without "event: done"`, {
+    expose: true,
+    publicMessage: 'The remote agent\'s stream ended without "event: done"',
+  });
 }
 
 /** A 2xx answer that is not what the route promises. */
 export function badResponse(remote: string, what: string, cause?: unknown): UpstreamError {
-  return new UpstreamError(502, 'upstream_bad_response', `HTTPTransport: ${remote} answered with ${what}`, { expose: true, cause });
+  return new UpstreamError(502, 'upstream_bad_response', `HTTPTransport: ${remote} answered with ${what}`, {
+    expose: true,
+    cause,
+    publicMessage: `The remote agent answered with ${what}`,
+  });
 }
 
 /**
@@ -41,15 +61,24 @@ export function badResponse(remote: string, what: string, cause?: unknown): Upst
  */
 export function statusError(remote: string, status: number, body: unknown, retryAfter: string | null): AgentRouterError {
   if (status >= 300 && status < 400) {
-    return new UpstreamError(502, 'upstream_redirect', `HTTPTransport: ${remote} answered ${status} (a redirect); no redirect is followed, so set the url to where the remote really is`, { expose: true });
+    return new UpstreamError(502, 'upstream_redirect', `HTTPTransport: ${remote} answered ${status} (a redirect); no redirect is followed, so set the url to where the remote really is`, {
+      expose: true,
+      publicMessage: `The remote agent answered ${status} (a redirect)`,
+    });
   }
   if (status < 400 || status >= 500) {
-    return new UpstreamError(502, 'upstream_error', `HTTPTransport: ${remote} answered ${status}; see the remote's logs`, { expose: true });
+    return new UpstreamError(502, 'upstream_error', `HTTPTransport: ${remote} answered ${status}; see the remote's logs`, {
+      expose: true,
+      publicMessage: `The remote agent answered ${status}`,
+    });
   }
   const fields = asFields(body);
   const message = fields['error'];
   if (typeof message !== 'string') {
-    return new UpstreamError(502, 'upstream_bad_response', `HTTPTransport: ${remote} answered ${status} without a JSON error body`, { expose: true });
+    return new UpstreamError(502, 'upstream_bad_response', `HTTPTransport: ${remote} answered ${status} without a JSON error body`, {
+      expose: true,
+      publicMessage: `The remote agent answered ${status} without a JSON error body`,
+    });
   }
   const headers = retryAfter !== null && /^\d{1,9}$/.test(retryAfter) ? { headers: { 'Retry-After': retryAfter } } : {};
   return new UpstreamError(status, relayedCode(fields['code'], 'upstream_error'), message, { expose: true, ...headers });
@@ -68,7 +97,7 @@ export function streamFailed(remote: string, data: string): UpstreamError {
     502,
     relayedCode(asFields(reply)['code'], 'upstream_stream_error'),
     typeof message === 'string' ? message : `HTTPTransport: the stream from ${remote} failed`,
-    { expose: true },
+    typeof message === 'string' ? { expose: true } : { expose: true, publicMessage: "The remote agent's stream failed" },
   );
 }
 

@@ -24,6 +24,8 @@ interface Hop {
   base: string;
   /** Every request this router received, as it arrived. */
   seen: Seen[];
+  /** What this router logged: the message of each logged error. */
+  logged: string[];
 }
 
 /** What B's agents say; a test may replace it to hold a turn or fail it. */
@@ -58,7 +60,9 @@ async function hop(t: TestContext, options: { next?: Hop; script?: Script; heade
   } else {
     registry.register('(remote-)?(counter|bot)-.*', agentClasses(options.script ?? { current: echo }));
   }
-  const router = new AgentRouter(registry, { prefix: '/agent', pingInterval: 0, logger: { error: () => {} } });
+  const logged: string[] = [];
+  const logger = { error: (_message: string, error?: unknown) => void logged.push(error instanceof Error ? error.message : String(error)) };
+  const router = new AgentRouter(registry, { prefix: '/agent', pingInterval: 0, logger });
   const listener = router.toRequestListener();
   const seen: Seen[] = [];
   const { url, close } = await listen((req, res) => {
@@ -66,7 +70,7 @@ async function hop(t: TestContext, options: { next?: Hop; script?: Script; heade
     listener(req, res);
   });
   t.after(close);
-  return { base: `${url}/agent`, seen };
+  return { base: `${url}/agent`, seen, logged };
 }
 
 const echo: ScriptedFunction = ({ messages }) => `echo: ${messages.at(-1)?.content ?? ''}`;
@@ -108,7 +112,7 @@ test('every route through A answers as B does: same status, same body', async (t
   assert.deepEqual((await getJson(`${a.base}/remote-counter-a-envelope-invoke/state`)).body, { agent_id: 'remote-counter-a-envelope-invoke', state: { count: 5 } });
 });
 
-test('remote errors: a 404 is relayed as it is, a 500 becomes a 502 naming the remote and never the detail', async (t) => {
+test('remote errors: a 404 is relayed as it is, a 500 becomes a 502 that names the remote in the log only, never the detail', async (t) => {
   const { a, b } = await pair(t);
   const direct = await postJson(`${b.base}/remote-nobody/chat`, { message: 'x' });
   const proxied = await postJson(`${a.base}/remote-nobody/chat`, { message: 'x' });
@@ -119,8 +123,11 @@ test('remote errors: a 404 is relayed as it is, a 500 becomes a 502 naming the r
   const failed = await postJson(`${a.base}/remote-counter-1/invoke`, { method: 'explode' });
   assert.equal(failed.status, 502);
   assert.equal(failed.body.code, 'upstream_error');
-  assert.equal(failed.body.error, `HTTPTransport: ${b.base}/remote-counter-1/invoke answered 500; see the remote's logs`);
+  // The caller is not told where the remote is (often an internal address); the operator's log is.
+  assert.equal(failed.body.error, 'The remote agent answered 500');
+  assert.ok(!JSON.stringify(failed.body).includes('127.0.0.1'));
   assert.ok(!JSON.stringify(failed.body).includes('secret'));
+  assert.ok(a.logged.includes(`HTTPTransport: ${b.base}/remote-counter-1/invoke answered 500; see the remote's logs`), a.logged.join('\n'));
 });
 
 test('streaming through A: the same SSE framing and headers as B, byte for byte', async (t) => {
