@@ -1,0 +1,38 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { VersionConflictError } from '../../src/errors.ts';
+import { MemoryStorage } from '../../src/storage/memory.ts';
+
+test('MemoryStorage.sync: head and commit agree with the async methods; a stale commit throws at once', async () => {
+  const storage = new MemoryStorage();
+  const sync = storage.sync;
+  assert.equal(sync.head('m'), 0);
+  assert.equal(sync.commit('m', { expectedVersion: 0, state: { n: 1 }, append: [{ role: 'user', content: 'a' }] }), 1);
+  assert.equal(await storage.commit('m', { expectedVersion: 1, state: { n: 2 }, append: [] }), 2);
+  assert.equal(sync.head('m'), 2);
+  assert.equal(await storage.head('m'), 2);
+  assert.throws(() => sync.commit('m', { expectedVersion: 1, state: {}, append: [] }), VersionConflictError);
+  assert.deepEqual(await storage.load('m'), { state: { n: 2 }, messages: [{ role: 'user', content: 'a' }], version: 2 });
+});
+
+test('MemoryStorage.sync.tryLock and lock() exclude each other, in arrival order', async () => {
+  const storage = new MemoryStorage();
+  const release = storage.sync.tryLock('l');
+  assert.ok(release);
+  assert.equal(storage.sync.tryLock('l'), undefined, 'held');
+  assert.ok(storage.sync.tryLock('other'), 'ids lock apart');
+  const order: string[] = [];
+  const waiting = storage.lock('l').then((unlock) => {
+    order.push('lock() got it');
+    return unlock;
+  });
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(order, [], 'lock() waits for the sync holder');
+  release();
+  const unlock = await waiting;
+  assert.equal(storage.sync.tryLock('l'), undefined, 'now held by lock()');
+  await unlock();
+  const again = storage.sync.tryLock('l');
+  assert.ok(again, 'free once released');
+  again();
+});
