@@ -499,12 +499,26 @@ export class Agent<S extends JsonObject = JsonObject> {
 
   /** Reloads from storage when forced, or when storage holds a version this instance has not seen. */
   async #refresh(force: boolean): Promise<void> {
+    const storage = this.storage;
     if (!force) {
-      const sync = this.storage.sync;
-      const head = sync !== undefined ? sync.head(this.id) : await this.storage.head?.(this.id);
+      const sync = storage.sync;
+      const head = sync !== undefined ? sync.head(this.id) : await storage.head?.(this.id);
       if (head === undefined || head <= this.#version) return;
+      // Only the turns this instance missed, when it has a history to extend and no turn half-way.
+      if (storage.loadSince !== undefined && this.#version > 0 && !this.#pendingUser) {
+        const known = { version: this.#version, messages: this.#messages.length };
+        const tail = await storage.loadSince(this.id, known);
+        if (tail === undefined || tail.version <= this.#version) return;
+        if (this.#version === known.version && this.#messages.length === known.messages) {
+          this.#state = tail.state as S;
+          for (const message of tail.messages) this.#messages.push(message);
+          this.#version = tail.version;
+          return;
+        }
+        // Something else moved this instance on meanwhile: its history is no longer `known`.
+      }
     }
-    const record = await this.storage.load(this.id);
+    const record = await storage.load(this.id);
     if (record === undefined || record.version <= this.#version) return;
     this.#state = record.state as S;
     this.#messages = record.messages;

@@ -26,6 +26,12 @@ export class MemoryStorage implements Storage {
     return record === undefined ? undefined : structuredClone(record);
   }
 
+  async loadSince(agentId: string, known: { version: number; messages: number }): Promise<AgentRecord | undefined> {
+    const record = this.#records.get(agentId);
+    if (record === undefined) return undefined;
+    return structuredClone({ state: record.state, messages: record.messages.slice(known.messages), version: record.version });
+  }
+
   async commit(agentId: string, turn: TurnCommit): Promise<number> {
     return this.#commit(agentId, turn);
   }

@@ -75,6 +75,11 @@ export function statements(t: TableNames) {
              (SELECT coalesce(json_agg(m.message ORDER BY m.version, m.idx), '[]'::json)::text
                 FROM ${t.messages} m WHERE m.key = a.key) AS messages
            FROM ${t.agents} a WHERE a.key = $1`,
+    // The history after a version the caller has: a range of the primary key, not the whole history.
+    loadSince: `SELECT a.version, a.state::text AS state,
+             (SELECT coalesce(json_agg(m.message ORDER BY m.version, m.idx), '[]'::json)::text
+                FROM ${t.messages} m WHERE m.key = a.key AND m.version > $2) AS messages
+           FROM ${t.agents} a WHERE a.key = $1`,
     // One statement each, so the version check, the state and the history rows
     // commit together without a transaction held open across round trips. A
     // racing writer blocks on the row, then re-checks `version` and matches nothing.

@@ -122,9 +122,17 @@ class PostgresStorageImpl implements PostgresStorage {
   }
 
   async load(agentId: string): Promise<AgentRecord | undefined> {
+    return this.#read(agentId, this.#sql.load, []);
+  }
+
+  async loadSince(agentId: string, known: { version: number; messages: number }): Promise<AgentRecord | undefined> {
+    return this.#read(agentId, this.#sql.loadSince, [known.version]);
+  }
+
+  async #read(agentId: string, sql: string, args: unknown[]): Promise<AgentRecord | undefined> {
     const key = this.#key(agentId);
     await this.#init();
-    const row = (await this.#query(agentId, this.#sql.load, [key])).rows[0];
+    const row = (await this.#query(agentId, sql, [key, ...args])).rows[0];
     if (row === undefined) return undefined;
     return {
       state: JSON.parse(String(row['state'])) as JsonObject,

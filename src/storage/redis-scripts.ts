@@ -47,6 +47,11 @@ export const LOAD = lua(`
 return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]), redis.call('LRANGE', KEYS[3], 0, -1)}
 `);
 
+/** KEYS: v, s, h. ARGV: messages already known. As LOAD, with the history from that index on. */
+export const LOAD_SINCE = lua(`
+return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]), redis.call('LRANGE', KEYS[3], tonumber(ARGV[1]), -1)}
+`);
+
 /** KEYS: lock. ARGV: token, lease ms. Extends the lease only if this token still holds it; 1 or 0. */
 export const RENEW = lua(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then

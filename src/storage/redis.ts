@@ -3,8 +3,8 @@ import { VersionConflictError } from '../errors.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkTurn } from './check.ts';
 import { assertStorableId, leaseMilliseconds } from './ids.ts';
-import { COMMIT, commandSender, LOAD, RELEASE, RENEW, runScript } from './redis-scripts.ts';
-import type { RedisClientLike, SendCommand } from './redis-scripts.ts';
+import { COMMIT, commandSender, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
+import type { LuaScript, RedisClientLike, SendCommand } from './redis-scripts.ts';
 import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
 import { backoff, delay } from './wait.ts';
 
@@ -78,7 +78,15 @@ class RedisStorageImpl implements RedisStorage {
   }
 
   async load(agentId: string): Promise<AgentRecord | undefined> {
-    const reply = (await runScript(this.#send, LOAD, this.#keys(agentId), [])) as [unknown, unknown, unknown[]];
+    return this.#read(agentId, LOAD, []);
+  }
+
+  async loadSince(agentId: string, known: { version: number; messages: number }): Promise<AgentRecord | undefined> {
+    return this.#read(agentId, LOAD_SINCE, [String(known.messages)]);
+  }
+
+  async #read(agentId: string, script: LuaScript, args: string[]): Promise<AgentRecord | undefined> {
+    const reply = (await runScript(this.#send, script, this.#keys(agentId), args)) as [unknown, unknown, unknown[]];
     const [version, state, history] = reply;
     if (version === null || version === undefined) return undefined;
     return {

@@ -47,6 +47,14 @@ export interface SyncStorage {
 export interface Storage {
   /** The whole record, or `undefined` for an agent never stored. */
   load(agentId: string): Promise<AgentRecord | undefined>;
+  /**
+   * The record with only the history after what the caller already has:
+   * `known` is a version the caller loaded or committed and the number of
+   * messages it then held (history is append-only, so those are a prefix).
+   * Lets an instance catch up with another process's turns without reading
+   * the whole history again. Optional: without it the agent calls `load`.
+   */
+  loadSince?(agentId: string, known: { version: number; messages: number }): Promise<AgentRecord | undefined>;
   /** Writes one turn atomically and returns the new version. */
   commit(agentId: string, turn: TurnCommit): Promise<number>;
   /** The stored version (0 if none), without reading history. */

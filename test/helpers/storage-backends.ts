@@ -37,6 +37,8 @@ export interface StorageBackend {
   acceptsAnyString: boolean;
   /** Whether it has lock() (and leases). */
   locks: boolean;
+  /** Whether it has loadSince() (reads only the history a caller lacks). */
+  loadsSince: boolean;
   cleanup(): Promise<void>;
 }
 
@@ -50,7 +52,7 @@ export function runTag(): string {
 
 export function memoryBackend(): StorageBackend {
   const storage = new MemoryStorage();
-  return { name: 'memory', open: async () => storage, acceptsAnyString: true, locks: true, cleanup: async () => undefined };
+  return { name: 'memory', open: async () => storage, acceptsAnyString: true, locks: true, loadsSince: true, cleanup: async () => undefined };
 }
 
 export function fileBackend(options: FileStorageOptions = {}): StorageBackend {
@@ -75,6 +77,7 @@ export function fileBackend(options: FileStorageOptions = {}): StorageBackend {
     }),
     acceptsAnyString: true,
     locks: true,
+    loadsSince: false,
     cleanup: async () => {
       for (const storage of opened) await storage.close();
       if (dir !== undefined) await rm(dir, { recursive: true, force: true });
@@ -101,6 +104,7 @@ export function postgresBackend(options: Omit<PostgresStorageOptions, 'schema'> 
     }),
     acceptsAnyString: false,
     locks: true,
+    loadsSince: true,
     cleanup: async () => {
       const admin = pools[0] ?? newPool();
       await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
@@ -146,6 +150,7 @@ export function redisBackend(flavor: Flavor, options: Omit<RedisStorageOptions, 
     }),
     acceptsAnyString: false,
     locks: true,
+    loadsSince: true,
     cleanup: async () => {
       const admin = new Redis(REDIS_URL);
       const keys = await admin.keys(`${prefix}*`);

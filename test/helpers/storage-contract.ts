@@ -192,6 +192,29 @@ export function defineStorageContract(backend: StorageBackend): void {
     assert.equal(typeof (await backend.open()).lock === 'function', backend.locks);
   });
 
+  test(backend.loadsSince ? 'has loadSince(): only the history a caller lacks' : 'has no loadSince(): agents reload the whole record', async () => {
+    assert.equal(typeof (await backend.open()).loadSince === 'function', backend.loadsSince);
+  });
+
+  if (backend.loadsSince) {
+    test('loadSince returns the state and version of load, with only the messages after what the caller knows', async () => {
+      const [a, b] = [await backend.open(), await backend.open()];
+      const id = freshId('since');
+      assert.equal(await b.loadSince?.(id, { version: 0, messages: 0 }), undefined);
+      await commitOk(a, id, { expectedVersion: 0, state: { n: 1 }, append: [user('q1'), assistant('a1')] });
+      await commitOk(a, id, { expectedVersion: 1, state: { n: 2 }, append: [] });
+      await commitOk(a, id, { expectedVersion: 2, state: { n: 3 }, append: [user('q2'), assistant('a2\nwith "quotes"')] });
+      await commitOk(a, id, { expectedVersion: 3, state: { n: 4 }, append: [user('q3')] });
+      const whole = await b.load(id) as AgentRecord;
+      // Known: version 1 with its 2 messages; version 2 appended none.
+      for (const known of [{ version: 1, messages: 2 }, { version: 2, messages: 2 }]) {
+        const tail = await b.loadSince?.(id, known) as AgentRecord;
+        assert.deepEqual(tail, { state: whole.state, version: 4, messages: whole.messages.slice(2) }, JSON.stringify(known));
+      }
+      assert.deepEqual((await b.loadSince?.(id, { version: 4, messages: 5 }))?.messages, [], 'nothing new');
+    });
+  }
+
   if (backend.locks) defineLockContract(backend);
 }
 

@@ -5,6 +5,7 @@ import { Mailbox } from '../../src/agent/mailbox.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
+import type { Storage } from '../../src/storage/storage.ts';
 
 class Counter extends Agent<{ count: number }> {
   static override actions = ['increment', 'fail', 'pair'];
@@ -121,6 +122,33 @@ test('a model wrapping another with {...request} hands on a signal that aborts w
   assert.ok(seen instanceof AbortSignal);
   assert.equal(seen.aborted, true);
   assert.equal(agent.messages.length, 0);
+});
+
+test('an instance behind another reads only the turns it missed (loadSince), and its history stays whole', async () => {
+  const shared = new MemoryStorage();
+  const reads: string[] = [];
+  // The storage as another process would reach it: async only, reads counted.
+  const storage: Storage = {
+    load: (id) => (reads.push('load'), shared.load(id)),
+    loadSince: (id, known) => (reads.push(`since ${known.version}/${known.messages}`), shared.loadSince(id, known)),
+    commit: (id, turn) => shared.commit(id, turn),
+    head: (id) => shared.head(id),
+    lock: (id, signal) => shared.lock(id, signal),
+  };
+  const echo = scriptedModel(({ messages }) => `re: ${messages.at(-1)?.content ?? ''}`);
+  const a = new Agent('behind', { model: echo, storage });
+  const b = new Agent('behind', { model: echo, storage });
+  for (let i = 0; i < 3; i++) {
+    await a.chat(`a${i}`);
+    await b.chat(`b${i}`);
+  }
+  await a.snapshot(); // a catches up with b's last turn
+  const stored = (await shared.load('behind'))?.messages.map((message) => message.content);
+  assert.deepEqual(stored, ['a0', 're: a0', 'b0', 're: b0', 'a1', 're: a1', 'b1', 're: b1', 'a2', 're: a2', 'b2', 're: b2']);
+  assert.deepEqual(a.messages.map((message) => message.content), stored);
+  assert.deepEqual(b.messages.map((message) => message.content), stored);
+  // Each instance loads once, then catches up by the turns it missed.
+  assert.deepEqual(reads, ['load', 'load', 'since 1/2', 'since 2/4', 'since 3/6', 'since 4/8', 'since 5/10']);
 });
 
 test('chat without a model fails clearly', async () => {
