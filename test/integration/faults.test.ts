@@ -455,7 +455,7 @@ test('GET /agents (enableListAgents) asks authorize too: a refused caller gets 4
   assert.equal(listed.status, 403);
 });
 
-test('ReDoS: nested-quantifier patterns are refused at register; with the opt-out, over-long ids are refused before any pattern runs', async (t) => {
+test('ReDoS: nested-quantifier and overlapping-alternative patterns are refused at register; with the opt-out, over-long ids are refused before any pattern runs', async (t) => {
   class Never extends Agent {
     constructor(id: string) {
       super(id);
@@ -463,7 +463,7 @@ test('ReDoS: nested-quantifier patterns are refused at register; with the opt-ou
     }
   }
   const registry = new AgentRegistry();
-  for (const pattern of ['(a+)+$', /(a*)*b/, '(\\w+\\s?)*$', '([a-z]+)*x', '(.*a){20}', /^(?:\d+)+$/]) {
+  for (const pattern of ['(a+)+$', /(a*)*b/, '(\\w+\\s?)*$', '([a-z]+)*x', '(.*a){20}', /^(?:\d+)+$/, '(a|a)*$', /(\w|\d)+!/]) {
     assert.throws(() => registry.register(pattern, Never), { name: 'TypeError', message: /allowBacktracking/ }, String(pattern));
   }
   // (a+)+$ against 10,000 "a"s and a "!" would backtrack for longer than the universe has existed.

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentNotFoundError } from '../../src/errors.ts';
 import { echoModel } from '../../src/models/echo.ts';
-import { hasNestedQuantifier } from '../../src/registry/patterns.ts';
+import { canBacktrackBadly } from '../../src/registry/patterns.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import type { AgentTransport } from '../../src/transports/transport.ts';
 
@@ -75,11 +75,18 @@ test('nested quantifiers are refused unless the caller opts out', () => {
   assert.equal(registry.resolve('aaa'), Worker);
 });
 
-test('hasNestedQuantifier finds the dangerous shapes and leaves common ones alone', () => {
-  for (const source of ['(a+)+', '(\\d*x)*', '(?:a{2,})+', '((ab)+c)*', '(a|b+){2,5}']) assert.equal(hasNestedQuantifier(source), true, source);
-  for (const source of ['.*', 'worker-[0-9]+', '(foo|bar)+', '(a+)?', '[(a+)]+', '\\(a+\\)+', '(ab){3}', 'user-[a-f0-9]{8}']) {
-    assert.equal(hasNestedQuantifier(source), false, source);
-  }
+test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone', () => {
+  const dangerous = [
+    '(a+)+', '(\\d*x)*', '(?:a{2,})+', '((ab)+c)*', '(a|b+){2,5}',
+    // alternatives under a quantifier that can match the same text more than one way
+    '(a|a)*', '(a|ab)*', '(\\w|\\d)+', '((a|a)b)*', '(?:x|X)+', '(?<n>a|ab)+', '(.|a)*',
+  ];
+  for (const source of dangerous) assert.equal(canBacktrackBadly(source), true, source);
+  const fine = [
+    '.*', 'worker-[0-9]+', '(foo|bar)+', '(a+)?', '[(a+)]+', '\\(a+\\)+', '(ab){3}', 'user-[a-f0-9]{8}',
+    '(support|sales)-.*', '(?<n>ab|ac)+', '(a|a)', '(?:foo|bar|baz)+', '[a|a]*', 'a\\|a*',
+  ];
+  for (const source of fine) assert.equal(canBacktrackBadly(source), false, source);
 });
 
 test('register refuses targets that are neither a class nor a transport', () => {
