@@ -1,7 +1,7 @@
 import { AgentRouterError } from '../errors.ts';
 import type { Model, ModelChunk, ModelRequest } from '../models/model.ts';
 import { MemoryStorage } from '../storage/memory.ts';
-import type { Storage, Unlock } from '../storage/storage.ts';
+import type { Storage } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject, TokenUsage } from '../types.ts';
 import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
 import { TurnCancel } from './cancel.ts';

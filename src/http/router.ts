@@ -208,8 +208,9 @@ export class AgentRouter {
       if (!res.writableFinished) cancel.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
     };
     res.on('close', onClose);
-    const onOuterAbort = outer === undefined ? undefined : (): void => cancel.abort(outer.reason);
-    if (outer !== undefined && onOuterAbort !== undefined) {
+    let onOuterAbort: (() => void) | undefined;
+    if (outer !== undefined) {
+      onOuterAbort = () => cancel.abort(outer.reason);
       if (outer.aborted) onOuterAbort();
       else outer.addEventListener('abort', onOuterAbort, { once: true });
     }
