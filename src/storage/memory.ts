@@ -6,8 +6,8 @@ import type { AgentRecord, Storage, SyncStorage, TurnCommit, Unlock } from './st
 
 /**
  * Keeps records in this process's memory. The default storage of an Agent;
- * lost when the process exits. Reads and writes copy, so a caller can never
- * mutate what is stored.
+ * lost when the process exits. Reads copy, and writes copy all but frozen
+ * messages (see storedMessage), so a caller can never mutate what is stored.
  */
 export class MemoryStorage implements Storage {
   readonly #records = new Map<string, AgentRecord>();
