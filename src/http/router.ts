@@ -60,6 +60,8 @@ export interface RequestHint {
   signal?: AbortSignal | undefined;
 }
 
+const answered = (): boolean => true;
+
 /** Where a request lands: a local instance or a remote transport. */
 type Resolved = { agent: Agent<any>; pooled: boolean } | { transport: AgentTransport; requestId: string | undefined };
 
@@ -134,6 +136,7 @@ export class AgentRouter {
     }
     const { route, query } = matched;
     if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) return true;
+    let dispatched: Promise<void>;
     try {
       if (req.method !== route.method) throw httpErrors.methodNotAllowed(route.method);
       const agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
@@ -147,11 +150,16 @@ export class AgentRouter {
         ({ action, body } = envelope);
         if (authorize !== undefined) await authorizeRequest(authorize, req, agentId, envelope.action);
       }
-      await this.#dispatch(req, res, agentId, action, body, query, hint.signal);
+      dispatched = this.#dispatch(req, res, agentId, action, body, query, hint.signal);
     } catch (error) {
       this.#fail(res, error);
+      return true;
     }
-    return true;
+    // Chained, not awaited in the try: a request in flight (a stream held open) keeps no suspended frame here.
+    return dispatched.then(answered, (error: unknown) => {
+      this.#fail(res, error);
+      return true;
+    });
   }
 
   /**
