@@ -186,7 +186,13 @@ export class AgentRouter {
     return buildOpenAPI({ prefix: this.prefix, agentId: this.#agent?.id, maxIdLength, servesDocument: openapi, tags, responses });
   }
 
-  async #dispatch(
+  /**
+   * Runs the request's action. Not an async function: what a turn holds open
+   * (a stream above all) is a promise chain with one cleanup step, not a
+   * suspended frame. Throws synchronously for a request refused before any
+   * turn starts; `handle` answers both ways.
+   */
+  #dispatch(
     req: IncomingMessage,
     res: ServerResponse,
     agentId: string,
@@ -202,14 +208,8 @@ export class AgentRouter {
       stream = parseStreamFlag(queryParam(query, 'stream'), req.headers.accept);
     }
     const target = this.#resolve(agentId, req);
-    if (action === 'state' && 'agent' in target) {
-      // Reading committed state needs no abort plumbing: no turn runs for it.
-      try {
-        return sendJson(res, 200, { agent_id: agentId, state: await target.agent.snapshot() });
-      } finally {
-        this.#release(target, agentId);
-      }
-    }
+    // Reading committed state needs no abort plumbing: no turn runs for it.
+    if (action === 'state' && 'agent' in target) return this.#answerState(res, target, agentId);
     const cancel = new TurnCancel();
     this.#running.add(cancel);
     const onClose = (): void => {
@@ -225,6 +225,16 @@ export class AgentRouter {
     // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
     const timed = this.#deadlines !== undefined && 'agent' in target; // local state returned above
     if (timed) this.#deadlines?.add(cancel);
+    let streaming = false;
+    const settle = (): void => {
+      if (streaming) this.#openStreams--;
+      if (timed) this.#deadlines?.delete(cancel);
+      this.#running.delete(cancel);
+      res.off('close', onClose);
+      if (onOuterAbort !== undefined) outer?.removeEventListener('abort', onOuterAbort);
+      this.#release(target, agentId);
+    };
+    let work: Promise<void>;
     try {
       if (action === 'chat' && stream !== false) {
         if (this.#openStreams >= this.#maxStreams) {
@@ -234,22 +244,25 @@ export class AgentRouter {
           });
         }
         this.#openStreams++;
-        try {
-          await streamReply(res, this.#source(target, agentId, message, cancel), stream === 'events', cancel, this.options.pingInterval, this.#logger);
-        } finally {
-          this.#openStreams--;
-        }
-        return;
+        streaming = true;
+        work = streamReply(res, this.#source(target, agentId, message, cancel), stream === 'events', cancel, this.options.pingInterval, this.#logger);
+      } else {
+        work = this.#call(target, agentId, action, body, message, cancel).then((reply) => sendJson(res, 200, reply));
       }
-      const reply = await this.#call(target, agentId, action, body, message, cancel);
-      sendJson(res, 200, reply);
     } catch (error) {
+      settle();
       throw cancel.aborted ? cancel.reason : error;
+    }
+    return work.then(settle, (error: unknown) => {
+      settle();
+      throw cancel.aborted ? cancel.reason : error;
+    });
+  }
+
+  async #answerState(res: ServerResponse, target: Resolved & { agent: Agent<any> }, agentId: string): Promise<void> {
+    try {
+      sendJson(res, 200, { agent_id: agentId, state: await target.agent.snapshot() });
     } finally {
-      if (timed) this.#deadlines?.delete(cancel);
-      this.#running.delete(cancel);
-      res.off('close', onClose);
-      if (onOuterAbort !== undefined) outer?.removeEventListener('abort', onOuterAbort);
       this.#release(target, agentId);
     }
   }
