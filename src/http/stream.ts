@@ -21,7 +21,7 @@ export type ReplySource =
  * A remote stream is awaited (`ready`) before the SSE headers go out, so a
  * remote 404 or 502 is still answered as a JSON status.
  */
-export async function streamReply(
+export function streamReply(
   res: ServerResponse,
   source: ReplySource,
   typed: boolean,
@@ -29,7 +29,24 @@ export async function streamReply(
   pingInterval: number | undefined,
   logger: Logger,
 ): Promise<void> {
-  if ('chunks' in source && 'ready' in source.chunks) await source.chunks.ready;
+  const relay = (): Promise<void> => relayReply(res, source, typed, cancel, pingInterval, logger);
+  if ('chunks' in source && 'ready' in source.chunks) return source.chunks.ready.then(relay);
+  return relay();
+}
+
+/**
+ * The stream once its headers may go out. A promise chain, not an async
+ * function: a stream held open keeps no suspended frame here. Never rejects:
+ * a failure ends the stream with an error event.
+ */
+function relayReply(
+  res: ServerResponse,
+  source: ReplySource,
+  typed: boolean,
+  cancel: TurnCancel,
+  pingInterval: number | undefined,
+  logger: Logger,
+): Promise<void> {
   const writer = new SSEWriter(res, { pingInterval });
   let text = '';
   const send = typed
@@ -38,30 +55,43 @@ export async function streamReply(
       return writer.send(typedFrame('text.delta', { text: chunk }), 'text.delta');
     }
     : (chunk: string): Promise<void> | undefined => writer.send(chunk);
-  try {
-    if (typed) await writer.send(typedFrame('turn.started', { agent_id: source.agentId }), 'turn.started');
-    if ('push' in source) {
-      await source.push((chunk) => {
-        // As the pull loop's break: a turn whose client is gone ends without committing.
-        if (!writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
-        return send(chunk);
-      });
-    } else {
-      for await (const chunk of source.chunks) {
-        if (!writer.open) break;
-        const sending = send(chunk);
-        if (sending !== undefined) await sending;
-      }
-    }
-    if (cancel.aborted) throw cancel.reason;
-    if (!typed) return writer.done();
-    writer.end(formatEvent(typedFrame('turn.finished', { result: { agent_id: source.agentId, text } }), 'turn.finished'));
-  } catch (error) {
+  const fail = (error: unknown): void => {
     const cause = cancel.aborted ? cancel.reason : error;
     const status = statusOf(cause);
     if (status >= 500 && status !== 503) logger.error(`AgentRouter: stream for agent ${JSON.stringify(source.agentId)} failed with ${status}`, cause);
     if (!typed) return writer.error(errorBody(cause));
     writer.end(formatEvent(typedFrame('turn.failed', errorBody(cause)), 'turn.failed'));
+  };
+  const finish = (): void => {
+    if (cancel.aborted) return fail(cancel.reason);
+    if (!typed) return writer.done();
+    writer.end(formatEvent(typedFrame('turn.finished', { result: { agent_id: source.agentId, text } }), 'turn.finished'));
+  };
+  const pump = (): Promise<unknown> => {
+    if (!('push' in source)) return pull(source.chunks, writer, send);
+    return source.push((chunk) => {
+      // As the pull loop's break: a turn whose client is gone ends without committing.
+      if (!writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+      return send(chunk);
+    });
+  };
+  let pumping: Promise<unknown>;
+  try {
+    const started = typed ? writer.send(typedFrame('turn.started', { agent_id: source.agentId }), 'turn.started') : undefined;
+    pumping = started === undefined ? pump() : started.then(pump);
+  } catch (error) {
+    fail(error);
+    return Promise.resolve();
+  }
+  return pumping.then(finish, fail);
+}
+
+/** Chunks pulled from a remote (or a subclass's own stream()) until the client is gone. */
+async function pull(chunks: AsyncIterable<string>, writer: SSEWriter, send: (chunk: string) => Promise<void> | undefined): Promise<void> {
+  for await (const chunk of chunks) {
+    if (!writer.open) break;
+    const sending = send(chunk);
+    if (sending !== undefined) await sending;
   }
 }
 
