@@ -245,7 +245,12 @@ export class AgentRouter {
         }
         this.#openStreams++;
         streaming = true;
-        work = streamReply(res, this.#source(target, agentId, message, cancel), stream === 'events', cancel, this.options.pingInterval, this.#logger);
+        work = streamReply(res, this.#source(target, agentId, message, cancel), {
+          typed: stream === 'events',
+          cancel,
+          pingInterval: this.options.pingInterval,
+          logger: this.#logger,
+        });
       } else {
         work = this.#call(target, agentId, action, body, message, cancel).then((reply) => sendJson(res, 200, reply));
       }

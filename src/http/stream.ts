@@ -21,17 +21,19 @@ export type ReplySource =
  * A remote stream is awaited (`ready`) before the SSE headers go out, so a
  * remote 404 or 502 is still answered as a JSON status.
  */
-export function streamReply(
-  res: ServerResponse,
-  source: ReplySource,
-  typed: boolean,
-  cancel: TurnCancel,
-  pingInterval: number | undefined,
-  logger: Logger,
-): Promise<void> {
-  const relay = (): Promise<void> => relayReply(res, source, typed, cancel, pingInterval, logger);
-  if ('chunks' in source && 'ready' in source.chunks) return source.chunks.ready.then(relay);
-  return relay();
+export function streamReply(res: ServerResponse, source: ReplySource, options: StreamOptions): Promise<void> {
+  if ('chunks' in source && 'ready' in source.chunks) return source.chunks.ready.then(() => relayReply(res, source, options));
+  return relayReply(res, source, options);
+}
+
+/** How one reply is streamed. */
+export interface StreamOptions {
+  /** The typed event stream (`stream=events`) rather than plain `data:` chunks. */
+  typed: boolean;
+  /** The request's cancel: an aborted turn ends the stream with its reason. */
+  cancel: TurnCancel;
+  pingInterval: number | undefined;
+  logger: Logger;
 }
 
 /**
@@ -39,14 +41,7 @@ export function streamReply(
  * function: a stream held open keeps no suspended frame here. Never rejects:
  * a failure ends the stream with an error event.
  */
-function relayReply(
-  res: ServerResponse,
-  source: ReplySource,
-  typed: boolean,
-  cancel: TurnCancel,
-  pingInterval: number | undefined,
-  logger: Logger,
-): Promise<void> {
+function relayReply(res: ServerResponse, source: ReplySource, { typed, cancel, pingInterval, logger }: StreamOptions): Promise<void> {
   const writer = new SSEWriter(res, { pingInterval });
   let text = '';
   const send = typed
