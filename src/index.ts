@@ -29,6 +29,7 @@ export { openAIModel } from './models/openai.ts';
 export type { OpenAIModelOptions } from './models/openai.ts';
 export { anthropicModel } from './models/anthropic.ts';
 export type { AnthropicModelOptions } from './models/anthropic.ts';
+export type { ProviderHTTPOptions } from './models/provider-http.ts';
 export { modelFromEnv } from './models/from-env.ts';
 
 // Storage

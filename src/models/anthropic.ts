@@ -1,12 +1,11 @@
-import type { JsonObject } from '../types.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
 import { count, isObject, parseData, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
-import { checkCommonOptions, joinURL, streamFromProvider, type StreamDecoder } from './provider-http.ts';
+import { checkCommonOptions, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
 
 /** The Messages API version this adapter speaks (sent as `anthropic-version`). */
 export const ANTHROPIC_VERSION = '2023-06-01';
 
-export interface AnthropicModelOptions {
+export interface AnthropicModelOptions extends ProviderHTTPOptions {
   /** The model name, e.g. `claude-sonnet-4-5`. */
   model: string;
   /** Sent as `x-api-key`. */
@@ -18,22 +17,6 @@ export interface AnthropicModelOptions {
    * @defaultValue 4096
    */
   maxTokens?: number | undefined;
-  /** Extra request headers (e.g. `anthropic-beta`). */
-  headers?: Record<string, string> | undefined;
-  /**
-   * Seconds without response headers or stream bytes before the turn fails with `model_timeout`.
-   * @defaultValue 120
-   */
-  timeout?: number | undefined;
-  /**
-   * Retries for 429, 5xx, 529 and dropped connections, only before the first chunk.
-   * @defaultValue 2
-   */
-  maxRetries?: number | undefined;
-  /** Extra request body fields, e.g. `{ temperature: 0.2 }`. */
-  body?: JsonObject | undefined;
-  /** A `fetch` to use instead of the global one (proxies, tests). */
-  fetch?: typeof fetch | undefined;
 }
 
 /**

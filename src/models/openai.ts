@@ -1,9 +1,9 @@
-import type { JsonObject, TokenUsage } from '../types.ts';
+import type { TokenUsage } from '../types.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
 import { count, isObject, parseData, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
-import { checkCommonOptions, joinURL, streamFromProvider, type StreamDecoder } from './provider-http.ts';
+import { checkCommonOptions, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
 
-export interface OpenAIModelOptions {
+export interface OpenAIModelOptions extends ProviderHTTPOptions {
   /** The model name, e.g. `gpt-4o-mini`, or whatever the compatible server serves (`llama3.2`). */
   model: string;
   /** Sent as `Authorization: Bearer <apiKey>`; leave it out for local servers that need none. */
@@ -14,22 +14,6 @@ export interface OpenAIModelOptions {
    * @defaultValue `https://api.openai.com/v1`
    */
   baseURL?: string | undefined;
-  /** Extra request headers (e.g. `OpenAI-Organization`, OpenRouter's `HTTP-Referer`). */
-  headers?: Record<string, string> | undefined;
-  /**
-   * Seconds without response headers or stream bytes before the turn fails with `model_timeout`.
-   * @defaultValue 120
-   */
-  timeout?: number | undefined;
-  /**
-   * Retries for 429, 5xx and dropped connections, only before the first chunk.
-   * @defaultValue 2
-   */
-  maxRetries?: number | undefined;
-  /** Extra request body fields, e.g. `{ temperature: 0.2, max_tokens: 500 }`. */
-  body?: JsonObject | undefined;
-  /** A `fetch` to use instead of the global one (proxies, tests). */
-  fetch?: typeof fetch | undefined;
 }
 
 /**

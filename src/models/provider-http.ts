@@ -5,6 +5,7 @@
  */
 import { ModelProviderError } from '../errors.ts';
 import { readSSE, type SSEEvent } from '../sse/parser.ts';
+import type { JsonObject } from '../types.ts';
 import type { ModelChunk } from './model.ts';
 import {
   badResponse,
@@ -169,6 +170,26 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /** Checks the options every provider shares; misuse throws a TypeError that names the fix. */
+/** The options every provider model takes beside its model name, key and base URL. */
+export interface ProviderHTTPOptions {
+  /** Extra request headers (e.g. `OpenAI-Organization`, OpenRouter's `HTTP-Referer`, `anthropic-beta`). */
+  headers?: Record<string, string> | undefined;
+  /**
+   * Seconds without response headers or stream bytes before the turn fails with `model_timeout`.
+   * @defaultValue 120
+   */
+  timeout?: number | undefined;
+  /**
+   * Retries for 429, 5xx (Anthropic's 529 overloaded included) and dropped connections, only before the first chunk.
+   * @defaultValue 2
+   */
+  maxRetries?: number | undefined;
+  /** Extra request body fields, e.g. `{ temperature: 0.2 }`. */
+  body?: JsonObject | undefined;
+  /** A `fetch` to use instead of the global one (proxies, tests). */
+  fetch?: typeof fetch | undefined;
+}
+
 export function checkCommonOptions(
   factory: string,
   options: { model?: unknown; timeout?: unknown; maxRetries?: unknown; baseURL?: unknown },
