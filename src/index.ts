@@ -40,7 +40,7 @@ export { postgresStorage, postgresStorageDDL } from './storage/postgres.ts';
 export type { PgPoolClientLike, PgPoolLike, PgQueryable, PgQueryResultLike, PostgresStorage, PostgresStorageOptions } from './storage/postgres.ts';
 export { redisStorage } from './storage/redis.ts';
 export type { IoRedisLike, NodeRedisLike, RedisClientLike, RedisStorage, RedisStorageOptions } from './storage/redis.ts';
-export type { AgentRecord, Storage, SyncStorage, TurnCommit, Unlock } from './storage/storage.ts';
+export type { AgentRecord, SharedStorage, Storage, SyncStorage, TurnCommit, Unlock } from './storage/storage.ts';
 
 // Transports
 export { HTTPTransport } from './transports/http.ts';

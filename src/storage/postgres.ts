@@ -5,7 +5,7 @@ import { checkTurn } from './check.ts';
 import { assertStorableId, idDigest, leaseMilliseconds } from './ids.ts';
 import { postgresStorageDDL, statements, tableNames } from './postgres-sql.ts';
 import type { TableNames } from './postgres-sql.ts';
-import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
+import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
 import { backoff, delay } from './wait.ts';
 
 export { postgresStorageDDL } from './postgres-sql.ts';
@@ -55,12 +55,7 @@ export interface PostgresStorageOptions {
 }
 
 /** A Storage on Postgres, with the cross-process members always present. */
-export interface PostgresStorage extends Storage {
-  head(agentId: string): Promise<number>;
-  lock(agentId: string, signal?: AbortSignal): Promise<Unlock>;
-  delete(agentId: string): Promise<void>;
-  close(): Promise<void>;
-}
+export type PostgresStorage = SharedStorage;
 
 interface HeldLock {
   client: PgPoolClientLike;

@@ -5,7 +5,7 @@ import { checkTurn } from './check.ts';
 import { assertStorableId, leaseMilliseconds } from './ids.ts';
 import { COMMIT, commandSender, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
 import type { LuaScript, RedisClientLike, SendCommand } from './redis-scripts.ts';
-import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
+import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
 import { backoff, delay } from './wait.ts';
 
 export type { IoRedisLike, NodeRedisLike, RedisClientLike } from './redis-scripts.ts';
@@ -25,12 +25,7 @@ export interface RedisStorageOptions {
 }
 
 /** A Storage on Redis, with the cross-process members always present. */
-export interface RedisStorage extends Storage {
-  head(agentId: string): Promise<number>;
-  lock(agentId: string, signal?: AbortSignal): Promise<Unlock>;
-  delete(agentId: string): Promise<void>;
-  close(): Promise<void>;
-}
+export type RedisStorage = SharedStorage;
 
 /**
  * Storage on a Redis client you own and have connected: node-redis

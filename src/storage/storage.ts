@@ -20,6 +20,15 @@ export interface TurnCommit {
 /** Releases a per-agent lock taken with `Storage.lock`. */
 export type Unlock = () => Promise<void>;
 
+/** A Storage shared by processes (Postgres, Redis): the optional cross-process members always present. */
+export interface SharedStorage extends Storage {
+  head(agentId: string): Promise<number>;
+  lock(agentId: string, signal?: AbortSignal): Promise<Unlock>;
+  loadSince(agentId: string, known: { version: number; messages: number }): Promise<AgentRecord | undefined>;
+  delete(agentId: string): Promise<void>;
+  close(): Promise<void>;
+}
+
 /**
  * The synchronous side of a storage that lives in this process
  * (MemoryStorage): same records and semantics as its async methods. A turn
