@@ -36,6 +36,9 @@ export const turnCancel: unique symbol = Symbol('agent-router.turnCancel');
 /** The internal push-style chat turn the router streams with; see `Agent[chatInto]`. */
 export const chatInto: unique symbol = Symbol('agent-router.chatInto');
 
+/** The internal synchronous read of committed state the router answers GET state with; see `Agent[committedState]`. */
+export const committedState: unique symbol = Symbol('agent-router.committedState');
+
 const requestCancel = Symbol('agent-router.requestCancel');
 
 /**
@@ -78,7 +81,6 @@ interface ChatTurn extends Cancellation {
   readonly model: Model;
   readonly request: ModelRequest;
   readonly user: ChatMessage;
-  readonly watch: AbortWatch;
   chunks: AsyncIterator<ModelChunk> | undefined;
   /** The model said it is done: its iterator needs no return(). */
   finished: boolean;
@@ -191,11 +193,22 @@ export class Agent<S extends JsonObject = JsonObject> {
    * staler than storage: another process may have written a newer version.
    */
   async snapshot(): Promise<S> {
-    const sync = this.storage.sync;
-    if (this.#loaded && sync !== undefined && sync.head(this.id) <= this.#version) return this.#state;
+    const now = this[committedState]();
+    if (now !== undefined) return now;
     await this.load();
     await this.#refresh(false);
     return this.#state;
+  }
+
+  /**
+   * Internal (the router's GET state): the committed state when it can be
+   * told without waiting (history loaded, an in-process storage holding
+   * nothing newer), else undefined; then snapshot() asks storage.
+   * @internal
+   */
+  [committedState](): S | undefined {
+    const sync = this.storage.sync;
+    return this.#loaded && sync !== undefined && sync.head(this.id) <= this.#version ? this.#state : undefined;
   }
 
   /**
@@ -217,9 +230,14 @@ export class Agent<S extends JsonObject = JsonObject> {
   }
 
   /** One chat turn; resolves with the whole reply. */
-  async chat(message: string, options: TurnOptions = {}): Promise<string> {
-    if (typeof message !== 'string') throw new TypeError('Agent.chat: message must be a string');
-    return this.#pushChat(message, cancelOf(options), undefined);
+  chat(message: string, options: TurnOptions = {}): Promise<string> {
+    // Not an async function: one returning #pushChat's promise would add two ticks to every turn.
+    if (typeof message !== 'string') return Promise.reject(new TypeError('Agent.chat: message must be a string'));
+    try {
+      return this.#pushChat(message, cancelOf(options), undefined);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**
@@ -233,32 +251,91 @@ export class Agent<S extends JsonObject = JsonObject> {
   }
 
   /**
-   * stream()'s turn, pushing chunks instead of yielding them: no async
-   * generator between the model and the reply, so a chunk costs fewer
-   * promise hops and a held stream one suspended frame less.
+   * stream()'s turn, pushing chunks instead of yielding them, and driven by
+   * callbacks rather than an async function: a turn waiting on its model (a
+   * stream held open) keeps one promise reaction and this turn's closures,
+   * not a suspended frame plus a promise raced against the cancel per chunk.
    */
-  async #pushChat(message: string, cancellation: Cancellation, onChunk: ((chunk: string) => Promise<void> | undefined) | undefined): Promise<string> {
-    const model = this.#modelOrThrow();
-    const session = this.#beginNow(cancellation.cancel) ?? (await this.#begin(cancellation.cancel));
-    const turn = this.#openChat(model, message, cancellation, session);
+  #pushChat(message: string, cancellation: Cancellation, onChunk: ((chunk: string) => Promise<void> | undefined) | undefined): Promise<string> {
+    let model: Model;
+    let session: Session | undefined;
     try {
-      const chunks = (turn.chunks = model.stream(turn.request)[Symbol.asyncIterator]());
-      const watch = turn.watch;
-      let next: IteratorResult<ModelChunk>;
-      while (!(next = await watch.race(chunks.next())).done) {
-        const chunk = this.#take(turn, next.value);
-        if (chunk === undefined || onChunk === undefined) continue;
-        const waiting = onChunk(chunk);
-        if (waiting !== undefined) await watch.race(waiting);
-      }
-      turn.finished = true;
-      const storing = this.#completeChat(turn);
-      if (storing !== undefined) await storing;
-      return turn.reply;
-    } finally {
-      const ending = this.#closeChat(turn);
-      if (ending !== undefined) await ending;
+      model = this.#modelOrThrow();
+      session = this.#beginNow(cancellation.cancel);
+    } catch (error) {
+      return Promise.reject(error);
     }
+    if (session === undefined) return this.#begin(cancellation.cancel).then((begun) => this.#runChat(model, message, cancellation, begun, onChunk));
+    return this.#runChat(model, message, cancellation, session, onChunk);
+  }
+
+  /** The chat turn once it holds the agent: model chunks in, `onChunk` out, one commit at the end. */
+  #runChat(
+    model: Model,
+    message: string,
+    cancellation: Cancellation,
+    session: Session,
+    onChunk: ((chunk: string) => Promise<void> | undefined) | undefined,
+  ): Promise<string> {
+    const turn = this.#openChat(model, message, cancellation, session);
+    return new Promise<string>((resolve, reject) => {
+      let ended = false;
+      let stopWatching: (() => void) | undefined;
+      const end = (failed: boolean, error?: unknown): void => {
+        if (ended) return;
+        ended = true;
+        stopWatching?.();
+        let ending: Promise<void> | undefined;
+        try {
+          ending = this.#closeChat(turn);
+        } catch (closeError) {
+          return reject(closeError);
+        }
+        const settle = (): void => (failed ? reject(error) : resolve(turn.reply));
+        if (ending === undefined) settle();
+        else ending.then(settle, reject);
+      };
+      const fail = (error: unknown): void => end(true, error);
+      let chunks: AsyncIterator<ModelChunk>;
+      const pull = (): void => {
+        if (ended) return;
+        try {
+          const next = chunks.next();
+          (next instanceof Promise ? next : Promise.resolve(next)).then(onNext, fail);
+        } catch (error) {
+          fail(error);
+        }
+      };
+      const onNext = (next: IteratorResult<ModelChunk>): void => {
+        // A late chunk from a model that ignored its signal, after the turn was cut.
+        if (ended) return;
+        try {
+          if (next.done === true) {
+            turn.finished = true;
+            const storing = this.#completeChat(turn);
+            if (storing === undefined) end(false);
+            else storing.then(() => end(false), fail);
+            return;
+          }
+          const chunk = this.#take(turn, next.value);
+          const waiting = chunk === undefined || onChunk === undefined ? undefined : onChunk(chunk);
+          if (waiting === undefined) pull();
+          else waiting.then(pull, fail);
+        } catch (error) {
+          fail(error);
+        }
+      };
+      const cancel = turn.cancel;
+      if (cancel.aborted) return fail(cancel.reason);
+      // Wakes the turn when cut, so a model that ignores its signal cannot hold it (a cancel made here aborts only at the end).
+      if (!turn.own) stopWatching = cancel.onAbort(() => fail(cancel.reason));
+      try {
+        chunks = turn.chunks = model.stream(turn.request)[Symbol.asyncIterator]();
+      } catch (error) {
+        return fail(error);
+      }
+      pull();
+    });
   }
 
   /**
@@ -290,11 +367,13 @@ export class Agent<S extends JsonObject = JsonObject> {
     const model = this.#modelOrThrow();
     const session = this.#beginNow(cancellation.cancel) ?? (await this.#begin(cancellation.cancel));
     const turn = this.#openChat(model, message, cancellation, session);
+    // A cancel made here is aborted only at the turn's end: nothing to watch for.
+    const watch = new AbortWatch(cancellation.own ? undefined : cancellation.cancel);
     try {
       const chunks = (turn.chunks = model.stream(turn.request)[Symbol.asyncIterator]());
       let next: IteratorResult<ModelChunk>;
       // Raced, not `for await`: a model that ignores its signal must not hold the turn.
-      while (!(next = await turn.watch.race(chunks.next())).done) {
+      while (!(next = await watch.race(chunks.next())).done) {
         const chunk = this.#take(turn, next.value);
         if (chunk !== undefined) yield chunk;
       }
@@ -302,6 +381,7 @@ export class Agent<S extends JsonObject = JsonObject> {
       const storing = this.#completeChat(turn);
       if (storing !== undefined) await storing;
     } finally {
+      watch.dispose();
       const ending = this.#closeChat(turn);
       if (ending !== undefined) await ending;
     }
@@ -325,8 +405,6 @@ export class Agent<S extends JsonObject = JsonObject> {
     const request = modelRequest(this.system, history, cancel);
     return {
       session, cancel, own, model, request, user,
-      // A cancel made here is aborted only at the turn's end: nothing to watch for.
-      watch: new AbortWatch(own ? undefined : cancel),
       chunks: undefined, finished: false, parts: [], reply: '', usage: undefined, completed: false,
     };
   }
@@ -376,7 +454,6 @@ export class Agent<S extends JsonObject = JsonObject> {
       this.#pendingUser = false;
       if (this.#messages[this.#messages.length - 1] === turn.user) this.#messages.pop();
     }
-    turn.watch.dispose();
     if (!turn.completed && turn.own) turn.cancel.abort(new Error('turn ended before it completed'));
     return this.#end(turn.session);
   }

@@ -18,12 +18,16 @@ const UNSAFE_KEY = /"(?:__proto__|constructor|prototype)"\s*:|\\u/;
  * reading), and invalid JSON (400 "Invalid JSON body"). An empty body is `{}`.
  * Keys named `__proto__`, `constructor` and `prototype` are dropped.
  */
-export async function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
-  checkContentType(req.headers['content-type']);
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limit) throw httpErrors.payloadTooLarge(limit);
-  const text = await readText(req, limit);
-  return parseJson(text);
+export function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
+  try {
+    checkContentType(req.headers['content-type']);
+    const declared = req.headers['content-length'];
+    if (declared !== undefined && Number(declared) > limit) throw httpErrors.payloadTooLarge(limit);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  // Chained, not awaited: an async function here cost every request a promise and two ticks more.
+  return readText(req, limit).then(parseJson);
 }
 
 /** 415 unless the declared type is JSON (`application/json` or any `+json`); no type at all is taken as JSON. */

@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { Agent, cancelledBy, chatInto } from '../agent/agent.ts';
+import { Agent, cancelledBy, chatInto, committedState } from '../agent/agent.ts';
 import { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, httpErrors, statusOf } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';
@@ -61,6 +61,19 @@ export interface RequestHint {
 }
 
 const answered = (): boolean => true;
+const NOT_HANDLED: Promise<boolean> = Promise.resolve(false);
+const ANSWERED: Promise<void> = Promise.resolve();
+const NO_HINT: RequestHint = {};
+
+/** One request on its way to an agent: what every step after the path match needs. */
+interface Exchange {
+  req: IncomingMessage;
+  res: ServerResponse;
+  agentId: string;
+  query: string;
+  /** Aborts the request's turn (RequestHint.signal). */
+  signal: AbortSignal | undefined;
+}
 
 /** Where a request lands: a local instance or a remote transport. */
 type Resolved = { agent: Agent<any>; pooled: boolean } | { transport: AgentTransport; requestId: string | undefined };
@@ -109,57 +122,71 @@ export class AgentRouter {
   /** A `(req, res)` listener for `http.createServer`; paths that are not the router's get 404 JSON. */
   toRequestListener(): RequestListener {
     return (req, res) => {
-      this.handle(req, res).then(
-        (handled) => {
-          if (!handled) sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
-        },
-        (error: unknown) => this.#fail(res, error),
-      );
+      // No promise chained here: #serve answers its own failures, and a held stream keeps nothing of this call.
+      if (this.#serve(req, res, NO_HINT) === undefined) sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
     };
   }
 
   /**
    * Answers the request if its path is one of the router's routes and
-   * resolves true; resolves false (having written nothing) otherwise, so a
-   * host app can fall through. `hint.path` replaces `req.url` (an adapter's
-   * mount-relative path), `hint.body` is a body a framework already parsed,
-   * `hint.signal` aborts the request's turn (a server shutting down: the
-   * turn fails with the signal's reason, a stream ends with `event: error`).
+   * resolves true once answered; resolves false (having written nothing)
+   * otherwise, so a host app can fall through. `hint.path` replaces
+   * `req.url` (an adapter's mount-relative path), `hint.body` is a body a
+   * framework already parsed, `hint.signal` aborts the request's turn (a
+   * server shutting down: the turn fails with the signal's reason, a stream
+   * ends with `event: error`). Never rejects: failures are answered as JSON.
    */
-  async handle(req: IncomingMessage, res: ServerResponse, hint: RequestHint = {}): Promise<boolean> {
-    const target = hint.path ?? req.url ?? '/';
-    const matched = this.#match(req.method, target);
-    if (matched === undefined) return false;
+  handle(req: IncomingMessage, res: ServerResponse, hint: RequestHint = {}): Promise<boolean> {
+    const serving = this.#serve(req, res, hint);
+    return serving === undefined ? NOT_HANDLED : serving.then(answered);
+  }
+
+  /**
+   * Starts answering a request on one of the router's routes and returns a
+   * promise that settles (never rejects) once it is answered; undefined,
+   * having written nothing, for any other path. Not an async function: the
+   * steps are chained only where they wait (authorize, the body), so a GET
+   * takes no promise before its agent is reached.
+   */
+  #serve(req: IncomingMessage, res: ServerResponse, hint: RequestHint): Promise<void> | undefined {
+    const matched = this.#match(req.method, hint.path ?? req.url ?? '/');
+    if (matched === undefined) return undefined;
     if (matched === 'openapi') {
       sendJson(res, 200, this.openapi());
-      return true;
+      return ANSWERED;
     }
     const { route, query } = matched;
-    if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) return true;
-    let dispatched: Promise<void>;
+    if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) return ANSWERED;
     try {
       if (req.method !== route.method) throw httpErrors.methodNotAllowed(route.method);
       const agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
-      let action: RouteAction = route.action;
-      let body: Record<string, unknown> = {};
+      const exchange: Exchange = { req, res, agentId, query, signal: hint.signal };
       const authorize = this.options.authorize;
-      if (authorize !== undefined && action !== 'request') await authorizeRequest(authorize, req, agentId, action);
-      if (route.method === 'POST') body = asObject(hint.body !== undefined ? checkDepth(hint.body) : await readJsonBody(req, this.#bodyLimit));
-      if (action === 'request') {
-        const envelope = unwrapEnvelope(body);
-        ({ action, body } = envelope);
-        if (authorize !== undefined) await authorizeRequest(authorize, req, agentId, envelope.action);
-      }
-      dispatched = this.#dispatch(req, res, agentId, action, body, query, hint.signal);
+      const action = route.action;
+      const started = authorize !== undefined && action !== 'request'
+        ? authorizeRequest(authorize, req, agentId, action).then(() => this.#withBody(exchange, action, route.method, hint.body))
+        : this.#withBody(exchange, action, route.method, hint.body);
+      return started.then(undefined, (error: unknown) => this.#fail(res, error));
     } catch (error) {
       this.#fail(res, error);
-      return true;
+      return ANSWERED;
     }
-    // Chained, not awaited in the try: a request in flight (a stream held open) keeps no suspended frame here.
-    return dispatched.then(answered, (error: unknown) => {
-      this.#fail(res, error);
-      return true;
-    });
+  }
+
+  /** The request's body (a POST's), then its action. */
+  #withBody(exchange: Exchange, action: RouteAction, method: RouteMatch['method'], parsed: unknown): Promise<void> {
+    if (method !== 'POST') return this.#withPayload(exchange, action, {});
+    if (parsed !== undefined) return this.#withPayload(exchange, action, asObject(checkDepth(parsed)));
+    return readJsonBody(exchange.req, this.#bodyLimit).then((body) => this.#withPayload(exchange, action, asObject(body)));
+  }
+
+  /** Opens the generic envelope (asking `authorize` about the action it carries), then dispatches. */
+  #withPayload(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Promise<void> {
+    if (action !== 'request') return this.#dispatch(exchange, action, body);
+    const envelope = unwrapEnvelope(body);
+    const authorize = this.options.authorize;
+    if (authorize === undefined) return this.#dispatch(exchange, envelope.action, envelope.body);
+    return authorizeRequest(authorize, exchange.req, exchange.agentId, envelope.action).then(() => this.#dispatch(exchange, envelope.action, envelope.body));
   }
 
   /**
@@ -190,17 +217,9 @@ export class AgentRouter {
    * Runs the request's action. Not an async function: what a turn holds open
    * (a stream above all) is a promise chain with one cleanup step, not a
    * suspended frame. Throws synchronously for a request refused before any
-   * turn starts; `handle` answers both ways.
+   * turn starts; `#serve` answers both ways.
    */
-  #dispatch(
-    req: IncomingMessage,
-    res: ServerResponse,
-    agentId: string,
-    action: RouteAction,
-    body: Record<string, unknown>,
-    query: string,
-    outer: AbortSignal | undefined,
-  ): Promise<void> {
+  #dispatch({ req, res, agentId, query, signal: outer }: Exchange, action: RouteAction, body: Record<string, unknown>): Promise<void> {
     let stream: boolean | 'events' = false;
     let message = '';
     if (action === 'chat') {
@@ -264,12 +283,29 @@ export class AgentRouter {
     });
   }
 
-  async #answerState(res: ServerResponse, target: Resolved & { agent: Agent<any> }, agentId: string): Promise<void> {
-    try {
-      sendJson(res, 200, { agent_id: agentId, state: await target.agent.snapshot() });
-    } finally {
-      this.#release(target, agentId);
+  /** The committed state; at once (no promise taken) when the agent can tell without asking storage. */
+  #answerState(res: ServerResponse, target: Resolved & { agent: Agent<any> }, agentId: string): Promise<void> {
+    const agent = target.agent;
+    // Unless a subclass has its own snapshot() to go through.
+    const now = agent.snapshot === Agent.prototype.snapshot ? agent[committedState]() : undefined;
+    if (now !== undefined) {
+      try {
+        sendJson(res, 200, { agent_id: agentId, state: now });
+      } finally {
+        this.#release(target, agentId);
+      }
+      return ANSWERED;
     }
+    return agent.snapshot().then(
+      (state) => {
+        this.#release(target, agentId);
+        sendJson(res, 200, { agent_id: agentId, state });
+      },
+      (error: unknown) => {
+        this.#release(target, agentId);
+        throw error;
+      },
+    );
   }
 
   async #call(target: Resolved, agentId: string, action: RouteAction, body: Record<string, unknown>, message: string, cancel: TurnCancel): Promise<JsonObject> {
