@@ -270,6 +270,9 @@ export class AgentRouter {
           pingInterval: this.options.pingInterval,
           logger: this.#logger,
         });
+      } else if (action === 'chat' && 'agent' in target) {
+        // The common turn, without #call's async frame in between.
+        work = target.agent.chat(message, cancelledBy(cancel)).then((response) => sendJson(res, 200, { agent_id: agentId, response }));
       } else {
         work = this.#call(target, agentId, action, body, message, cancel).then((reply) => sendJson(res, 200, reply));
       }
