@@ -1,5 +1,5 @@
 import { httpErrors, type AgentRouterError } from '../errors.ts';
-import type { AgentRouter } from '../http/router.ts';
+import { serveRequest, type AgentRouter } from '../http/router.ts';
 import { mediaType } from '../http/path.ts';
 import { bodyLimitOf, parsedBody } from './common.ts';
 import type { FastifyErrorLike, FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
@@ -26,17 +26,18 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
   return async (fastify) => {
     const prefixLength = fastify.prefix.length;
 
-    const handler = async (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> => {
+    // Not async: the router's own promise is handed back as it is, with nothing chained on top.
+    const handler = (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> | undefined => {
       const target = request.url.slice(prefixLength) || '/';
       if (!router.matches(request.raw.method, target)) {
         reply.callNotFound();
-        return;
+        return undefined;
       }
       reply.hijack();
       // Headers a hook set through Fastify (CORS, request ids) would be lost with the hijack.
       const headers = reply.getHeaders();
       for (const name in headers) if (headers[name] !== undefined) reply.raw.setHeader(name, headers[name]);
-      await router.handle(request.raw, reply.raw, { path: target, body: parsedBody(request.raw, request.body, bodyLimit) });
+      return router[serveRequest](request.raw, reply.raw, { path: target, body: parsedBody(request.raw, request.body, bodyLimit) });
     };
 
     // JSON stays with Fastify's parser; any other type (or none) is handed to

@@ -85,7 +85,7 @@ export interface FastifyInstanceLike {
     method: FastifyMethod[];
     url: string;
     bodyLimit?: number;
-    handler: (request: FastifyRequestLike, reply: FastifyReplyLike) => Promise<void>;
+    handler: (request: FastifyRequestLike, reply: FastifyReplyLike) => Promise<void> | undefined;
   }): unknown;
   addContentTypeParser(
     contentType: string,

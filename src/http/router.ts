@@ -60,6 +60,9 @@ export interface RequestHint {
   signal?: AbortSignal | undefined;
 }
 
+/** The internal entry AgentServer answers through; see `AgentRouter[serveRequest]`. */
+export const serveRequest: unique symbol = Symbol('agent-router.serveRequest');
+
 const answered = (): boolean => true;
 const NOT_HANDLED: Promise<boolean> = Promise.resolve(false);
 const ANSWERED: Promise<void> = Promise.resolve();
@@ -139,6 +142,17 @@ export class AgentRouter {
   handle(req: IncomingMessage, res: ServerResponse, hint: RequestHint = {}): Promise<boolean> {
     const serving = this.#serve(req, res, hint);
     return serving === undefined ? NOT_HANDLED : serving.then(answered);
+  }
+
+  /**
+   * Internal (AgentServer, the Fastify plugin): `handle` without the
+   * promise it chains on top, for a caller that needs no boolean: undefined
+   * for a path that is not the router's, else a promise that settles (never
+   * rejects) once the request is answered.
+   * @internal
+   */
+  [serveRequest](req: IncomingMessage, res: ServerResponse, hint: RequestHint = NO_HINT): Promise<void> | undefined {
+    return this.#serve(req, res, hint);
   }
 
   /**

@@ -30,7 +30,8 @@ export class InFlight {
       if (this.#responses.size === 0) this.#wake();
     };
     work.then(done, done);
-    res.once('close', done);
+    // `on`, not `once`: a response closes once, and once() wraps every request's listener in two more objects.
+    res.on('close', done);
   }
 
   /** Resolves true once nothing is in flight, or false after `ms` (never, for Infinity). */

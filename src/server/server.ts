@@ -5,7 +5,7 @@ import { errorBody, httpErrors, statusOf } from '../errors.ts';
 import { authorizeRequest } from '../http/authorize.ts';
 import { splitTarget } from '../http/path.ts';
 import { sendError, sendJson } from '../http/respond.ts';
-import { AgentRouter, type Logger } from '../http/router.ts';
+import { AgentRouter, serveRequest, type Logger } from '../http/router.ts';
 import { AgentRegistry, type AgentClass } from '../registry/registry.ts';
 import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from './config.ts';
 import { answerClientError } from './client-error.ts';
@@ -95,7 +95,10 @@ export class AgentServer {
       this.#inFlight.track(res, Promise.resolve());
       return;
     }
-    this.#inFlight.track(res, this.#route(req, res).catch((error: unknown) => {
+    // The router's routes first, without a promise on top: the router answers its own failures.
+    const url = req.url;
+    const serving = url !== undefined && url.startsWith('/agent/') ? this.router[serveRequest](req, res) : undefined;
+    this.#inFlight.track(res, serving ?? this.#route(req, res).catch((error: unknown) => {
       if (statusOf(error) >= 500) this.#logger.error('AgentServer: request failed', error);
       sendError(res, error);
     }));
