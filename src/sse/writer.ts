@@ -9,15 +9,29 @@ export interface SSEWriterOptions {
 }
 
 /**
+ * Frames waiting for the next tick past this size are written at once, so
+ * a burst never sits in memory beyond what one socket write holds anyway
+ * (the response's default high-water mark).
+ */
+const FLUSH_AT = 16 * 1024;
+
+/**
  * Writes one SSE response: headers flushed at once, one event per chunk,
  * `: ping` while idle, and write backpressure honoured (a slow reader makes
  * `send` wait for `drain`, so a stream never piles up in server memory).
+ *
+ * Events sent in the same tick go out as one `res.write`: a model that hands
+ * over several chunks at once (a provider's network read often holds many
+ * events) costs one chunked-encoding frame instead of one per event. They
+ * are flushed in `process.nextTick`, before any I/O, so nothing waits longer.
  */
 export class SSEWriter {
   readonly #res: ServerResponse;
   #pings: PingGroup | undefined;
   #wroteSincePing = false;
   #ended = false;
+  /** Frames sent this tick, not yet written. */
+  #pending: string | undefined;
 
   constructor(res: ServerResponse, options: SSEWriterOptions = {}) {
     this.#res = res;
@@ -69,7 +83,31 @@ export class SSEWriter {
   #write(frame: string): Promise<void> | undefined {
     if (!this.open) return undefined;
     this.#wroteSincePing = true;
-    if (this.#res.write(frame)) return undefined;
+    if (this.#pending === undefined) {
+      this.#pending = frame;
+      process.nextTick(flushPending, this);
+    } else {
+      this.#pending += frame;
+    }
+    // A client already behind, or a burst past one write's worth: write now, and wait if the socket says so.
+    if (this.#pending.length < FLUSH_AT && !this.#res.writableNeedDrain) return undefined;
+    return this.flush() ? undefined : this.#drained();
+  }
+
+  /**
+   * Writes the frames sent this tick; false when the socket asks to wait for
+   * `drain`. Called from `process.nextTick`, or at once for a large burst.
+   * @internal
+   */
+  flush(): boolean {
+    const pending = this.#pending;
+    if (pending === undefined) return true;
+    this.#pending = undefined;
+    if (!this.open) return true;
+    return this.#res.write(pending);
+  }
+
+  #drained(): Promise<void> {
     return new Promise<void>((resolve) => {
       const done = (): void => {
         this.#res.off('drain', done);
@@ -98,10 +136,18 @@ export class SSEWriter {
     this.#stopPing();
     if (this.#ended) return;
     this.#ended = true;
+    const pending = this.#pending;
+    this.#pending = undefined;
     if (this.#res.destroyed) return;
-    if (frame === undefined) this.#res.end();
-    else this.#res.end(frame);
+    // The frames of this tick and the last one in one write.
+    const last = pending === undefined ? frame : frame === undefined ? pending : pending + frame;
+    if (last === undefined) this.#res.end();
+    else this.#res.end(last);
   }
+}
+
+function flushPending(writer: SSEWriter): void {
+  writer.flush();
 }
 
 /**

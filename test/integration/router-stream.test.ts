@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import net from 'node:net';
 import { test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/http/router.ts';
@@ -153,9 +154,10 @@ test('a client that disconnects mid-stream aborts the model call and leaves hist
   assert.deepEqual(history, ['again', 'second turn works']);
 });
 
-test('a reader that does not read makes the producer wait (backpressure), not buffer', async (t) => {
-  const chunk = 'z'.repeat(64 * 1024);
-  const total = 2000; // 128 MiB if it were all buffered
+for (const [size, total] of [[64 * 1024, 2000], [256, 400_000]] as const) {
+test(`a reader that does not read makes the producer wait (backpressure), not buffer: ${size}-byte chunks`, async (t) => {
+  const chunk = 'z'.repeat(size);
+  // 125 and 98 MiB if it were all buffered; small chunks are coalesced per tick, and must still wait.
   let produced = 0;
   const { url } = await serve(t, async function* ({ signal }) {
     for (let i = 0; i < total && !signal.aborted; i++) {
@@ -176,6 +178,30 @@ test('a reader that does not read makes the producer wait (backpressure), not bu
   }
   assert.ok(produced < total / 4, `produced ${produced} of ${total} chunks with nobody reading`);
   req.destroy();
+});
+}
+
+test('events a model hands over in one tick go out as one chunked-encoding frame, each still its own event', async (t) => {
+  const chunks = Array.from({ length: 64 }, (_, i) => `chunk ${i} `);
+  const { url } = await serve(t, () => chunks);
+  const { port } = new URL(url);
+  const body = JSON.stringify({ message: 'x' });
+  const socket = net.connect(Number(port), '127.0.0.1');
+  socket.end(`POST /burst/chat?stream=true HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+  let raw = '';
+  for await (const data of socket) raw += String(data);
+  const frames: string[] = [];
+  let rest = raw.slice(raw.indexOf('\r\n\r\n') + 4);
+  for (;;) {
+    const eol = rest.indexOf('\r\n');
+    const size = Number.parseInt(rest.slice(0, eol), 16);
+    if (size === 0) break;
+    frames.push(rest.slice(eol + 2, eol + 2 + size));
+    rest = rest.slice(eol + 2 + size + 2);
+  }
+  // One frame for the burst and the done event together (Node writes nothing before the next tick).
+  assert.equal(frames.length, 1, `${frames.length} frames`);
+  assert.equal(frames.join(''), `${chunks.map((chunk) => `data: ${chunk}\n\n`).join('')}event: done\ndata: [DONE]\n\n`);
 });
 
 test('stream=events: typed frames whose event name equals their type', async (t) => {
