@@ -165,13 +165,14 @@ export class AgentRouter {
   #serve(req: IncomingMessage, res: ServerResponse, hint: RequestHint): Promise<void> | undefined {
     const matched = this.#match(req.method, hint.path ?? req.url ?? '/');
     if (matched === undefined) return undefined;
-    if (matched === 'openapi') {
-      sendJson(res, 200, this.openapi());
-      return ANSWERED;
-    }
-    const { route, query } = matched;
-    if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) return ANSWERED;
     try {
+      if (matched === 'openapi') {
+        sendJson(res, 200, this.openapi());
+        return ANSWERED;
+      }
+      const { route, query } = matched;
+      // Inside the try: a CORS origin predicate is user code, and a listener that throws would take the process down.
+      if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) return ANSWERED;
       if (req.method !== route.method) throw httpErrors.methodNotAllowed(route.method);
       const agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
       const exchange: Exchange = { req, res, agentId, query, signal: hint.signal };

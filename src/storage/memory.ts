@@ -11,11 +11,6 @@ import type { AgentRecord, Storage, SyncStorage, TurnCommit, Unlock } from './st
  */
 export class MemoryStorage implements Storage {
   readonly #records = new Map<string, AgentRecord>();
-  /**
-   * A lock per agent id, kept as long as its record: made and dropped per
-   * turn, it cost every turn a Mailbox, a Map write and delete and a closure
-   * around the release, and a held stream their bytes.
-   */
   readonly #locks = new Map<string, Mailbox>();
   /** The state object each agent's last commit was given (not the stored copy). */
   readonly #given = new Map<string, object>();
@@ -48,14 +43,18 @@ export class MemoryStorage implements Storage {
   /** Serializes turns of agent instances in this process that share one id. */
   lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
     if (signal?.aborted === true) return Promise.reject(signal.reason);
+    const release = this.#tryLock(agentId);
+    if (release !== undefined) return Promise.resolve(async () => release());
     const mailbox = this.#lockFor(agentId);
-    return mailbox.acquire(signal === undefined ? undefined : new TurnCancel(signal)).then((release) => async () => release());
+    return mailbox.acquire(signal === undefined ? undefined : new TurnCancel(signal)).then((taken) => {
+      const unlock = this.#unlocker(agentId, mailbox, taken);
+      return async () => unlock();
+    });
   }
 
   async delete(agentId: string): Promise<void> {
     this.#records.delete(agentId);
     this.#given.delete(agentId);
-    if (this.#locks.get(agentId)?.size === 0) this.#locks.delete(agentId);
   }
 
   #commit(agentId: string, turn: TurnCommit): number {
@@ -77,7 +76,9 @@ export class MemoryStorage implements Storage {
   }
 
   #tryLock(agentId: string): (() => void) | undefined {
-    return this.#lockFor(agentId).tryAcquire();
+    const mailbox = this.#lockFor(agentId);
+    const release = mailbox.tryAcquire();
+    return release === undefined ? undefined : this.#unlocker(agentId, mailbox, release);
   }
 
   #lockFor(agentId: string): Mailbox {
@@ -87,6 +88,13 @@ export class MemoryStorage implements Storage {
       this.#locks.set(agentId, mailbox);
     }
     return mailbox;
+  }
+
+  #unlocker(agentId: string, mailbox: Mailbox, release: () => void): () => void {
+    return () => {
+      release();
+      if (mailbox.size === 0) this.#locks.delete(agentId);
+    };
   }
 }
 

@@ -92,3 +92,20 @@ test('CORS headers reach an SSE response too', async (t) => {
   assert.equal(res.headers.get('content-type'), 'text/event-stream');
   assert.equal((await collectSSE(res)).text, 'first last');
 });
+
+test('a CORS origin predicate that throws answers 500 JSON, and the server keeps serving', async (t) => {
+  const { url } = await serve(t, {
+    cors: {
+      origins: (origin) => {
+        if (origin === 'https://boom.example') throw new Error('predicate bug');
+        return true;
+      },
+    },
+  });
+  const boom = await fetch(`${url}/a/state`, { headers: { origin: 'https://boom.example' } });
+  assert.equal(boom.status, 500);
+  assert.deepEqual(await boom.json(), { error: 'Internal error', code: 'internal_error' });
+  const fine = await fetch(`${url}/a/state`, { headers: { origin: 'https://fine.example' } });
+  assert.equal(fine.status, 200);
+  assert.equal(fine.headers.get('access-control-allow-origin'), 'https://fine.example');
+});
