@@ -261,3 +261,89 @@ test('scriptedModel uses replies in turn and fails past the end', async () => {
   await assert.rejects(agent.chat('c'), /only 2 replies/);
   assert.throws(() => scriptedModel('nope' as never), /array of replies or a function/);
 });
+
+test('a model that ignores its signal cannot hold a chat turn: aborting ends it at once and a late chunk is dropped', async () => {
+  let release!: () => void;
+  const late = new Promise<void>((resolve) => (release = resolve));
+  const agent = new Agent('deaf-model', {
+    model: scriptedModel(async function* () {
+      yield 'early ';
+      await late; // deaf to the signal
+      yield 'late';
+    }),
+  });
+  const controller = new AbortController();
+  const turn = agent.chat('hi', { signal: controller.signal });
+  await new Promise((resolve) => setImmediate(resolve));
+  controller.abort(new Error('client gone'));
+  await assert.rejects(turn, /client gone/);
+  assert.equal(agent.busy, false);
+  assert.equal(agent.messages.length, 0);
+  release();
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(agent.messages.length, 0, 'the late chunk changed nothing');
+  agent.model = scriptedModel(['next']);
+  assert.equal(await agent.chat('again'), 'next');
+  assert.deepEqual(agent.messages.map((m) => m.content), ['again', 'next']);
+});
+
+test('a model whose stream() throws at once fails that turn only', async () => {
+  const agent = new Agent('broken-model', {
+    model: {
+      name: 'broken',
+      stream: () => {
+        throw new Error('no stream today');
+      },
+    },
+  });
+  await assert.rejects(agent.chat('hi'), /no stream today/);
+  assert.equal(agent.busy, false);
+  assert.equal(agent.messages.length, 0);
+  agent.model = scriptedModel(['fine']);
+  assert.equal(await agent.chat('hi'), 'fine');
+});
+
+test('chat over a storage with no synchronous path (lock, commit and unlock awaited) commits one whole turn', async () => {
+  const memory = new MemoryStorage();
+  const unlocked: string[] = [];
+  const storage: Storage = {
+    load: (id) => memory.load(id),
+    commit: async (id, turn) => {
+      await new Promise((resolve) => setImmediate(resolve));
+      return memory.commit(id, turn);
+    },
+    head: (id) => memory.head(id),
+    lock: async (id) => {
+      const unlock = await memory.lock(id);
+      return async () => {
+        await new Promise((resolve) => setImmediate(resolve));
+        unlocked.push(id);
+        await unlock();
+      };
+    },
+  };
+  const agent = new Agent('slow-store', { model: scriptedModel([['a', 'b'], 'c']), storage });
+  const [first, second] = await Promise.all([agent.chat('one'), agent.chat('two')]);
+  assert.deepEqual([first, second], ['ab', 'c']);
+  assert.deepEqual(unlocked, ['slow-store', 'slow-store']);
+  assert.equal(agent.busy, false);
+  assert.deepEqual((await memory.load('slow-store'))?.messages.map((m) => m.content), ['one', 'ab', 'two', 'c']);
+});
+
+test('a failing commit rejects chat and leaves history as it was', async () => {
+  const memory = new MemoryStorage();
+  let fail = true;
+  const storage: Storage = {
+    load: (id) => memory.load(id),
+    commit: async (id, turn) => {
+      if (fail) throw new Error('disk full');
+      return memory.commit(id, turn);
+    },
+  };
+  const agent = new Agent('failing-commit', { model: scriptedModel(['lost', 'kept']), storage });
+  await assert.rejects(agent.chat('one'), /disk full/);
+  assert.equal(agent.messages.length, 0);
+  fail = false;
+  assert.equal(await agent.chat('two'), 'kept');
+  assert.deepEqual(agent.messages.map((m) => m.content), ['two', 'kept']);
+});
