@@ -13,6 +13,7 @@ import path from 'node:path';
 import { compile } from './lib/build.ts';
 import { Contender } from './lib/contender.ts';
 import { inspectMachine } from './lib/machine.ts';
+import { sourcePlace } from './lib/source-place.ts';
 import { SLOW_MESSAGE, SLOW_PREFIX } from './lib/protocol.ts';
 import { RawConnection, requestBytes } from './lib/raw-http.ts';
 import { holdStreams } from './lib/streams.ts';
@@ -21,31 +22,83 @@ import { sleep } from './lib/stats.ts';
 const root = path.resolve(import.meta.dirname, '../..');
 
 interface Snapshot {
-  snapshot: { meta: { node_fields: string[]; node_types: [string[], ...unknown[]] } };
+  snapshot: {
+    meta: {
+      node_fields: string[];
+      node_types: [string[], ...unknown[]];
+      edge_fields: string[];
+      edge_types: [string[], ...unknown[]];
+      location_fields: string[];
+    };
+  };
   nodes: number[];
+  edges: number[];
+  locations: number[];
   strings: string[];
 }
 
-/** Count and self size per `type:name` (strings and numbers lumped by type). */
-function tally(file: string): Map<string, { count: number; size: number }> {
+interface Tally {
+  /** Count and self size per `type: name` (strings and numbers lumped by type). */
+  kinds: Map<string, { count: number; size: number }>;
+  /** Closures per `name (source:line)`: which functions a held stream keeps alive. */
+  closures: Map<string, number>;
+}
+
+function tally(file: string, outDir: string): Tally {
   const data = JSON.parse(readFileSync(file, 'utf8')) as Snapshot;
-  const fields = data.snapshot.meta.node_fields;
-  const types = data.snapshot.meta.node_types[0];
+  const meta = data.snapshot.meta;
+  const fields = meta.node_fields;
+  const types = meta.node_types[0];
   const width = fields.length;
   const typeAt = fields.indexOf('type');
   const nameAt = fields.indexOf('name');
   const sizeAt = fields.indexOf('self_size');
-  const result = new Map<string, { count: number; size: number }>();
+  const edgeCountAt = fields.indexOf('edge_count');
+  const edgeWidth = meta.edge_fields.length;
+  const edgeTypeAt = meta.edge_fields.indexOf('type');
+  const edgeNameAt = meta.edge_fields.indexOf('name_or_index');
+  const edgeToAt = meta.edge_fields.indexOf('to_node');
+  const namedEdge = new Set(['context', 'property', 'internal', 'shortcut', 'weak']);
+  // A node's edges follow one another in node order: the first edge of each node by prefix sum.
+  const firstEdge = new Map<number, number>();
+  for (let i = 0, edge = 0; i < data.nodes.length; i += width) {
+    firstEdge.set(i, edge);
+    edge += (data.nodes[i + edgeCountAt] as number) * edgeWidth;
+  }
+  const edgeTo = (node: number, name: (edgeName: string) => boolean): number | undefined => {
+    const start = firstEdge.get(node) as number;
+    for (let e = start, n = 0; n < (data.nodes[node + edgeCountAt] as number); n++, e += edgeWidth) {
+      const type = meta.edge_types[0][data.edges[e + edgeTypeAt] as number] as string;
+      if (namedEdge.has(type) && name(data.strings[data.edges[e + edgeNameAt] as number] as string)) return data.edges[e + edgeToAt] as number;
+    }
+    return undefined;
+  };
+  const positions = new Map<number, [number, number]>();
+  const locationWidth = meta.location_fields.length;
+  for (let l = 0; l < data.locations.length; l += locationWidth) {
+    positions.set(data.locations[l] as number, [data.locations[l + 2] as number, data.locations[l + 3] as number]);
+  }
+  const kinds = new Map<string, { count: number; size: number }>();
+  const closures = new Map<string, number>();
   for (let i = 0; i < data.nodes.length; i += width) {
     const type = types[data.nodes[i + typeAt] as number] as string;
     const name = data.strings[data.nodes[i + nameAt] as number] as string;
     const key = ['object', 'closure', 'native', 'hidden', 'array', 'code'].includes(type) ? `${type}: ${name.slice(0, 80)}` : type;
-    const entry = result.get(key) ?? { count: 0, size: 0 };
+    const entry = kinds.get(key) ?? { count: 0, size: 0 };
     entry.count++;
     entry.size += data.nodes[i + sizeAt] as number;
-    result.set(key, entry);
+    kinds.set(key, entry);
+    if (type !== 'closure') continue;
+    // closure -> shared function info -> script -> its name; a builtin (a promise's resolve functions) has none.
+    const shared = edgeTo(i, (edge) => edge === 'shared');
+    const script = shared === undefined ? undefined : edgeTo(shared, (edge) => edge.startsWith('script'));
+    const url = script === undefined ? undefined : edgeTo(script, (edge) => edge === 'name');
+    const position = positions.get(i);
+    const where = url === undefined || position === undefined ? 'builtin' : sourcePlace(data.strings[data.nodes[url + nameAt] as number] as string, position[0], position[1], outDir);
+    const closure = `${name || '(anonymous)'} (${where})`;
+    closures.set(closure, (closures.get(closure) ?? 0) + 1);
   }
-  return result;
+  return { kinds, closures };
 }
 
 function flag(name: string, fallback: string): string {
@@ -68,19 +121,27 @@ try {
   const warm = await holdStreams(contender.port, 50, target, body);
   warm.close();
   await sleep(500);
-  const before = tally(await contender.snapshot(path.join(dir, 'before.heapsnapshot')));
+  const outDir = path.resolve(build.runtime.contendersDir, '../../..');
+  const before = tally(await contender.snapshot(path.join(dir, 'before.heapsnapshot')), outDir);
   const held = await holdStreams(contender.port, count, target, body);
   await sleep(1000);
-  const after = tally(await contender.snapshot(path.join(dir, 'after.heapsnapshot')));
+  const after = tally(await contender.snapshot(path.join(dir, 'after.heapsnapshot')), outDir);
   held.close();
   await contender.stop();
-  const rows = [...after].map(([key, value]) => {
-    const old = before.get(key) ?? { count: 0, size: 0 };
+  const rows = [...after.kinds].map(([key, value]) => {
+    const old = before.kinds.get(key) ?? { count: 0, size: 0 };
     return { key, count: (value.count - old.count) / held.opened, size: (value.size - old.size) / held.opened };
   }).sort((a, b) => b.size - a.size);
   const total = rows.reduce((sum, row) => sum + row.size, 0);
+  const escape = (text: string): string => text.replace(/\|/g, '\\|');
   process.stdout.write(`### Heap per open stream, ${name}: ${held.opened} streams, ${total.toFixed(0)} B each (snapshot self sizes)\n\n| Kind | objects/stream | bytes/stream |\n|---|---:|---:|\n`);
-  for (const row of rows.slice(0, Number(flag('top', '40')))) process.stdout.write(`| ${row.key.replace(/\|/g, '\\|')} | ${row.count.toFixed(2)} | ${row.size.toFixed(0)} |\n`);
+  for (const row of rows.slice(0, Number(flag('top', '40')))) process.stdout.write(`| ${escape(row.key)} | ${row.count.toFixed(2)} | ${row.size.toFixed(0)} |\n`);
+  const closures = [...after.closures]
+    .map(([key, value]) => ({ key, count: (value - (before.closures.get(key) ?? 0)) / held.opened }))
+    .filter((row) => row.count >= 0.5)
+    .sort((a, b) => b.count - a.count);
+  process.stdout.write('\n### Closures each open stream keeps, by where they were made\n\n| Closure | per stream |\n|---|---:|\n');
+  for (const row of closures) process.stdout.write(`| ${escape(row.key)} | ${row.count.toFixed(2)} |\n`);
 } finally {
   build.cleanup();
   rmSync(dir, { recursive: true, force: true });

@@ -11,7 +11,6 @@
  * function anywhere on the stack), positions mapped back to the .ts sources.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { SourceMap } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +18,7 @@ import { compile } from './lib/build.ts';
 import { Contender } from './lib/contender.ts';
 import { runLoad, type LoadShape } from './lib/load.ts';
 import { inspectMachine } from './lib/machine.ts';
+import { sourcePlace } from './lib/source-place.ts';
 import { BURST_PREFIX, CHAT_MESSAGE, SSE_MESSAGE, TURN_PREFIX } from './lib/protocol.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -52,31 +52,11 @@ function flag(name: string, fallback: string): string {
   return process.argv.find((arg) => arg.startsWith(prefix))?.slice(prefix.length) ?? fallback;
 }
 
-const maps = new Map<string, SourceMap | undefined>();
-
 /** `src/http/router.ts:120 handle` for a frame of the compiled copy; the frame's own url otherwise. */
 function place(frame: ProfileNode['callFrame'], outDir: string): string {
   const name = frame.functionName || '(anonymous)';
   if (frame.url === '') return name;
-  let file = frame.url.startsWith('file:') ? fileURLToPath(frame.url) : frame.url;
-  let line = frame.lineNumber + 1;
-  if (file.startsWith(outDir)) {
-    if (!maps.has(file)) {
-      try {
-        maps.set(file, new SourceMap(JSON.parse(readFileSync(`${file}.map`, 'utf8')) as ConstructorParameters<typeof SourceMap>[0]));
-      } catch {
-        maps.set(file, undefined);
-      }
-    }
-    const entry = maps.get(file)?.findEntry(frame.lineNumber, frame.columnNumber) as { originalLine?: number } | undefined;
-    if (entry?.originalLine !== undefined) line = entry.originalLine + 1;
-    file = path.relative(outDir, file).replace(/\.js$/, '.ts');
-  } else if (file.startsWith(root)) {
-    file = path.relative(root, file);
-  } else if (file.startsWith('node:')) {
-    file = file.slice(5);
-  }
-  return `${name} (${file}:${line})`;
+  return `${name} (${sourcePlace(frame.url, frame.lineNumber, frame.columnNumber, outDir)})`;
 }
 
 function analyze(profile: Profile, outDir: string, top: number, requests: number): string {
