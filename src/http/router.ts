@@ -60,7 +60,7 @@ export interface RequestHint {
   signal?: AbortSignal | undefined;
 }
 
-/** The internal entry AgentServer answers through; see `AgentRouter[serveRequest]`. */
+/** The internal entry AgentServer and the Fastify plugin answer through; see `AgentRouter[serveRequest]`. */
 export const serveRequest: unique symbol = Symbol('agent-router.serveRequest');
 
 const answered = (): boolean => true;
@@ -314,7 +314,15 @@ export class AgentRouter {
       }
       return ANSWERED;
     }
-    return agent.snapshot().then(
+    let snapshot: Promise<unknown>;
+    try {
+      // Resolved, not assumed a promise: a subclass's snapshot() may answer synchronously (or throw).
+      snapshot = Promise.resolve(agent.snapshot());
+    } catch (error) {
+      this.#release(target, agentId);
+      throw error;
+    }
+    return snapshot.then(
       (state) => {
         this.#release(target, agentId);
         sendJson(res, 200, { agent_id: agentId, state });

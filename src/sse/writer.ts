@@ -85,21 +85,22 @@ export class SSEWriter {
     this.#wroteSincePing = true;
     if (this.#pending === undefined) {
       this.#pending = frame;
-      process.nextTick(flushPending, this);
+      process.nextTick(SSEWriter.#flushPending, this);
     } else {
       this.#pending += frame;
     }
     // A client already behind, or a burst past one write's worth: write now, and wait if the socket says so.
     if (this.#pending.length < FLUSH_AT && !this.#res.writableNeedDrain) return undefined;
-    return this.flush() ? undefined : this.#drained();
+    return this.#flush() ? undefined : this.#drained();
   }
 
-  /**
-   * Writes the frames sent this tick; false when the socket asks to wait for
-   * `drain`. Called from `process.nextTick`, or at once for a large burst.
-   * @internal
-   */
-  flush(): boolean {
+  /** A static function, not a closure per tick, for process.nextTick. */
+  static #flushPending(writer: SSEWriter): void {
+    writer.#flush();
+  }
+
+  /** Writes the frames sent this tick; false when the socket asks to wait for `drain`. */
+  #flush(): boolean {
     const pending = this.#pending;
     if (pending === undefined) return true;
     this.#pending = undefined;
@@ -144,10 +145,6 @@ export class SSEWriter {
     if (last === undefined) this.#res.end();
     else this.#res.end(last);
   }
-}
-
-function flushPending(writer: SSEWriter): void {
-  writer.flush();
 }
 
 /**
