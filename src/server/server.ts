@@ -37,6 +37,8 @@ export class AgentServer {
   readonly config: Readonly<ServerSettings>;
   readonly #logger: Logger;
   readonly #inFlight = new InFlight();
+  /** Where the router's routes start (`/agent/`): those skip the server's own paths. */
+  readonly #routerPath: string;
   #http: http.Server | undefined;
   #port: number | undefined;
   #host = '127.0.0.1';
@@ -59,6 +61,7 @@ export class AgentServer {
     });
     const { enableListAgents, shutdownTimeout, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;
     this.router = new AgentRouter(this.registry, { ...routerOptions, prefix: '/agent', pool: this.pool });
+    this.#routerPath = `${this.router.prefix}/`;
   }
 
   /** The bound port once `serve` resolved (the real one when asked for port 0). */
@@ -97,7 +100,7 @@ export class AgentServer {
     }
     // The router's routes first, without a promise on top: the router answers its own failures.
     const url = req.url;
-    const serving = url !== undefined && url.startsWith('/agent/') ? this.router[serveRequest](req, res) : undefined;
+    const serving = url !== undefined && url.startsWith(this.#routerPath) ? this.router[serveRequest](req, res) : undefined;
     this.#inFlight.track(res, serving ?? this.#route(req, res).catch((error: unknown) => {
       if (statusOf(error) >= 500) this.#logger.error('AgentServer: request failed', error);
       sendError(res, error);
