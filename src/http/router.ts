@@ -285,9 +285,6 @@ export class AgentRouter {
           pingInterval: this.options.pingInterval,
           logger: this.#logger,
         });
-      } else if (action === 'chat' && 'agent' in target) {
-        // The common turn, without #call's async frame in between.
-        work = target.agent.chat(message, cancelledBy(cancel)).then((response) => sendJson(res, 200, { agent_id: agentId, response }));
       } else {
         work = this.#call(target, agentId, action, body, message, cancel).then((reply) => sendJson(res, 200, reply));
       }
@@ -334,15 +331,21 @@ export class AgentRouter {
     );
   }
 
-  async #call(target: Resolved, agentId: string, action: RouteAction, body: Record<string, unknown>, message: string, cancel: TurnCancel): Promise<JsonObject> {
+  /**
+   * A JSON action on a local agent or a remote. Not an async function: the
+   * common turn (a local chat) costs one reaction on its own promise, no
+   * frame; a refusal before the call (no method) throws synchronously.
+   * Resolved, not assumed promises: a transport of the user's may answer
+   * synchronously.
+   */
+  #call(target: Resolved, agentId: string, action: RouteAction, body: Record<string, unknown>, message: string, cancel: TurnCancel): Promise<JsonObject> {
     const remote = 'transport' in target ? target.transport : undefined;
     const options = remote === undefined ? undefined : { signal: cancel.signal, requestId: 'transport' in target ? target.requestId : undefined };
-    const turn = cancelledBy(cancel);
     const agent = 'agent' in target ? target.agent : undefined;
     switch (action) {
       case 'chat': {
-        const response = remote !== undefined ? await remote.chat(agentId, message, options) : await (agent as Agent<any>).chat(message, turn);
-        return { agent_id: agentId, response };
+        const replying = remote !== undefined ? remote.chat(agentId, message, options) : (agent as Agent<any>).chat(message, cancelledBy(cancel));
+        return Promise.resolve(replying).then((response) => ({ agent_id: agentId, response }));
       }
       case 'invoke': {
         const payload = body['payload'] !== undefined ? asObject(body['payload']) : body;
@@ -351,12 +354,12 @@ export class AgentRouter {
           throw httpErrors.badRequest('missing_method', 'Invoke needs a "method" string, e.g. {"method": "increment", "params": {"by": 2}}');
         }
         const params = payload['params'];
-        const result = remote !== undefined ? await remote.invoke(agentId, method, params, options) : await (agent as Agent<any>).invoke(method, params, turn);
-        return { agent_id: agentId, result: (result ?? null) as JsonObject };
+        const result = remote !== undefined ? remote.invoke(agentId, method, params, options) : (agent as Agent<any>).invoke(method, params, cancelledBy(cancel));
+        return Promise.resolve(result).then((value) => ({ agent_id: agentId, result: (value ?? null) as JsonObject }));
       }
       default: {
-        const state = remote !== undefined ? await remote.state(agentId, options) : await (agent as Agent<any>).snapshot();
-        return { agent_id: agentId, state };
+        // A local agent's state is answered by #answerState, before any turn plumbing.
+        return Promise.resolve((remote as AgentTransport).state(agentId, options)).then((state) => ({ agent_id: agentId, state }));
       }
     }
   }
