@@ -7,7 +7,7 @@
  *
  * A diagnostic for scenario 5's "heap per stream" number, not part of the run.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { compile } from './lib/build.ts';
@@ -42,6 +42,8 @@ interface Tally {
   kinds: Map<string, { count: number; size: number }>;
   /** Closures per `name (source:line)`: which functions a held stream keeps alive. */
   closures: Map<string, number>;
+  /** Plain objects per property names (`{a, b}`): which literals a held stream keeps. */
+  literals: Map<string, number>;
 }
 
 function tally(file: string, outDir: string): Tally {
@@ -80,6 +82,16 @@ function tally(file: string, outDir: string): Tally {
   }
   const kinds = new Map<string, { count: number; size: number }>();
   const closures = new Map<string, number>();
+  const literals = new Map<string, number>();
+  const propertyNames = (node: number): string => {
+    const names: string[] = [];
+    const start = firstEdge.get(node) as number;
+    for (let e = start, n = 0; n < (data.nodes[node + edgeCountAt] as number); n++, e += edgeWidth) {
+      if (meta.edge_types[0][data.edges[e + edgeTypeAt] as number] !== 'property') continue;
+      names.push(String(data.strings[data.edges[e + edgeNameAt] as number]));
+    }
+    return `{${names.join(', ')}}`;
+  };
   for (let i = 0; i < data.nodes.length; i += width) {
     const type = types[data.nodes[i + typeAt] as number] as string;
     const name = data.strings[data.nodes[i + nameAt] as number] as string;
@@ -88,6 +100,10 @@ function tally(file: string, outDir: string): Tally {
     entry.count++;
     entry.size += data.nodes[i + sizeAt] as number;
     kinds.set(key, entry);
+    if (type === 'object' && name === 'Object') {
+      const literal = propertyNames(i);
+      literals.set(literal, (literals.get(literal) ?? 0) + 1);
+    }
     if (type !== 'closure') continue;
     // closure -> shared function info -> script -> its name; a builtin (a promise's resolve functions) has none.
     const shared = edgeTo(i, (edge) => edge === 'shared');
@@ -98,7 +114,7 @@ function tally(file: string, outDir: string): Tally {
     const closure = `${name || '(anonymous)'} (${where})`;
     closures.set(closure, (closures.get(closure) ?? 0) + 1);
   }
-  return { kinds, closures };
+  return { kinds, closures, literals };
 }
 
 function flag(name: string, fallback: string): string {
@@ -110,7 +126,10 @@ const name = flag('contender', 'router');
 const count = Number(flag('streams', '1000'));
 const machine = inspectMachine();
 const build = compile(root, machine.pinned);
-const dir = mkdtempSync(path.join(os.tmpdir(), 'agent-router-heap-'));
+// --keep=DIR keeps the two snapshots there (before.heapsnapshot, after.heapsnapshot) for a closer look.
+const kept = flag('keep', '');
+const dir = kept === '' ? mkdtempSync(path.join(os.tmpdir(), 'agent-router-heap-')) : path.resolve(kept);
+if (kept !== '') mkdirSync(dir, { recursive: true });
 try {
   const contender = await Contender.start(build.runtime, name);
   const target = (i: number): string => `${contender.prefix}/${SLOW_PREFIX}${i}/chat?stream=true`;
@@ -120,7 +139,8 @@ try {
   connection.close();
   const warm = await holdStreams(contender.port, 50, target, body);
   warm.close();
-  await sleep(500);
+  // Past one slow chunk's interval: a model that does not read its signal ends its closed turn only at its next chunk.
+  await sleep(1500);
   const outDir = path.resolve(build.runtime.contendersDir, '../../..');
   const before = tally(await contender.snapshot(path.join(dir, 'before.heapsnapshot')), outDir);
   const held = await holdStreams(contender.port, count, target, body);
@@ -142,7 +162,13 @@ try {
     .sort((a, b) => b.count - a.count);
   process.stdout.write('\n### Closures each open stream keeps, by where they were made\n\n| Closure | per stream |\n|---|---:|\n');
   for (const row of closures) process.stdout.write(`| ${escape(row.key)} | ${row.count.toFixed(2)} |\n`);
+  const literals = [...after.literals]
+    .map(([key, value]) => ({ key, count: (value - (before.literals.get(key) ?? 0)) / held.opened }))
+    .filter((row) => row.count >= 0.5)
+    .sort((a, b) => b.count - a.count);
+  process.stdout.write('\n### Plain objects each open stream keeps, by their properties\n\n| Properties | per stream |\n|---|---:|\n');
+  for (const row of literals) process.stdout.write(`| ${escape(row.key.slice(0, 120))} | ${row.count.toFixed(2)} |\n`);
 } finally {
   build.cleanup();
-  rmSync(dir, { recursive: true, force: true });
+  if (kept === '') rmSync(dir, { recursive: true, force: true });
 }

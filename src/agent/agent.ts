@@ -66,14 +66,34 @@ export function cancelledBy(cancel: TurnCancel): TurnOptions {
   return { [turnCancel]: cancel } as TurnOptions;
 }
 
+/**
+ * Where a push-style chat turn sends its reply (internal: chat(), the
+ * router's SSE): chunk by chunk, then exactly one of done or failed. Called
+ * as methods, so a class's instance can be the sink with no closures.
+ */
+export interface ChatSink {
+  /** A chunk as the model wrote it; a promise to wait for before the next (backpressure). */
+  chunk?(text: string): Promise<void> | undefined;
+  /** The turn completed and was committed. */
+  done(reply: string): void;
+  /** The turn failed or was cut; it changed nothing. */
+  failed(error: unknown): void;
+}
+
 /** A turn's cancel, and whether the turn made it (then nobody else can abort it). */
 interface Cancellation {
   cancel: TurnCancel;
   own: boolean;
 }
 
-/** A turn's hold on the agent: its mailbox slot and its storage lock (sync or async release). */
-type Session = { release: () => void; unlock: (() => void | Promise<void>) | undefined };
+/**
+ * A turn's hold on the agent besides its mailbox (given back with
+ * `#mailbox.release()`): its storage lock's release, sync or async.
+ */
+type Session = () => void | Promise<void>;
+
+/** The Session of a storage with no lock. */
+const NO_STORAGE_LOCK: Session = () => undefined;
 
 /** A chat turn in progress: what chat() and stream() share. */
 interface ChatTurn extends Cancellation {
@@ -84,12 +104,18 @@ interface ChatTurn extends Cancellation {
   chunks: AsyncIterator<ModelChunk> | undefined;
   /** The model said it is done: its iterator needs no return(). */
   finished: boolean;
-  /** The reply's chunks so far; joined once at the end (see #completeChat). */
-  parts: string[];
-  /** The whole reply, once the turn completed. */
-  reply: string;
+  /** The first chunk (one chunk needs no array); the whole reply once the turn completed. */
+  text: string;
+  /** Every chunk so far, from the second on; joined once at the end (see #completeChat). */
+  parts: string[] | undefined;
   usage: TokenUsage | undefined;
   completed: boolean;
+  /** A push turn's sink, and the two callbacks its model's promises settle into. */
+  sink: ChatSink | undefined;
+  onNext: ((next: IteratorResult<ModelChunk>) => void) | undefined;
+  onFail: ((error: unknown) => void) | undefined;
+  /** A push turn ended: whatever settles later is ignored. */
+  ended: boolean;
 }
 
 /** The turn's cancel: the router's, a caller's signal followed, or none (then `own` is made here). */
@@ -231,111 +257,131 @@ export class Agent<S extends JsonObject = JsonObject> {
 
   /** One chat turn; resolves with the whole reply. */
   chat(message: string, options: TurnOptions = {}): Promise<string> {
-    // Not an async function: one returning #pushChat's promise would add two ticks to every turn.
     if (typeof message !== 'string') return Promise.reject(new TypeError('Agent.chat: message must be a string'));
-    try {
-      return this.#pushChat(message, cancelOf(options), undefined);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    // The executor's throw (a bad `options`) rejects the promise.
+    return new Promise<string>((resolve, reject) => this.#pushChat(message, cancelOf(options), { done: resolve, failed: reject }));
   }
 
   /**
    * Internal (the router's SSE path): one chat turn that hands each chunk to
-   * `onChunk` as the model writes it, awaiting what `onChunk` returns
-   * (backpressure); resolves with the whole reply.
+   * `sink.chunk` as the model writes it, waiting for what that returns
+   * (backpressure), and ends with exactly one call of `sink.done` or
+   * `sink.failed`.
    * @internal
    */
-  [chatInto](message: string, options: TurnOptions, onChunk: (chunk: string) => Promise<void> | undefined): Promise<string> {
-    return this.#pushChat(message, cancelOf(options), onChunk);
+  [chatInto](message: string, options: TurnOptions, sink: ChatSink): void {
+    this.#pushChat(message, cancelOf(options), sink);
   }
 
   /**
-   * stream()'s turn, pushing chunks instead of yielding them, and driven by
-   * callbacks rather than an async function: a turn waiting on its model (a
-   * stream held open) keeps one promise reaction and this turn's closures,
-   * not a suspended frame plus a promise raced against the cancel per chunk.
+   * stream()'s turn, pushing chunks to a sink instead of yielding them, and
+   * driven by callbacks rather than an async function or a promise of its
+   * own: a turn waiting on its model (a stream held open) keeps one promise
+   * reaction and this turn's closures, nothing per layer above it.
    */
-  #pushChat(message: string, cancellation: Cancellation, onChunk: ((chunk: string) => Promise<void> | undefined) | undefined): Promise<string> {
+  #pushChat(message: string, cancellation: Cancellation, sink: ChatSink): void {
     let model: Model;
     let session: Session | undefined;
     try {
       model = this.#modelOrThrow();
       session = this.#beginNow(cancellation.cancel);
     } catch (error) {
-      return Promise.reject(error);
+      return sink.failed(error);
     }
-    if (session === undefined) return this.#begin(cancellation.cancel).then((begun) => this.#runChat(model, message, cancellation, begun, onChunk));
-    return this.#runChat(model, message, cancellation, session, onChunk);
+    if (session !== undefined) return this.#runChat(model, message, cancellation, session, sink);
+    this.#begin(cancellation.cancel).then(
+      (begun) => this.#runChat(model, message, cancellation, begun, sink),
+      (error: unknown) => sink.failed(error),
+    );
   }
 
-  /** The chat turn once it holds the agent: model chunks in, `onChunk` out, one commit at the end. */
-  #runChat(
-    model: Model,
-    message: string,
-    cancellation: Cancellation,
-    session: Session,
-    onChunk: ((chunk: string) => Promise<void> | undefined) | undefined,
-  ): Promise<string> {
-    const turn = this.#openChat(model, message, cancellation, session);
-    return new Promise<string>((resolve, reject) => {
-      let ended = false;
-      let stopWatching: (() => void) | undefined;
-      const end = (failed: boolean, error?: unknown): void => {
-        if (ended) return;
-        ended = true;
-        stopWatching?.();
-        let ending: Promise<void> | undefined;
-        try {
-          ending = this.#closeChat(turn);
-        } catch (closeError) {
-          return reject(closeError);
-        }
-        const settle = (): void => (failed ? reject(error) : resolve(turn.reply));
-        if (ending === undefined) settle();
-        else ending.then(settle, reject);
-      };
-      const fail = (error: unknown): void => end(true, error);
-      let chunks: AsyncIterator<ModelChunk>;
-      const pull = (): void => {
-        if (ended) return;
-        try {
-          const next = chunks.next();
-          (next instanceof Promise ? next : Promise.resolve(next)).then(onNext, fail);
-        } catch (error) {
-          fail(error);
-        }
-      };
-      const onNext = (next: IteratorResult<ModelChunk>): void => {
-        // A late chunk from a model that ignored its signal, after the turn was cut.
-        if (ended) return;
-        try {
-          if (next.done === true) {
-            turn.finished = true;
-            const storing = this.#completeChat(turn);
-            if (storing === undefined) end(false);
-            else storing.then(() => end(false), fail);
-            return;
-          }
-          const chunk = this.#take(turn, next.value);
-          const waiting = chunk === undefined || onChunk === undefined ? undefined : onChunk(chunk);
-          if (waiting === undefined) pull();
-          else waiting.then(pull, fail);
-        } catch (error) {
-          fail(error);
-        }
-      };
-      const cancel = turn.cancel;
-      if (cancel.aborted) return fail(cancel.reason);
-      // Wakes the turn when cut, so a model that ignores its signal cannot hold it (a cancel made here aborts only at the end).
-      if (!turn.own) stopWatching = cancel.onAbort(() => fail(cancel.reason));
-      try {
-        chunks = turn.chunks = model.stream(turn.request)[Symbol.asyncIterator]();
-      } catch (error) {
-        return fail(error);
+  /**
+   * The chat turn once it holds the agent: model chunks in, `sink.chunk`
+   * out, one commit at the end. Never throws. Its state lives on the turn
+   * record and its steps are methods: a held turn keeps two closures (what
+   * the model's promises settle into), not one per step.
+   */
+  #runChat(model: Model, message: string, cancellation: Cancellation, session: Session, sink: ChatSink): void {
+    let turn: ChatTurn;
+    try {
+      turn = this.#openChat(model, message, cancellation, session);
+    } catch (error) {
+      return this.#endAfterFailure(session, error, sink);
+    }
+    turn.sink = sink;
+    turn.onNext = (next) => this.#chatNext(turn, next);
+    turn.onFail = (error) => this.#endChat(turn, true, error);
+    const cancel = turn.cancel;
+    if (cancel.aborted) return this.#endChat(turn, true, cancel.reason);
+    // Wakes the turn when cut, so a model that ignores its signal cannot hold it (a cancel made here aborts only at the end).
+    if (!turn.own) cancel.onAbort(turn.onFail);
+    try {
+      turn.chunks = model.stream(turn.request)[Symbol.asyncIterator]();
+    } catch (error) {
+      return this.#endChat(turn, true, error);
+    }
+    this.#pullChat(turn);
+  }
+
+  /** Asks the model for its next chunk. */
+  #pullChat(turn: ChatTurn): void {
+    if (turn.ended) return;
+    try {
+      const next = (turn.chunks as AsyncIterator<ModelChunk>).next();
+      (next instanceof Promise ? next : Promise.resolve(next)).then(turn.onNext, turn.onFail);
+    } catch (error) {
+      this.#endChat(turn, true, error);
+    }
+  }
+
+  /** One step of the model's stream: a chunk passed on (then the next asked for), or its end committed. */
+  #chatNext(turn: ChatTurn, next: IteratorResult<ModelChunk>): void {
+    // A late chunk from a model that ignored its signal, after the turn was cut.
+    if (turn.ended) return;
+    try {
+      if (next.done === true) {
+        turn.finished = true;
+        const storing = this.#completeChat(turn);
+        if (storing === undefined) this.#endChat(turn, false, undefined);
+        else storing.then(() => this.#endChat(turn, false, undefined), turn.onFail);
+        return;
       }
-      pull();
-    });
+      const chunk = this.#take(turn, next.value);
+      const sink = turn.sink as ChatSink;
+      const waiting = chunk === undefined || sink.chunk === undefined ? undefined : sink.chunk(chunk);
+      if (waiting === undefined) this.#pullChat(turn);
+      else waiting.then(() => this.#pullChat(turn), turn.onFail);
+    } catch (error) {
+      this.#endChat(turn, true, error);
+    }
+  }
+
+  /** Ends a push turn once: closes it (an incomplete one leaves no trace), then tells the sink. */
+  #endChat(turn: ChatTurn, failed: boolean, error: unknown): void {
+    if (turn.ended) return;
+    turn.ended = true;
+    if (!turn.own && turn.onFail !== undefined) turn.cancel.offAbort(turn.onFail);
+    const sink = turn.sink as ChatSink;
+    let ending: Promise<void> | undefined;
+    try {
+      ending = this.#closeChat(turn);
+    } catch (closeError) {
+      return sink.failed(closeError);
+    }
+    if (ending === undefined) return failed ? sink.failed(error) : sink.done(turn.text);
+    ending.then(() => (failed ? sink.failed(error) : sink.done(turn.text)), (closeError: unknown) => sink.failed(closeError));
+  }
+
+  /** Gives the agent back after a turn failed before it began, then reports the failure. */
+  #endAfterFailure(session: Session, error: unknown, sink: ChatSink): void {
+    let ending: Promise<void> | undefined;
+    try {
+      ending = this.#end(session);
+    } catch {
+      // The turn's own failure is the one to report.
+    }
+    if (ending === undefined) return sink.failed(error);
+    ending.then(() => sink.failed(error), () => sink.failed(error));
   }
 
   /**
@@ -405,7 +451,8 @@ export class Agent<S extends JsonObject = JsonObject> {
     const request = modelRequest(this.system, history, cancel);
     return {
       session, cancel, own, model, request, user,
-      chunks: undefined, finished: false, parts: [], reply: '', usage: undefined, completed: false,
+      chunks: undefined, finished: false, text: '', parts: undefined, usage: undefined, completed: false,
+      sink: undefined, onNext: undefined, onFail: undefined, ended: false,
     };
   }
 
@@ -414,7 +461,9 @@ export class Agent<S extends JsonObject = JsonObject> {
     turn.cancel.throwIfAborted();
     if (typeof chunk === 'string') {
       if (chunk.length === 0) return undefined;
-      turn.parts.push(chunk);
+      if (turn.parts !== undefined) turn.parts.push(chunk);
+      else if (turn.text === '') turn.text = chunk;
+      else turn.parts = [turn.text, chunk];
       return chunk;
     }
     if (typeof chunk === 'object' && chunk !== null && typeof chunk.usage === 'object') {
@@ -430,8 +479,8 @@ export class Agent<S extends JsonObject = JsonObject> {
     // Joined, not concatenated chunk by chunk: `+=` builds a tree of one string node per chunk,
     // and history keeps the reply for the agent's lifetime. Measured on 64-chunk SSE turns, the
     // join took 11% off a request's CPU, most of it garbage collection.
-    const reply = turn.parts.length === 1 ? (turn.parts[0] as string) : turn.parts.join('');
-    turn.reply = reply;
+    const reply = turn.parts === undefined ? turn.text : turn.parts.join('');
+    turn.text = reply;
     const usage = turn.usage;
     const assistant: ChatMessage = Object.freeze(
       usage === undefined ? { role: 'assistant', content: reply } : { role: 'assistant', content: reply, usage: Object.freeze({ ...usage }) },
@@ -498,23 +547,22 @@ export class Agent<S extends JsonObject = JsonObject> {
     const sync = this.storage.sync;
     if (!this.#loaded || sync === undefined) return undefined;
     cancel.throwIfAborted();
-    const release = this.#mailbox.tryAcquire();
-    if (release === undefined) return undefined;
+    if (!this.#mailbox.tryAcquire()) return undefined;
     const unlock = sync.tryLock(this.id);
     if (unlock === undefined || sync.head(this.id) > this.#version) {
       unlock?.();
-      release();
+      this.#mailbox.release();
       return undefined;
     }
     this.#inTurn = true;
-    return { release, unlock };
+    return unlock;
   }
 
   /** Waits for this agent's turn, then for the cross-process lock, then catches up with storage. */
   async #begin(cancel: TurnCancel): Promise<Session> {
     cancel.throwIfAborted();
-    const release = this.#mailbox.tryAcquire() ?? (await this.#mailbox.acquire(cancel));
-    let unlock: Session['unlock'];
+    if (!this.#mailbox.tryAcquire()) await this.#mailbox.acquire(cancel);
+    let unlock: Session | undefined;
     try {
       if (!this.#loaded) await this.load();
       const storage = this.storage;
@@ -522,29 +570,29 @@ export class Agent<S extends JsonObject = JsonObject> {
       await this.#refresh(false);
     } catch (error) {
       await unlock?.();
-      release();
+      this.#mailbox.release();
       throw error;
     }
     this.#inTurn = true;
-    return { release, unlock };
+    return unlock ?? NO_STORAGE_LOCK;
   }
 
   /** Ends the turn; a promise only when a storage lock is released asynchronously. */
-  #end(session: Session): Promise<void> | undefined {
+  #end(unlock: Session): Promise<void> | undefined {
     this.#staged = undefined;
     this.#inTurn = false;
     let unlocking: void | Promise<void>;
     try {
-      unlocking = session.unlock?.();
+      unlocking = unlock();
     } catch (error) {
-      session.release();
+      this.#mailbox.release();
       throw error;
     }
     if (unlocking === undefined) {
-      session.release();
+      this.#mailbox.release();
       return undefined;
     }
-    return unlocking.finally(session.release);
+    return Promise.resolve(unlocking).finally(() => this.#mailbox.release());
   }
 
   /**

@@ -12,7 +12,11 @@
 export class TurnCancel {
   #aborted = false;
   #reason: unknown;
-  #hooks: Set<() => void> | undefined;
+  /** The first hook, kept without a Set: a turn usually has one. */
+  #hook: ((reason: unknown) => void) | undefined;
+  #hooks: Set<(reason: unknown) => void> | undefined;
+  /** What each hook listens with on a caller's signal. */
+  #outerListeners: Map<(reason: unknown) => void, () => void> | undefined;
   #controller: AbortController | undefined;
   /** A caller's signal this cancel follows (and hands out as its `signal`). */
   readonly #outer: AbortSignal | undefined;
@@ -53,29 +57,48 @@ export class TurnCancel {
   }
 
   /**
-   * Calls `hook` once when this cancel or the signal it follows aborts (not
-   * if it already has: check `aborted` first); returns what stops watching.
+   * Calls `hook` with the reason once when this cancel or the signal it
+   * follows aborts (not if it already has: check `aborted` first). `offAbort` stops it: a method,
+   * not a returned closure, since a held stream keeps what its turn watches with.
    */
-  onAbort(hook: () => void): () => void {
-    const hooks = (this.#hooks ??= new Set());
-    hooks.add(hook);
+  onAbort(hook: (reason: unknown) => void): void {
+    if (this.#hook === undefined && this.#hooks === undefined) this.#hook = hook;
+    else (this.#hooks ??= new Set()).add(hook);
     const outer = this.#outer;
-    if (outer === undefined) return () => hooks.delete(hook);
+    if (outer === undefined) return;
     // One listener per hook on a caller's signal: it is theirs, and may outlive the turn.
     const onOuterAbort = (): void => {
-      if (hooks.delete(hook)) hook();
+      if (this.#forget(hook)) hook(outer.reason);
     };
+    (this.#outerListeners ??= new Map()).set(hook, onOuterAbort);
     outer.addEventListener('abort', onOuterAbort, { once: true });
-    return () => {
-      hooks.delete(hook);
-      outer.removeEventListener('abort', onOuterAbort);
-    };
+  }
+
+  /** Stops calling `hook` (see onAbort). */
+  offAbort(hook: (reason: unknown) => void): void {
+    this.#forget(hook);
+    const listener = this.#outerListeners?.get(hook);
+    if (listener === undefined) return;
+    this.#outerListeners?.delete(hook);
+    this.#outer?.removeEventListener('abort', listener);
+  }
+
+  /** Removes `hook`; true if it was there. */
+  #forget(hook: (reason: unknown) => void): boolean {
+    if (this.#hook === hook) {
+      this.#hook = undefined;
+      return true;
+    }
+    return this.#hooks?.delete(hook) === true;
   }
 
   #fire(): void {
+    const first = this.#hook;
     const hooks = this.#hooks;
-    if (hooks === undefined) return;
+    this.#hook = undefined;
     this.#hooks = undefined;
-    for (const hook of hooks) hook();
+    const reason = this.#reason;
+    first?.(reason);
+    if (hooks !== undefined) for (const hook of hooks) hook(reason);
   }
 }

@@ -1,20 +1,23 @@
 import type { TurnCancel } from './cancel.ts';
 
 /** What a wait can be cut by: a TurnCancel, or anything shaped like one. */
-export type Cancellable = Pick<TurnCancel, 'aborted' | 'reason' | 'onAbort'>;
-
-type Release = () => void;
+export type Cancellable = Pick<TurnCancel, 'aborted' | 'reason' | 'onAbort' | 'offAbort'>;
 
 interface Waiter {
-  grant: ((release: Release) => void) | undefined;
-  stopWatching: (() => void) | undefined;
+  /** Hands the mailbox to this waiter; undefined once it was handed over or gave up. */
+  grant: (() => void) | undefined;
+  /** What cuts the wait, and the hook it calls. */
+  cancel: Cancellable | undefined;
+  onAbort: (() => void) | undefined;
   next: Waiter | undefined;
 }
 
 /**
  * A FIFO lock: turns on one agent run one at a time, in the order they asked.
  * A free mailbox is taken at once, with no promise and no abort listener:
- * that is the common case, one turn at a time per agent.
+ * that is the common case, one turn at a time per agent. Its holder gives it
+ * back with `release()`, a method rather than a function handed out per
+ * hold: a turn held open (a stream) keeps nothing of it.
  */
 export class Mailbox {
   #held = false;
@@ -28,47 +31,44 @@ export class Mailbox {
     return this.#size;
   }
 
-  /** The release function if the mailbox is free (it is then taken), undefined if not. */
-  tryAcquire(): Release | undefined {
-    if (this.#held) return undefined;
+  /** Takes the mailbox if it is free (true), else false. */
+  tryAcquire(): boolean {
+    if (this.#held) return false;
     this.#held = true;
     this.#size++;
-    return this.#releaser();
+    return true;
   }
 
   /**
-   * Resolves with a release function once every earlier turn has released.
+   * Resolves once every earlier holder has released; the mailbox is then this caller's.
    * If `cancel` aborts while waiting, this rejects at once and the waiter
    * gives up its place.
    */
-  acquire(cancel?: Cancellable): Promise<Release> {
+  acquire(cancel?: Cancellable): Promise<void> {
     if (cancel?.aborted === true) return Promise.reject(cancel.reason);
-    const release = this.tryAcquire();
-    if (release !== undefined) return Promise.resolve(release);
-    return new Promise<Release>((resolve, reject) => {
-      const waiter: Waiter = { grant: resolve, stopWatching: undefined, next: undefined };
+    if (this.tryAcquire()) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = { grant: resolve, cancel, onAbort: undefined, next: undefined };
       if (this.#last === undefined) this.#first = waiter;
       else this.#last.next = waiter;
       this.#last = waiter;
       this.#size++;
       if (cancel === undefined) return;
-      waiter.stopWatching = cancel.onAbort(() => {
+      waiter.onAbort = () => {
         if (waiter.grant === undefined) return;
         waiter.grant = undefined;
         this.#size--;
         reject(cancel.reason);
-      });
+      };
+      cancel.onAbort(waiter.onAbort);
     });
   }
 
-  #releaser(): Release {
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.#size--;
-      this.#handOver();
-    };
+  /** Gives the mailbox up, to the next waiter still waiting. Only its holder calls this, once per hold. */
+  release(): void {
+    if (!this.#held) return;
+    this.#size--;
+    this.#handOver();
   }
 
   /** Gives the lock to the next waiter still waiting, or frees it. */
@@ -80,8 +80,8 @@ export class Mailbox {
       const grant = waiter.grant;
       if (grant !== undefined) {
         waiter.grant = undefined;
-        waiter.stopWatching?.();
-        grant(this.#releaser());
+        if (waiter.onAbort !== undefined) waiter.cancel?.offAbort(waiter.onAbort);
+        grant();
         return;
       }
       waiter = this.#first;
@@ -98,7 +98,7 @@ export class Mailbox {
  */
 export class AbortWatch {
   readonly #cancel: Cancellable | undefined;
-  #stopWatching: (() => void) | undefined;
+  readonly #onAbort: (() => void) | undefined;
   /** Rejects the race in progress; one at a time, so nothing piles up per chunk. */
   #reject: ((reason: unknown) => void) | undefined;
 
@@ -106,7 +106,8 @@ export class AbortWatch {
   constructor(cancel: Cancellable | undefined) {
     this.#cancel = cancel;
     if (cancel === undefined || cancel.aborted) return;
-    this.#stopWatching = cancel.onAbort(() => this.#reject?.(cancel.reason));
+    this.#onAbort = () => this.#reject?.(cancel.reason);
+    cancel.onAbort(this.#onAbort);
   }
 
   /** Settles like `promise`, or rejects with the cancel's reason as soon as it aborts. */
@@ -121,8 +122,7 @@ export class AbortWatch {
   }
 
   dispose(): void {
-    this.#stopWatching?.();
-    this.#stopWatching = undefined;
+    if (this.#onAbort !== undefined) this.#cancel?.offAbort(this.#onAbort);
     this.#reject = undefined;
   }
 }

@@ -15,7 +15,7 @@ import { asObject, requestIdOf, requireMessage, unwrapEnvelope } from './payload
 import { sendError, sendJson } from './respond.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction, type RouteMatch } from './routes.ts';
-import { streamReply, type ReplySource } from './stream.ts';
+import { streamReply, type ReplySource, type StreamEnd, type StreamOptions } from './stream.ts';
 
 export interface Logger {
   error(message: string, error?: unknown): void;
@@ -67,6 +67,8 @@ const answered = (): boolean => true;
 const NOT_HANDLED: Promise<boolean> = Promise.resolve(false);
 const ANSWERED: Promise<void> = Promise.resolve();
 const NO_HINT: RequestHint = {};
+/** toRequestListener's hint: the same as none, but nobody waits for the returned promise. */
+const LISTENER_HINT: RequestHint = {};
 
 /** One request on its way to an agent: what every step after the path match needs. */
 interface Exchange {
@@ -76,6 +78,33 @@ interface Exchange {
   query: string;
   /** Aborts the request's turn (RequestHint.signal). */
   signal: AbortSignal | undefined;
+  /** Nobody waits for the answer (a request listener's caller): a stream need not keep a promise of its end. */
+  detached: boolean;
+}
+
+/** A request's turn in flight: what #settle undoes once it is answered. */
+interface Running {
+  readonly res: ServerResponse;
+  readonly agentId: string;
+  readonly cancel: TurnCancel;
+  /** The agent is the pool's, to give back at the end. */
+  readonly pooled: boolean;
+  /** Cuts the turn when the client leaves. */
+  readonly onClose: () => void;
+  /** The hint's signal, and what listens to it. */
+  readonly outer: AbortSignal | undefined;
+  onOuterAbort: (() => void) | undefined;
+  /** Under the router's turn timeout. */
+  readonly timed: boolean;
+  /** Counted in openStreams. */
+  streaming: boolean;
+}
+
+/** A 'close' listener that cuts the turn if the response was not finished; made apart so its closure holds these two only. */
+function cutOnClose(res: ServerResponse, cancel: TurnCancel): () => void {
+  return () => {
+    if (!res.writableFinished) cancel.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
+  };
 }
 
 /** Where a request lands: a local instance or a remote transport. */
@@ -126,7 +155,7 @@ export class AgentRouter {
   toRequestListener(): RequestListener {
     return (req, res) => {
       // No promise chained here: #serve answers its own failures, and a held stream keeps nothing of this call.
-      if (this.#serve(req, res, NO_HINT) === undefined) sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
+      if (this.#serve(req, res, LISTENER_HINT) === undefined) sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
     };
   }
 
@@ -175,7 +204,7 @@ export class AgentRouter {
       if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) return ANSWERED;
       if (req.method !== route.method) throw httpErrors.methodNotAllowed(route.method);
       const agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
-      const exchange: Exchange = { req, res, agentId, query, signal: hint.signal };
+      const exchange: Exchange = { req, res, agentId, query, signal: hint.signal, detached: hint === LISTENER_HINT };
       const authorize = this.options.authorize;
       const action = route.action;
       const started = authorize !== undefined && action !== 'request'
@@ -230,11 +259,12 @@ export class AgentRouter {
 
   /**
    * Runs the request's action. Not an async function: what a turn holds open
-   * (a stream above all) is a promise chain with one cleanup step, not a
+   * (a stream above all) is its Running record and one callback, not a
    * suspended frame. Throws synchronously for a request refused before any
    * turn starts; `#serve` answers both ways.
    */
-  #dispatch({ req, res, agentId, query, signal: outer }: Exchange, action: RouteAction, body: Record<string, unknown>): Promise<void> {
+  #dispatch(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Promise<void> {
+    const { req, res, agentId, query } = exchange;
     let stream: boolean | 'events' = false;
     let message = '';
     if (action === 'chat') {
@@ -244,58 +274,92 @@ export class AgentRouter {
     const target = this.#resolve(agentId, req);
     // Reading committed state needs no abort plumbing: no turn runs for it.
     if (action === 'state' && 'agent' in target) return this.#answerState(res, target, agentId);
+    const running = this.#begin(exchange, target);
+    const cancel = running.cancel;
+    try {
+      if (stream !== false) return this.#stream(running, target, message, stream === 'events', exchange.detached);
+      return this.#call(target, agentId, action, body, message, cancel)
+        .then((reply) => sendJson(res, 200, reply))
+        .then(
+          () => this.#settle(running),
+          (error: unknown) => {
+            this.#settle(running);
+            throw cancel.aborted ? cancel.reason : error;
+          },
+        );
+    } catch (error) {
+      this.#settle(running);
+      throw cancel.aborted ? cancel.reason : error;
+    }
+  }
+
+  /** Starts a request's turn: its cancel, cut by the client leaving, the hint's signal and the turn timeout. */
+  #begin({ res, agentId, signal: outer }: Exchange, target: Resolved): Running {
     const cancel = new TurnCancel();
     this.#running.add(cancel);
-    const onClose = (): void => {
-      if (!res.writableFinished) cancel.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
+    const running: Running = {
+      res, agentId, cancel,
+      pooled: 'agent' in target && target.pooled,
+      onClose: cutOnClose(res, cancel),
+      outer, onOuterAbort: undefined,
+      // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
+      timed: this.#deadlines !== undefined && 'agent' in target,
+      streaming: false,
     };
-    res.on('close', onClose);
-    let onOuterAbort: (() => void) | undefined;
+    res.on('close', running.onClose);
     if (outer !== undefined) {
-      onOuterAbort = () => cancel.abort(outer.reason);
+      const onOuterAbort = (): void => cancel.abort(outer.reason);
+      running.onOuterAbort = onOuterAbort;
       if (outer.aborted) onOuterAbort();
       else outer.addEventListener('abort', onOuterAbort, { once: true });
     }
-    // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
-    const timed = this.#deadlines !== undefined && 'agent' in target; // local state returned above
-    if (timed) this.#deadlines?.add(cancel);
-    let streaming = false;
-    const settle = (): void => {
-      if (streaming) this.#openStreams--;
-      if (timed) this.#deadlines?.delete(cancel);
-      this.#running.delete(cancel);
-      res.off('close', onClose);
-      if (onOuterAbort !== undefined) outer?.removeEventListener('abort', onOuterAbort);
-      this.#release(target, agentId);
-    };
-    let work: Promise<void>;
-    try {
-      if (action === 'chat' && stream !== false) {
-        if (this.#openStreams >= this.#maxStreams) {
-          throw new AgentRouterError(503, 'too_many_streams', `All ${this.#maxStreams} streams are in use; retry shortly`, {
-            expose: true,
-            headers: { 'Retry-After': '1' },
-          });
-        }
-        this.#openStreams++;
-        streaming = true;
-        work = streamReply(res, this.#source(target, agentId, message, cancel), {
-          typed: stream === 'events',
-          cancel,
-          pingInterval: this.options.pingInterval,
-          logger: this.#logger,
-        });
-      } else {
-        work = this.#call(target, agentId, action, body, message, cancel).then((reply) => sendJson(res, 200, reply));
-      }
-    } catch (error) {
-      settle();
-      throw cancel.aborted ? cancel.reason : error;
+    if (running.timed) this.#deadlines?.add(cancel);
+    return running;
+  }
+
+  /** Undoes #begin once the request is answered. */
+  #settle(running: Running): void {
+    const { res, agentId, cancel, outer, onOuterAbort } = running;
+    if (running.streaming) this.#openStreams--;
+    if (running.timed) this.#deadlines?.delete(cancel);
+    this.#running.delete(cancel);
+    res.off('close', running.onClose);
+    if (onOuterAbort !== undefined) outer?.removeEventListener('abort', onOuterAbort);
+    if (running.pooled) this.pool?.release(agentId);
+  }
+
+  /** A chat reply as SSE; the promise (made only for a caller who waits) settles when the stream is over. */
+  #stream(running: Running, target: Resolved, message: string, typed: boolean, detached: boolean): Promise<void> {
+    if (this.#openStreams >= this.#maxStreams) {
+      throw new AgentRouterError(503, 'too_many_streams', `All ${this.#maxStreams} streams are in use; retry shortly`, {
+        expose: true,
+        headers: { 'Retry-After': '1' },
+      });
     }
-    return work.then(settle, (error: unknown) => {
-      settle();
-      throw cancel.aborted ? cancel.reason : error;
-    });
+    const { agentId, cancel } = running;
+    const source = this.#source(target, agentId, message, cancel);
+    const options = { typed, cancel, pingInterval: this.options.pingInterval, logger: this.#logger };
+    this.#openStreams++;
+    running.streaming = true;
+    // A listener's caller waits for nothing: the stream then keeps no promise for its whole life.
+    if (detached) {
+      this.#relay(running, source, options, undefined);
+      return ANSWERED;
+    }
+    return new Promise<void>((answered) => this.#relay(running, source, options, answered));
+  }
+
+  /** streamReply with its end callback made here, so that callback's context holds only these. */
+  #relay(running: Running, source: ReplySource, options: StreamOptions, answered: (() => void) | undefined): void {
+    const end: StreamEnd = (refused) => this.#streamEnded(running, refused, answered);
+    streamReply(running.res, running.agentId, source, options, end);
+  }
+
+  #streamEnded(running: Running, refused: { error: unknown } | undefined, answered: (() => void) | undefined): void {
+    this.#settle(running);
+    const cancel = running.cancel;
+    if (refused !== undefined) this.#fail(running.res, cancel.aborted ? cancel.reason : refused.error);
+    answered?.();
   }
 
   /** The committed state; at once (no promise taken) when the agent can tell without asking storage. */
@@ -383,10 +447,10 @@ export class AgentRouter {
     if ('agent' in target) {
       const agent = target.agent;
       // Pushed straight to the writer, unless a subclass has its own stream() to go through.
-      if (agent.stream === Agent.prototype.stream) return { agentId, push: (onChunk) => agent[chatInto](message, cancelledBy(cancel), onChunk) };
-      return { agentId, chunks: agent.stream(message, cancelledBy(cancel)) };
+      if (agent.stream === Agent.prototype.stream) return { agent, message };
+      return { chunks: agent.stream(message, cancelledBy(cancel)) };
     }
-    return { agentId, chunks: target.transport.stream(agentId, message, { signal: cancel.signal, requestId: target.requestId }) };
+    return { chunks: target.transport.stream(agentId, message, { signal: cancel.signal, requestId: target.requestId }) };
   }
 
   #resolve(agentId: string, req: IncomingMessage): Resolved {

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { cancelledBy, chatInto, type Agent, type ChatSink } from '../agent/agent.ts';
 import type { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, errorBody, statusOf } from '../errors.ts';
 import { formatEvent } from '../sse/format.ts';
@@ -6,25 +7,8 @@ import { SSEWriter } from '../sse/writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
 import type { Logger } from './router.ts';
 
-/** Where a streamed reply comes from: chunks to pull, or a turn that pushes them (a local agent). */
-export type ReplySource =
-  | { agentId: string; chunks: AsyncIterable<string> | ChunkStream }
-  | { agentId: string; push: (onChunk: (chunk: string) => Promise<void> | undefined) => Promise<unknown> };
-
-/**
- * Streams one chat reply as SSE (DESIGN.md section 3): one event per chunk,
- * then `event: done` + `data: [DONE]`; a failure after the stream began ends
- * it with `event: error`. With `typed`, frames are the typed event stream
- * (`turn.started`, `text.delta`, `turn.finished` / `turn.failed`), each
- * payload carrying its own `type`.
- *
- * A remote stream is awaited (`ready`) before the SSE headers go out, so a
- * remote 404 or 502 is still answered as a JSON status.
- */
-export function streamReply(res: ServerResponse, source: ReplySource, options: StreamOptions): Promise<void> {
-  if ('chunks' in source && 'ready' in source.chunks) return source.chunks.ready.then(() => relayReply(res, source, options));
-  return relayReply(res, source, options);
-}
+/** Where a streamed reply comes from: chunks to pull, or a local agent's turn, which pushes them into the stream. */
+export type ReplySource = { chunks: AsyncIterable<string> | ChunkStream } | { agent: Agent<any>; message: string };
 
 /** How one reply is streamed. */
 export interface StreamOptions {
@@ -37,55 +21,121 @@ export interface StreamOptions {
 }
 
 /**
- * The stream once its headers may go out. A promise chain, not an async
- * function: a stream held open keeps no suspended frame here. Never rejects:
- * a failure ends the stream with an error event.
+ * Called once a streamed reply is over. `refused` carries why a remote
+ * refused the stream before any byte went out (answer it as a JSON status);
+ * undefined when the stream itself was answered, however it ended.
  */
-function relayReply(res: ServerResponse, source: ReplySource, { typed, cancel, pingInterval, logger }: StreamOptions): Promise<void> {
-  const writer = new SSEWriter(res, { pingInterval });
-  let text = '';
-  const send = typed
-    ? (chunk: string): Promise<void> | undefined => {
-      text += chunk;
-      return writer.send(typedFrame('text.delta', { text: chunk }), 'text.delta');
+export type StreamEnd = (refused: { error: unknown } | undefined) => void;
+
+/**
+ * Streams one chat reply as SSE (DESIGN.md section 3): one event per chunk,
+ * then `event: done` + `data: [DONE]`; a failure after the stream began ends
+ * it with `event: error`. With `typed`, frames are the typed event stream
+ * (`turn.started`, `text.delta`, `turn.finished` / `turn.failed`), each
+ * payload carrying its own `type`. Calls `onEnd` once, and never throws.
+ *
+ * A remote stream is awaited (`ready`) before the SSE headers go out, so a
+ * remote 404 or 502 is still answered as a JSON status.
+ *
+ * No promise is kept for the stream's life: a held stream is this module's
+ * one object (plus its writer) and what the turn itself holds.
+ */
+export function streamReply(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, onEnd: StreamEnd): void {
+  if ('chunks' in source && 'ready' in source.chunks) {
+    source.chunks.ready.then(
+      () => begin(res, agentId, source, options, onEnd),
+      (error: unknown) => onEnd({ error }),
+    );
+    return;
+  }
+  begin(res, agentId, source, options, onEnd);
+}
+
+function begin(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, onEnd: StreamEnd): void {
+  let stream: ReplyStream;
+  try {
+    stream = new ReplyStream(res, agentId, options, onEnd);
+  } catch (error) {
+    return onEnd({ error }); // nothing was written (the headers could not be set)
+  }
+  stream.start(source);
+}
+
+/** One reply on its way out: the turn's sink, so the turn calls it directly (see Agent's ChatSink). */
+class ReplyStream implements ChatSink {
+  readonly #writer: SSEWriter;
+  readonly #agentId: string;
+  readonly #typed: boolean;
+  readonly #cancel: TurnCancel;
+  readonly #logger: Logger;
+  readonly #onEnd: StreamEnd;
+  /** The reply so far (the typed stream's `turn.finished` carries it). */
+  #text = '';
+
+  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, logger }: StreamOptions, onEnd: StreamEnd) {
+    this.#agentId = agentId;
+    this.#typed = typed;
+    this.#cancel = cancel;
+    this.#logger = logger;
+    this.#onEnd = onEnd;
+    this.#writer = new SSEWriter(res, { pingInterval });
+  }
+
+  start(source: ReplySource): void {
+    try {
+      const started = this.#typed ? this.#writer.send(typedFrame('turn.started', { agent_id: this.#agentId }), 'turn.started') : undefined;
+      if (started === undefined) this.#pump(source);
+      else started.then(() => this.#pump(source), (error: unknown) => this.failed(error));
+    } catch (error) {
+      this.failed(error);
     }
-    : (chunk: string): Promise<void> | undefined => writer.send(chunk);
-  const fail = (error: unknown): void => {
+  }
+
+  #pump(source: ReplySource): void {
+    if ('agent' in source) return source.agent[chatInto](source.message, cancelledBy(this.#cancel), this);
+    pull(source.chunks, this).then(() => this.done(), (error: unknown) => this.failed(error));
+  }
+
+  /** False once the client is gone or the stream ended. */
+  get open(): boolean {
+    return this.#writer.open;
+  }
+
+  chunk(text: string): Promise<void> | undefined {
+    // A turn whose client is gone ends without committing (as the pull loop stops pulling).
+    if (!this.#writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+    if (!this.#typed) return this.#writer.send(text);
+    this.#text += text;
+    return this.#writer.send(typedFrame('text.delta', { text }), 'text.delta');
+  }
+
+  done(): void {
+    const cancel = this.#cancel;
+    if (cancel.aborted) return this.failed(cancel.reason);
+    if (!this.#typed) this.#writer.done();
+    else this.#writer.end(formatEvent(typedFrame('turn.finished', { result: { agent_id: this.#agentId, text: this.#text } }), 'turn.finished'));
+    this.#onEnd(undefined);
+  }
+
+  failed(error: unknown): void {
+    const cancel = this.#cancel;
     const cause = cancel.aborted ? cancel.reason : error;
     const status = statusOf(cause);
-    if (status >= 500 && status !== 503) logger.error(`AgentRouter: stream for agent ${JSON.stringify(source.agentId)} failed with ${status}`, cause);
-    if (!typed) return writer.error(errorBody(cause));
-    writer.end(formatEvent(typedFrame('turn.failed', errorBody(cause)), 'turn.failed'));
-  };
-  const finish = (): void => {
-    if (cancel.aborted) return fail(cancel.reason);
-    if (!typed) return writer.done();
-    writer.end(formatEvent(typedFrame('turn.finished', { result: { agent_id: source.agentId, text } }), 'turn.finished'));
-  };
-  const pump = (): Promise<unknown> => {
-    if (!('push' in source)) return pull(source.chunks, writer, send);
-    return source.push((chunk) => {
-      // As the pull loop's break: a turn whose client is gone ends without committing.
-      if (!writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
-      return send(chunk);
-    });
-  };
-  let pumping: Promise<unknown>;
-  try {
-    const started = typed ? writer.send(typedFrame('turn.started', { agent_id: source.agentId }), 'turn.started') : undefined;
-    pumping = started === undefined ? pump() : started.then(pump);
-  } catch (error) {
-    fail(error);
-    return Promise.resolve();
+    if (status >= 500 && status !== 503) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${status}`, cause);
+    try {
+      if (!this.#typed) this.#writer.error(errorBody(cause));
+      else this.#writer.end(formatEvent(typedFrame('turn.failed', errorBody(cause)), 'turn.failed'));
+    } finally {
+      this.#onEnd(undefined);
+    }
   }
-  return pumping.then(finish, fail);
 }
 
 /** Chunks pulled from a remote (or a subclass's own stream()) until the client is gone. */
-async function pull(chunks: AsyncIterable<string>, writer: SSEWriter, send: (chunk: string) => Promise<void> | undefined): Promise<void> {
-  for await (const chunk of chunks) {
-    if (!writer.open) break;
-    const sending = send(chunk);
+async function pull(chunks: AsyncIterable<string>, stream: ReplyStream): Promise<void> {
+  for await (const text of chunks) {
+    if (!stream.open) break;
+    const sending = stream.chunk(text);
     if (sending !== undefined) await sending;
   }
 }

@@ -15,6 +15,14 @@ export interface SSEWriterOptions {
  */
 const FLUSH_AT = 16 * 1024;
 
+const SSE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'Content-Type': 'text/event-stream',
+  'Cache-Control': 'no-cache',
+  Connection: 'keep-alive',
+  // Tells nginx (and proxies that copy it) not to buffer the stream.
+  'X-Accel-Buffering': 'no',
+});
+
 /**
  * Writes one SSE response: headers flushed at once, one event per chunk,
  * `: ping` while idle, and write backpressure honoured (a slow reader makes
@@ -35,13 +43,10 @@ export class SSEWriter {
 
   constructor(res: ServerResponse, options: SSEWriterOptions = {}) {
     this.#res = res;
-    res.statusCode = 200;
     if (options.headers !== undefined) for (const name in options.headers) res.setHeader(name, options.headers[name] as string);
-    res.setHeader('Content-Type', 'text/event-stream');
-    res.setHeader('Cache-Control', 'no-cache');
-    res.setHeader('Connection', 'keep-alive');
-    // Tells nginx (and proxies that copy it) not to buffer the stream.
-    res.setHeader('X-Accel-Buffering', 'no');
+    // writeHead with an object, not setHeader: with no header set before (CORS, a host's), Node
+    // writes these straight into the head and keeps no header map for the stream's life.
+    res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();
     const interval = options.pingInterval ?? 15;
     if (interval > 0) {

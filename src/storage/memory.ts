@@ -46,8 +46,8 @@ export class MemoryStorage implements Storage {
     const release = this.#tryLock(agentId);
     if (release !== undefined) return Promise.resolve(async () => release());
     const mailbox = this.#lockFor(agentId);
-    return mailbox.acquire(signal === undefined ? undefined : new TurnCancel(signal)).then((taken) => {
-      const unlock = this.#unlocker(agentId, mailbox, taken);
+    return mailbox.acquire(signal === undefined ? undefined : new TurnCancel(signal)).then(() => {
+      const unlock = this.#unlocker(agentId, mailbox);
       return async () => unlock();
     });
   }
@@ -77,8 +77,7 @@ export class MemoryStorage implements Storage {
 
   #tryLock(agentId: string): (() => void) | undefined {
     const mailbox = this.#lockFor(agentId);
-    const release = mailbox.tryAcquire();
-    return release === undefined ? undefined : this.#unlocker(agentId, mailbox, release);
+    return mailbox.tryAcquire() ? this.#unlocker(agentId, mailbox) : undefined;
   }
 
   #lockFor(agentId: string): Mailbox {
@@ -90,9 +89,13 @@ export class MemoryStorage implements Storage {
     return mailbox;
   }
 
-  #unlocker(agentId: string, mailbox: Mailbox, release: () => void): () => void {
+  /** The release of one hold on `mailbox`; a second call does nothing. */
+  #unlocker(agentId: string, mailbox: Mailbox): () => void {
+    let released = false;
     return () => {
-      release();
+      if (released) return;
+      released = true;
+      mailbox.release();
       if (mailbox.size === 0) this.#locks.delete(agentId);
     };
   }

@@ -234,11 +234,11 @@ test('Mailbox runs holders one at a time in arrival order', async () => {
   const mailbox = new Mailbox();
   const order: number[] = [];
   await Promise.all([1, 2, 3].map(async (n) => {
-    const release = await mailbox.acquire();
+    await mailbox.acquire();
     order.push(n);
     await new Promise((resolve) => setImmediate(resolve));
     order.push(-n);
-    release();
+    mailbox.release();
   }));
   assert.deepEqual(order, [1, -1, 2, -2, 3, -3]);
   assert.equal(mailbox.size, 0);

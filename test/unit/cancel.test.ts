@@ -8,8 +8,9 @@ test('TurnCancel: hooks run once on abort; a signal asked for before or after ab
   const before = early.signal;
   const calls: string[] = [];
   early.onAbort(() => calls.push('kept'));
-  const stop = early.onAbort(() => calls.push('stopped'));
-  stop();
+  const stopped = (): void => void calls.push('stopped');
+  early.onAbort(stopped);
+  early.offAbort(stopped);
   assert.equal(before.aborted, false);
   const reason = new Error('cut');
   early.abort(reason);
@@ -28,16 +29,31 @@ test('TurnCancel: hooks run once on abort; a signal asked for before or after ab
   assert.equal(late.signal, late.signal, 'one signal per cancel');
 });
 
+test('TurnCancel: the first hook, later ones and a first one taken off all behave alike', () => {
+  const cancel = new TurnCancel();
+  const calls: string[] = [];
+  const first = (): void => void calls.push('first');
+  cancel.onAbort(first);
+  cancel.onAbort(() => calls.push('second'));
+  cancel.offAbort(first);
+  cancel.onAbort(() => calls.push('third'));
+  cancel.offAbort(() => calls.push('never added'));
+  cancel.abort(new Error('cut'));
+  assert.deepEqual(calls, ['second', 'third']);
+});
+
 test('TurnCancel following a caller signal: hands that signal out, follows its abort, never aborts it', () => {
   const controller = new AbortController();
   const cancel = new TurnCancel(controller.signal);
   assert.equal(cancel.signal, controller.signal);
   const calls: number[] = [];
   cancel.onAbort(() => calls.push(1));
-  const stop = cancel.onAbort(() => calls.push(2));
-  stop();
+  const stopped = (): void => void calls.push(2);
+  cancel.onAbort(stopped);
+  cancel.offAbort(stopped);
+  cancel.onAbort(() => calls.push(3));
   controller.abort(new Error('caller'));
-  assert.deepEqual(calls, [1]);
+  assert.deepEqual(calls, [1, 3]);
   assert.equal(cancel.aborted, true);
   assert.match(String(cancel.reason), /caller/);
 
@@ -50,24 +66,27 @@ test('TurnCancel following a caller signal: hands that signal out, follows its a
 
 test('Mailbox: a waiter aborted in the middle of the queue gives up its place; the rest keep their order', async () => {
   const mailbox = new Mailbox();
-  const first = mailbox.tryAcquire();
-  assert.ok(first);
-  assert.equal(mailbox.tryAcquire(), undefined, 'held');
+  assert.equal(mailbox.tryAcquire(), true);
+  assert.equal(mailbox.tryAcquire(), false, 'held');
   const order: string[] = [];
   const cancel = new TurnCancel();
-  const second = mailbox.acquire().then((release) => (order.push('second'), release));
+  const second = mailbox.acquire().then(() => order.push('second'));
   const skipped = mailbox.acquire(cancel).then(() => order.push('skipped'), (error: Error) => order.push(`rejected: ${error.message}`));
-  const third = mailbox.acquire().then((release) => (order.push('third'), release));
+  const third = mailbox.acquire().then(() => order.push('third'));
   assert.equal(mailbox.size, 4);
   cancel.abort(new Error('gone'));
   await skipped;
   assert.equal(mailbox.size, 3);
-  first();
-  first(); // releasing twice hands over once
-  (await second)();
-  (await third)();
+  mailbox.release();
+  await second;
+  assert.equal(mailbox.tryAcquire(), false, 'handed over to the second, not freed');
+  mailbox.release();
+  await third;
+  mailbox.release();
   assert.deepEqual(order, ['rejected: gone', 'second', 'third']);
   assert.equal(mailbox.size, 0);
-  assert.ok(mailbox.tryAcquire(), 'free again');
+  mailbox.release(); // a release of a free mailbox does nothing
+  assert.equal(mailbox.size, 0);
+  assert.equal(mailbox.tryAcquire(), true, 'free again');
   await assert.rejects(new Mailbox().acquire(cancel), /gone/, 'an aborted cancel does not even queue');
 });
