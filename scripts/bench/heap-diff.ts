@@ -5,6 +5,9 @@
  *
  *   node --import tsx scripts/bench/heap-diff.ts --contender=router --streams=1000
  *
+ * `--abortable` opens scenario 5's other streams: their model reads the
+ * turn's signal. `--keep=DIR` keeps both snapshots.
+ *
  * A diagnostic for scenario 5's "heap per stream" number, not part of the run.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -14,7 +17,7 @@ import { compile } from './lib/build.ts';
 import { Contender } from './lib/contender.ts';
 import { inspectMachine } from './lib/machine.ts';
 import { sourcePlace } from './lib/source-place.ts';
-import { SLOW_MESSAGE, SLOW_PREFIX } from './lib/protocol.ts';
+import { ABORTABLE_PREFIX, SLOW_MESSAGE, SLOW_PREFIX } from './lib/protocol.ts';
 import { RawConnection, requestBytes } from './lib/raw-http.ts';
 import { holdStreams } from './lib/streams.ts';
 import { sleep } from './lib/stats.ts';
@@ -132,10 +135,11 @@ const dir = kept === '' ? mkdtempSync(path.join(os.tmpdir(), 'agent-router-heap-
 if (kept !== '') mkdirSync(dir, { recursive: true });
 try {
   const contender = await Contender.start(build.runtime, name);
-  const target = (i: number): string => `${contender.prefix}/${SLOW_PREFIX}${i}/chat?stream=true`;
+  const prefix = process.argv.includes('--abortable') ? ABORTABLE_PREFIX : SLOW_PREFIX;
+  const target = (i: number): string => `${contender.prefix}/${prefix}${i}/chat?stream=true`;
   const body = JSON.stringify({ message: SLOW_MESSAGE });
   const connection = await RawConnection.connect(contender.port);
-  for (let i = 0; i < count; i++) await connection.request(requestBytes('GET', `${contender.prefix}/${SLOW_PREFIX}${i}/state`, contender.port));
+  for (let i = 0; i < count; i++) await connection.request(requestBytes('GET', `${contender.prefix}/${prefix}${i}/state`, contender.port));
   connection.close();
   const warm = await holdStreams(contender.port, 50, target, body);
   warm.close();

@@ -37,7 +37,10 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
       // Headers a hook set through Fastify (CORS, request ids) would be lost with the hijack.
       const headers = reply.getHeaders();
       for (const name in headers) if (headers[name] !== undefined) reply.raw.setHeader(name, headers[name]);
-      return router[serveRequest](request.raw, reply.raw, { path: target, body: parsedBody(request.raw, request.body, bodyLimit) });
+      const hint = { path: target, body: parsedBody(request.raw, request.body, bodyLimit) };
+      return new Promise<void>((answered) => {
+        if (!router[serveRequest](request.raw, reply.raw, answered, hint)) answered(); // matched above, so never
+      });
     };
 
     // JSON stays with Fastify's parser; any other type (or none) is handed to

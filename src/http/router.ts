@@ -15,7 +15,7 @@ import { asObject, requestIdOf, requireMessage, unwrapEnvelope } from './payload
 import { sendError, sendJson } from './respond.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction, type RouteMatch } from './routes.ts';
-import { streamReply, type ReplySource, type StreamEnd, type StreamOptions } from './stream.ts';
+import { streamReply, type ReplySource, type StreamEnd } from './stream.ts';
 
 export interface Logger {
   error(message: string, error?: unknown): void;
@@ -63,12 +63,12 @@ export interface RequestHint {
 /** The internal entry AgentServer and the Fastify plugin answer through; see `AgentRouter[serveRequest]`. */
 export const serveRequest: unique symbol = Symbol('agent-router.serveRequest');
 
-const answered = (): boolean => true;
-const NOT_HANDLED: Promise<boolean> = Promise.resolve(false);
+/** What an action returns when it answered synchronously. */
 const ANSWERED: Promise<void> = Promise.resolve();
+/** What a stream's dispatch resolves with: the stream calls `answered` itself when it ends. */
+const STREAMING: unique symbol = Symbol('streaming');
+const STREAM_STARTED: Promise<typeof STREAMING> = Promise.resolve(STREAMING);
 const NO_HINT: RequestHint = {};
-/** toRequestListener's hint: the same as none, but nobody waits for the returned promise. */
-const LISTENER_HINT: RequestHint = {};
 
 /** One request on its way to an agent: what every step after the path match needs. */
 interface Exchange {
@@ -78,8 +78,8 @@ interface Exchange {
   query: string;
   /** Aborts the request's turn (RequestHint.signal). */
   signal: AbortSignal | undefined;
-  /** Nobody waits for the answer (a request listener's caller): a stream need not keep a promise of its end. */
-  detached: boolean;
+  /** Called once the request is answered, if the caller waits for that. */
+  answered: (() => void) | undefined;
 }
 
 /** A request's turn in flight: what #settle undoes once it is answered. */
@@ -98,6 +98,8 @@ interface Running {
   readonly timed: boolean;
   /** Counted in openStreams. */
   streaming: boolean;
+  /** A stream's: called once it ended, if the caller waits for that. */
+  answered: (() => void) | undefined;
 }
 
 /** A 'close' listener that cuts the turn if the response was not finished; made apart so its closure holds these two only. */
@@ -133,6 +135,17 @@ export class AgentRouter {
   readonly #running = new Set<TurnCancel>();
   readonly #deadlines: Deadlines | undefined;
 
+  /** Every stream's end: one function for all of them, handed each stream's Running. */
+  readonly #onStreamEnd: StreamEnd<Running> = (running, refused) => {
+    try {
+      this.#settle(running);
+      const cancel = running.cancel;
+      if (refused !== undefined) this.#fail(running.res, cancel.aborted ? cancel.reason : refused.error);
+    } finally {
+      running.answered?.();
+    }
+  };
+
   constructor(target: Agent<any> | AgentRegistry, options: AgentRouterOptions = {}) {
     if (target instanceof AgentRegistry) this.#registry = target;
     else if (target instanceof Agent) this.#agent = target;
@@ -154,8 +167,8 @@ export class AgentRouter {
   /** A `(req, res)` listener for `http.createServer`; paths that are not the router's get 404 JSON. */
   toRequestListener(): RequestListener {
     return (req, res) => {
-      // No promise chained here: #serve answers its own failures, and a held stream keeps nothing of this call.
-      if (this.#serve(req, res, LISTENER_HINT) === undefined) sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
+      // Nothing waits here: #serve answers its own failures, and a held stream keeps nothing of this call.
+      if (!this.#serve(req, res, NO_HINT, undefined)) sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
     };
   }
 
@@ -169,63 +182,79 @@ export class AgentRouter {
    * ends with `event: error`). Never rejects: failures are answered as JSON.
    */
   handle(req: IncomingMessage, res: ServerResponse, hint: RequestHint = {}): Promise<boolean> {
-    const serving = this.#serve(req, res, hint);
-    return serving === undefined ? NOT_HANDLED : serving.then(answered);
+    return new Promise<boolean>((resolve) => {
+      if (!this.#serve(req, res, hint, () => resolve(true))) resolve(false);
+    });
   }
 
   /**
-   * Internal (AgentServer, the Fastify plugin): `handle` without the
-   * promise it chains on top, for a caller that needs no boolean: undefined
-   * for a path that is not the router's, else a promise that settles (never
-   * rejects) once the request is answered.
+   * Internal (AgentServer, the Fastify plugin): `handle` with a callback
+   * instead of a promise. False for a path that is not the router's (nothing
+   * written); else true, and `answered` is called once the request is
+   * answered (a stream: once it ended).
    * @internal
    */
-  [serveRequest](req: IncomingMessage, res: ServerResponse, hint: RequestHint = NO_HINT): Promise<void> | undefined {
-    return this.#serve(req, res, hint);
+  [serveRequest](req: IncomingMessage, res: ServerResponse, answered: (() => void) | undefined, hint: RequestHint = NO_HINT): boolean {
+    return this.#serve(req, res, hint, answered);
   }
 
   /**
-   * Starts answering a request on one of the router's routes and returns a
-   * promise that settles (never rejects) once it is answered; undefined,
-   * having written nothing, for any other path. Not an async function: the
-   * steps are chained only where they wait (authorize, the body), so a GET
-   * takes no promise before its agent is reached.
+   * Starts answering a request on one of the router's routes: true, and
+   * `answered` is called once it is answered (failures included: they are
+   * answered as JSON); false, having written nothing, for any other path.
+   * Not an async function: the steps are chained only where they wait
+   * (authorize, the body), so a GET takes no promise before its agent is
+   * reached, and a stream ends through callbacks, keeping no promise.
    */
-  #serve(req: IncomingMessage, res: ServerResponse, hint: RequestHint): Promise<void> | undefined {
+  #serve(req: IncomingMessage, res: ServerResponse, hint: RequestHint, answered: (() => void) | undefined): boolean {
     const matched = this.#match(req.method, hint.path ?? req.url ?? '/');
-    if (matched === undefined) return undefined;
+    if (matched === undefined) return false;
+    let started: Promise<unknown>;
     try {
       if (matched === 'openapi') {
         sendJson(res, 200, this.openapi());
-        return ANSWERED;
+        answered?.();
+        return true;
       }
       const { route, query } = matched;
       // Inside the try: a CORS origin predicate is user code, and a listener that throws would take the process down.
-      if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) return ANSWERED;
+      if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) {
+        answered?.();
+        return true;
+      }
       if (req.method !== route.method) throw httpErrors.methodNotAllowed(route.method);
       const agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
-      const exchange: Exchange = { req, res, agentId, query, signal: hint.signal, detached: hint === LISTENER_HINT };
+      const exchange: Exchange = { req, res, agentId, query, signal: hint.signal, answered };
       const authorize = this.options.authorize;
       const action = route.action;
-      const started = authorize !== undefined && action !== 'request'
+      started = authorize !== undefined && action !== 'request'
         ? authorizeRequest(authorize, req, agentId, action).then(() => this.#withBody(exchange, action, route.method, hint.body))
         : this.#withBody(exchange, action, route.method, hint.body);
-      return started.then(undefined, (error: unknown) => this.#fail(res, error));
     } catch (error) {
       this.#fail(res, error);
-      return ANSWERED;
+      answered?.();
+      return true;
     }
+    // Answered already (a state read from memory): nothing to chain.
+    if (started === ANSWERED) {
+      answered?.();
+      return true;
+    }
+    const serving = started.then(undefined, (error: unknown) => this.#fail(res, error));
+    // A stream calls `answered` itself when it ends.
+    if (answered !== undefined) serving.then((outcome) => outcome === STREAMING || answered());
+    return true;
   }
 
   /** The request's body (a POST's), then its action. */
-  #withBody(exchange: Exchange, action: RouteAction, method: RouteMatch['method'], parsed: unknown): Promise<void> {
+  #withBody(exchange: Exchange, action: RouteAction, method: RouteMatch['method'], parsed: unknown): Promise<unknown> {
     if (method !== 'POST') return this.#withPayload(exchange, action, {});
     if (parsed !== undefined) return this.#withPayload(exchange, action, asObject(checkDepth(parsed)));
     return readJsonBody(exchange.req, this.#bodyLimit).then((body) => this.#withPayload(exchange, action, asObject(body)));
   }
 
   /** Opens the generic envelope (asking `authorize` about the action it carries), then dispatches. */
-  #withPayload(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Promise<void> {
+  #withPayload(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Promise<unknown> {
     if (action !== 'request') return this.#dispatch(exchange, action, body);
     const envelope = unwrapEnvelope(body);
     const authorize = this.options.authorize;
@@ -263,7 +292,7 @@ export class AgentRouter {
    * suspended frame. Throws synchronously for a request refused before any
    * turn starts; `#serve` answers both ways.
    */
-  #dispatch(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Promise<void> {
+  #dispatch(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Promise<unknown> {
     const { req, res, agentId, query } = exchange;
     let stream: boolean | 'events' = false;
     let message = '';
@@ -277,7 +306,7 @@ export class AgentRouter {
     const running = this.#begin(exchange, target);
     const cancel = running.cancel;
     try {
-      if (stream !== false) return this.#stream(running, target, message, stream === 'events', exchange.detached);
+      if (stream !== false) return this.#stream(running, target, message, stream === 'events', exchange.answered);
       return this.#call(target, agentId, action, body, message, cancel)
         .then((reply) => sendJson(res, 200, reply))
         .then(
@@ -305,6 +334,7 @@ export class AgentRouter {
       // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
       timed: this.#deadlines !== undefined && 'agent' in target,
       streaming: false,
+      answered: undefined,
     };
     res.on('close', running.onClose);
     if (outer !== undefined) {
@@ -328,8 +358,8 @@ export class AgentRouter {
     if (running.pooled) this.pool?.release(agentId);
   }
 
-  /** A chat reply as SSE; the promise (made only for a caller who waits) settles when the stream is over. */
-  #stream(running: Running, target: Resolved, message: string, typed: boolean, detached: boolean): Promise<void> {
+  /** A chat reply as SSE: started now, and `answered` is called when it ended (no promise is kept meanwhile). */
+  #stream(running: Running, target: Resolved, message: string, typed: boolean, answered: (() => void) | undefined): Promise<typeof STREAMING> {
     if (this.#openStreams >= this.#maxStreams) {
       throw new AgentRouterError(503, 'too_many_streams', `All ${this.#maxStreams} streams are in use; retry shortly`, {
         expose: true,
@@ -341,25 +371,9 @@ export class AgentRouter {
     const options = { typed, cancel, pingInterval: this.options.pingInterval, logger: this.#logger };
     this.#openStreams++;
     running.streaming = true;
-    // A listener's caller waits for nothing: the stream then keeps no promise for its whole life.
-    if (detached) {
-      this.#relay(running, source, options, undefined);
-      return ANSWERED;
-    }
-    return new Promise<void>((answered) => this.#relay(running, source, options, answered));
-  }
-
-  /** streamReply with its end callback made here, so that callback's context holds only these. */
-  #relay(running: Running, source: ReplySource, options: StreamOptions, answered: (() => void) | undefined): void {
-    const end: StreamEnd = (refused) => this.#streamEnded(running, refused, answered);
-    streamReply(running.res, running.agentId, source, options, end);
-  }
-
-  #streamEnded(running: Running, refused: { error: unknown } | undefined, answered: (() => void) | undefined): void {
-    this.#settle(running);
-    const cancel = running.cancel;
-    if (refused !== undefined) this.#fail(running.res, cancel.aborted ? cancel.reason : refused.error);
-    answered?.();
+    running.answered = answered;
+    streamReply(running.res, agentId, source, options, this.#onStreamEnd, running);
+    return STREAM_STARTED;
   }
 
   /** The committed state; at once (no promise taken) when the agent can tell without asking storage. */

@@ -21,18 +21,20 @@ export interface StreamOptions {
 }
 
 /**
- * Called once a streamed reply is over. `refused` carries why a remote
- * refused the stream before any byte went out (answer it as a JSON status);
- * undefined when the stream itself was answered, however it ended.
+ * Called once a streamed reply is over, with the `owner` streamReply was
+ * given (one function shared by all streams, rather than a closure per
+ * stream). `refused` carries why a remote refused the stream before any
+ * byte went out (answer it as a JSON status); undefined when the stream
+ * itself was answered, however it ended.
  */
-export type StreamEnd = (refused: { error: unknown } | undefined) => void;
+export type StreamEnd<T> = (owner: T, refused: { error: unknown } | undefined) => void;
 
 /**
  * Streams one chat reply as SSE (DESIGN.md section 3): one event per chunk,
  * then `event: done` + `data: [DONE]`; a failure after the stream began ends
  * it with `event: error`. With `typed`, frames are the typed event stream
  * (`turn.started`, `text.delta`, `turn.finished` / `turn.failed`), each
- * payload carrying its own `type`. Calls `onEnd` once, and never throws.
+ * payload carrying its own `type`. Calls `onEnd(owner, ...)` once, and never throws.
  *
  * A remote stream is awaited (`ready`) before the SSE headers go out, so a
  * remote 404 or 502 is still answered as a JSON status.
@@ -40,44 +42,46 @@ export type StreamEnd = (refused: { error: unknown } | undefined) => void;
  * No promise is kept for the stream's life: a held stream is this module's
  * one object (plus its writer) and what the turn itself holds.
  */
-export function streamReply(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, onEnd: StreamEnd): void {
+export function streamReply<T>(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, onEnd: StreamEnd<T>, owner: T): void {
   if ('chunks' in source && 'ready' in source.chunks) {
     source.chunks.ready.then(
-      () => begin(res, agentId, source, options, onEnd),
-      (error: unknown) => onEnd({ error }),
+      () => begin(res, agentId, source, options, onEnd, owner),
+      (error: unknown) => onEnd(owner, { error }),
     );
     return;
   }
-  begin(res, agentId, source, options, onEnd);
+  begin(res, agentId, source, options, onEnd, owner);
 }
 
-function begin(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, onEnd: StreamEnd): void {
-  let stream: ReplyStream;
+function begin<T>(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, onEnd: StreamEnd<T>, owner: T): void {
+  let stream: ReplyStream<T>;
   try {
-    stream = new ReplyStream(res, agentId, options, onEnd);
+    stream = new ReplyStream(res, agentId, options, onEnd, owner);
   } catch (error) {
-    return onEnd({ error }); // nothing was written (the headers could not be set)
+    return onEnd(owner, { error }); // nothing was written (the headers could not be set)
   }
   stream.start(source);
 }
 
 /** One reply on its way out: the turn's sink, so the turn calls it directly (see Agent's ChatSink). */
-class ReplyStream implements ChatSink {
+class ReplyStream<T> implements ChatSink {
   readonly #writer: SSEWriter;
   readonly #agentId: string;
   readonly #typed: boolean;
   readonly #cancel: TurnCancel;
   readonly #logger: Logger;
-  readonly #onEnd: StreamEnd;
+  readonly #onEnd: StreamEnd<T>;
+  readonly #owner: T;
   /** The reply so far (the typed stream's `turn.finished` carries it). */
   #text = '';
 
-  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, logger }: StreamOptions, onEnd: StreamEnd) {
+  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, logger }: StreamOptions, onEnd: StreamEnd<T>, owner: T) {
     this.#agentId = agentId;
     this.#typed = typed;
     this.#cancel = cancel;
     this.#logger = logger;
     this.#onEnd = onEnd;
+    this.#owner = owner;
     this.#writer = new SSEWriter(res, { pingInterval });
   }
 
@@ -114,7 +118,7 @@ class ReplyStream implements ChatSink {
     if (cancel.aborted) return this.failed(cancel.reason);
     if (!this.#typed) this.#writer.done();
     else this.#writer.end(formatEvent(typedFrame('turn.finished', { result: { agent_id: this.#agentId, text: this.#text } }), 'turn.finished'));
-    this.#onEnd(undefined);
+    this.#onEnd(this.#owner, undefined);
   }
 
   failed(error: unknown): void {
@@ -126,13 +130,13 @@ class ReplyStream implements ChatSink {
       if (!this.#typed) this.#writer.error(errorBody(cause));
       else this.#writer.end(formatEvent(typedFrame('turn.failed', errorBody(cause)), 'turn.failed'));
     } finally {
-      this.#onEnd(undefined);
+      this.#onEnd(this.#owner, undefined);
     }
   }
 }
 
 /** Chunks pulled from a remote (or a subclass's own stream()) until the client is gone. */
-async function pull(chunks: AsyncIterable<string>, stream: ReplyStream): Promise<void> {
+async function pull(chunks: AsyncIterable<string>, stream: { readonly open: boolean; chunk(text: string): Promise<void> | undefined }): Promise<void> {
   for await (const text of chunks) {
     if (!stream.open) break;
     const sending = stream.chunk(text);

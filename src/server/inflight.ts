@@ -20,8 +20,11 @@ export class InFlight {
     return this.#responses.values();
   }
 
-  /** Tracks `res` until `work` settles and `res` closes; `work`'s outcome is the caller's to handle. */
-  track(res: ServerResponse, work: Promise<unknown>): void {
+  /**
+   * Tracks `res` until its handler calls the function returned (once: the
+   * request is answered, a stream's turn committed) and `res` closes.
+   */
+  track(res: ServerResponse): () => void {
     this.#responses.add(res);
     let pending = 2;
     const done = (): void => {
@@ -29,9 +32,9 @@ export class InFlight {
       this.#responses.delete(res);
       if (this.#responses.size === 0) this.#wake();
     };
-    work.then(done, done);
     // `on`, not `once`: a response closes once, and once() wraps every request's listener in two more objects.
     res.on('close', done);
+    return done;
   }
 
   /** Resolves true once nothing is in flight, or false after `ms` (never, for Infinity). */

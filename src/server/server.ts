@@ -95,16 +95,21 @@ export class AgentServer {
     if (this.#closing !== undefined) {
       refuse(res);
       // Tracked too: it may be queued behind a pipelined stream, and must not be cut before it is sent.
-      this.#inFlight.track(res, Promise.resolve());
+      this.#inFlight.track(res)();
       return;
     }
+    const answered = this.#inFlight.track(res);
     // The router's routes first, without a promise on top: the router answers its own failures.
     const url = req.url;
-    const serving = url !== undefined && url.startsWith(this.#routerPath) ? this.router[serveRequest](req, res) : undefined;
-    this.#inFlight.track(res, serving ?? this.#route(req, res).catch((error: unknown) => {
-      if (statusOf(error) >= 500) this.#logger.error('AgentServer: request failed', error);
-      sendError(res, error);
-    }));
+    if (url !== undefined && url.startsWith(this.#routerPath) && this.router[serveRequest](req, res, answered)) return;
+    this.#route(req, res).then(answered, (error: unknown) => {
+      try {
+        if (statusOf(error) >= 500) this.#logger.error('AgentServer: request failed', error);
+        sendError(res, error);
+      } finally {
+        answered();
+      }
+    });
   };
 
   /**

@@ -9,7 +9,7 @@ import { Agent } from '../../../src/agent/agent.ts';
 import type { ModelRequest } from '../../../src/models/model.ts';
 import { scriptedModel } from '../../../src/models/scripted.ts';
 import { AgentRegistry } from '../../../src/registry/registry.ts';
-import { BURST_PREFIX, chunkAt, chunkCount, chunksOf, INITIAL_STATE, SLOW_INTERVAL_MS, SLOW_PREFIX, TURN_PREFIX } from '../lib/protocol.ts';
+import { ABORTABLE_PREFIX, BURST_PREFIX, chunkAt, chunkCount, chunksOf, INITIAL_STATE, SLOW_INTERVAL_MS, SLOW_PREFIX, TURN_PREFIX } from '../lib/protocol.ts';
 
 type State = { topic: string };
 
@@ -23,8 +23,18 @@ const echo = scriptedModel((request) => lastMessage(request));
 const burst = scriptedModel((request) => chunksOf(lastMessage(request)));
 /** One chunk per event-loop turn, as a model reading a socket would deliver them. */
 const perTurn = scriptedModel((request) => perTurnChunks(lastMessage(request)));
-/** One chunk a second (scenario 5's open streams). */
-const slow = scriptedModel((request) => slowChunks(lastMessage(request), request.signal));
+/**
+ * One chunk a second (scenario 5's open streams), on a plain timer as the
+ * bare server's: cut early, the turn ends at once and the generator at its
+ * next tick, within a second.
+ */
+const slow = scriptedModel((request) => slowChunks(lastMessage(request), undefined));
+/**
+ * The same, sleeping on the turn's signal as a model that passes it on (to
+ * fetch) does: reading `request.signal` makes the turn's AbortController,
+ * Node's cost and not the router's, shown in a row of its own.
+ */
+const abortable = scriptedModel((request) => slowChunks(lastMessage(request), request.signal));
 
 async function* perTurnChunks(message: string): AsyncGenerator<string> {
   let first = true;
@@ -35,10 +45,10 @@ async function* perTurnChunks(message: string): AsyncGenerator<string> {
   }
 }
 
-async function* slowChunks(message: string, signal: AbortSignal): AsyncGenerator<string> {
+async function* slowChunks(message: string, signal: AbortSignal | undefined): AsyncGenerator<string> {
   const count = chunkCount(message);
   for (let i = 0; i < count; i++) {
-    if (i > 0) await sleep(SLOW_INTERVAL_MS, undefined, { signal });
+    if (i > 0) await (signal === undefined ? sleep(SLOW_INTERVAL_MS) : sleep(SLOW_INTERVAL_MS, undefined, { signal }));
     yield chunkAt(message, i);
   }
 }
@@ -57,6 +67,7 @@ export function benchRegistry(): AgentRegistry {
   registry.register(`${BURST_PREFIX}.*`, agentClass(burst));
   registry.register(`${TURN_PREFIX}.*`, agentClass(perTurn));
   registry.register(`${SLOW_PREFIX}.*`, agentClass(slow));
+  registry.register(`${ABORTABLE_PREFIX}.*`, agentClass(abortable));
   registry.register('.*', agentClass(echo));
   return registry;
 }

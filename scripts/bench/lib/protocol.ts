@@ -21,6 +21,8 @@ export const SLOW_INTERVAL_MS = 1000;
 export const BURST_PREFIX = 'sse-burst-';
 export const TURN_PREFIX = 'sse-turn-';
 export const SLOW_PREFIX = 'sse-slow-';
+/** A slow stream whose model sleeps on the turn's `request.signal` (scenario 5's extra row; the bare server has no such id). */
+export const ABORTABLE_PREFIX = 'sse-abortable-';
 
 /** The state every agent starts with (and the bare server keeps per id). */
 export const INITIAL_STATE = { topic: 'benchmarks' } as const;

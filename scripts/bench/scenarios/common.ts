@@ -23,6 +23,8 @@ export const CONTENDERS: Record<string, ContenderInfo> = {
   bare: { file: 'bare', label: 'bare node:http (ceiling)' },
   router: { file: 'router', label: 'AgentRouter, toRequestListener()' },
   server: { file: 'server', label: 'AgentServer' },
+  /** Scenario 5 only: the router contender, its streams' model reading the turn's signal. */
+  'router-abortable': { file: 'router', label: 'AgentRouter, toRequestListener(), model reading its signal' },
   fastify: { file: 'fastify', label: 'Fastify 5, native route' },
   'fastify-router': { file: 'fastify-router', label: 'AgentRouter in Fastify 5', native: 'fastify' },
   express: { file: 'express', label: 'Express 5, native route' },
@@ -58,7 +60,7 @@ export async function inRounds<T>(
   names: readonly string[],
   rounds: number,
   verify: (contender: Contender) => Promise<void>,
-  measure: (contender: Contender, round: number) => Promise<T>,
+  measure: (contender: Contender, round: number, name: string) => Promise<T>,
 ): Promise<Map<string, Outcome<T>>> {
   const outcomes = new Map<string, Outcome<T>>(names.map((name) => [name, { samples: [] }]));
   for (let round = 0; round < rounds; round++) {
@@ -76,7 +78,7 @@ export async function inRounds<T>(
         if (contender === undefined || outcome.error !== undefined) continue;
         try {
           await verify(contender);
-          outcome.samples.push(await measure(contender, round));
+          outcome.samples.push(await measure(contender, round, name));
         } catch (error) {
           outcome.error = `failed: ${firstLine(error)}`;
           context.log(`  ${name}: ${outcome.error}${contender.stderr === '' ? '' : `\n${contender.stderr.trim().split('\n').slice(-5).join('\n')}`}`);

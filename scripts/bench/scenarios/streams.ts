@@ -8,7 +8,7 @@
 import { spawnSync } from 'node:child_process';
 import { Contender } from '../lib/contender.ts';
 import { RawConnection, requestBytes } from '../lib/raw-http.ts';
-import { BURST_PREFIX, SLOW_MESSAGE, SLOW_PREFIX, SSE_CHUNKS, SSE_MESSAGE } from '../lib/protocol.ts';
+import { ABORTABLE_PREFIX, BURST_PREFIX, SLOW_INTERVAL_MS, SLOW_MESSAGE, SLOW_PREFIX, SSE_CHUNKS, SSE_MESSAGE } from '../lib/protocol.ts';
 import { verdict, type Row, type ScenarioResult } from '../lib/report.ts';
 import { holdStreams } from '../lib/streams.ts';
 import { median, now, percentile, sleep } from '../lib/stats.ts';
@@ -16,7 +16,12 @@ import { verifyStream } from '../lib/verify.ts';
 import { inRounds, label, type Context } from './common.ts';
 import { streamRequest } from './latency.ts';
 
-const NAMES = ['bare', 'router', 'server'];
+const NAMES = ['bare', 'router', 'server', 'router-abortable'];
+
+/** The ids a contender's slow streams use: the abortable row's model reads its signal. */
+function slowPrefix(name: string): string {
+  return name === 'router-abortable' ? ABORTABLE_PREFIX : SLOW_PREFIX;
+}
 /** Descriptors kept free for everything else a process opens. */
 const SPARE_FILES = 256;
 
@@ -41,24 +46,24 @@ function hardFileLimit(): number {
 }
 
 /** Creates the per-id state (a live agent, or the bare server's record) for every stream's id, over a few connections. */
-async function prepareIds(contender: Contender, count: number): Promise<void> {
+async function prepareIds(contender: Contender, count: number, prefix: string): Promise<void> {
   const connections = await Promise.all(Array.from({ length: 8 }, () => RawConnection.connect(contender.port)));
   let next = 0;
   await Promise.all(connections.map(async (connection) => {
     while (next < count) {
       const i = next++;
-      const timing = await connection.request(requestBytes('GET', `${contender.prefix}/${SLOW_PREFIX}${i}/state`, contender.port));
+      const timing = await connection.request(requestBytes('GET', `${contender.prefix}/${prefix}${i}/state`, contender.port));
       if (timing.status !== 200) throw new Error(`GET state answered ${timing.status}`);
     }
     connection.close();
   }));
 }
 
-async function measure(context: Context, contender: Contender, count: number): Promise<Sample> {
+async function measure(context: Context, contender: Contender, count: number, prefix: string): Promise<Sample> {
   const { probes, hold } = context.settings;
   const body = JSON.stringify({ message: SLOW_MESSAGE });
-  const target = (i: number): string => `${contender.prefix}/${SLOW_PREFIX}${i}/chat?stream=true`;
-  await prepareIds(contender, count);
+  const target = (i: number): string => `${contender.prefix}/${prefix}${i}/chat?stream=true`;
+  await prepareIds(contender, count, prefix);
   // JIT warm-up of the stream path: a few streams opened and dropped.
   const warm = await holdStreams(contender.port, Math.min(50, count), target, body);
   warm.close();
@@ -66,7 +71,8 @@ async function measure(context: Context, contender: Contender, count: number): P
   const probeRequest = streamRequest(contender, `${BURST_PREFIX}probe`);
   for (let i = 0; i < 10; i++) await probe.request(probeRequest);
   probe.close();
-  await sleep(context.settings.quick ? 50 : 200);
+  // Past one slow chunk: a closed warm-up stream's model (on a plain timer) lets go at its next tick.
+  await sleep(context.settings.quick ? 50 : SLOW_INTERVAL_MS + 200);
   const before = await contender.heap();
   const started = now();
   const held = await holdStreams(contender.port, count, target, body);
@@ -96,7 +102,7 @@ async function measure(context: Context, contender: Contender, count: number): P
       pace,
       growthPerChunk: (later.heapUsed - after.heapUsed) / Math.max(1, delivered),
     };
-    context.log(`  ${contender.name}: ${held.opened} open in ${openSeconds.toFixed(1)} s (${held.failed} failed), ${Math.round(sample.heapPerStream)} B heap/stream, probe p99 ${sample.probe99.toFixed(2)} ms, pace ${pace.toFixed(2)}/s, ${Math.round(sample.growthPerChunk)} B heap growth per chunk`);
+    context.log(`  ${contender.name} (${prefix}): ${held.opened} open in ${openSeconds.toFixed(1)} s (${held.failed} failed), ${Math.round(sample.heapPerStream)} B heap/stream, probe p99 ${sample.probe99.toFixed(2)} ms, pace ${pace.toFixed(2)}/s, ${Math.round(sample.growthPerChunk)} B heap growth per chunk`);
     return sample;
   } finally {
     held.close();
@@ -118,7 +124,7 @@ export async function streamsScenario(context: Context): Promise<ScenarioResult>
     NAMES,
     rounds,
     (contender) => verifyStream(contender, `${BURST_PREFIX}verify`, SSE_MESSAGE, SSE_CHUNKS),
-    (contender) => measure(context, contender, count),
+    (contender, _round, name) => measure(context, contender, count, slowPrefix(name)),
   );
   const pick = (name: string, key: keyof Sample): number => median((outcomes.get(name)?.samples ?? []).map((sample) => sample[key] as number));
   const bareHeap = pick('bare', 'heapPerStream');
@@ -150,6 +156,7 @@ export async function streamsScenario(context: Context): Promise<ScenarioResult>
   });
   notes.unshift(
     `${count.toLocaleString('en-US')} streams (\`POST /sse-slow-{i}/chat?stream=true\`, one chunk a second) held from one client process over raw sockets. Heap per stream = growth of \`heapUsed\` after two full GCs, from before opening to a moment (1 s) after all are open, divided by the streams open; every id's agent (or the bare server's per-id record) is created before the first heap reading, so this is the stream alone (scenario 6 has the agent's own cost). Probe: ${context.settings.probes} sequential 64-chunk streams while the others are open; chunks/stream/s: chunks received per open stream per second over ${context.settings.hold} s (1.00 = every stream on time); heap growth per chunk: heap after those ${context.settings.hold} s minus heap before them, over the chunks delivered meanwhile (about 0 when a delivered chunk leaves nothing behind). Median of ${rounds} rounds.`,
+    `The slow streams' model sleeps on a plain timer, as the bare server does. The last row (\`POST /sse-abortable-{i}/chat?stream=true\`) is the same router with a model that sleeps on the turn's \`request.signal\`, as a model passing it to \`fetch\` would: reading the signal makes the turn's AbortController (Node's object, with the abortable timer's listener on it), which that model costs under any server. The goal is read on the row whose model does what bare does.`,
   );
   return {
     id: 'streams',
