@@ -110,12 +110,6 @@ interface ChatTurn extends Cancellation {
   parts: string[] | undefined;
   usage: TokenUsage | undefined;
   completed: boolean;
-  /** A push turn's sink, and the two callbacks its model's promises settle into. */
-  sink: ChatSink | undefined;
-  onNext: ((next: IteratorResult<ModelChunk>) => void) | undefined;
-  onFail: ((error: unknown) => void) | undefined;
-  /** A push turn ended: whatever settles later is ignored. */
-  ended: boolean;
 }
 
 /** The turn's cancel: the router's, a caller's signal followed, or none (then `own` is made here). */
@@ -297,9 +291,13 @@ export class Agent<S extends JsonObject = JsonObject> {
 
   /**
    * The chat turn once it holds the agent: model chunks in, `sink.chunk`
-   * out, one commit at the end. Never throws. Its state lives on the turn
-   * record and its steps are methods: a held turn keeps two closures (what
-   * the model's promises settle into), not one per step.
+   * out, one commit at the end. Never throws.
+   *
+   * The callbacks are closures over this call, not fields of the turn
+   * record: measured under JSON chat load, a turn record pointing at the
+   * sink and at its callbacks made the young generation promote about three
+   * times as much (a turn record that lives through a scavenge then holds
+   * the request's newer objects), 8-10% more CPU per request.
    */
   #runChat(model: Model, message: string, cancellation: Cancellation, session: Session, sink: ChatSink): void {
     let turn: ChatTurn;
@@ -308,60 +306,63 @@ export class Agent<S extends JsonObject = JsonObject> {
     } catch (error) {
       return this.#endAfterFailure(session, error, sink);
     }
-    turn.sink = sink;
-    turn.onNext = (next) => this.#chatNext(turn, next);
-    turn.onFail = (error) => this.#endChat(turn, true, error);
+    // Two closures, what the model's promises settle into; the rest are methods taking them.
+    let ended = false;
+    const fail = (error: unknown): void => {
+      if (ended) return;
+      ended = true;
+      this.#endChat(turn, sink, fail, true, error);
+    };
+    const succeed = (): void => {
+      if (ended) return;
+      ended = true;
+      this.#endChat(turn, sink, fail, false, undefined);
+    };
+    const onNext = (next: IteratorResult<ModelChunk>): void => {
+      // A late chunk from a model that ignored its signal, after the turn was cut.
+      if (ended) return;
+      try {
+        if (next.done === true) {
+          turn.finished = true;
+          const storing = this.#completeChat(turn);
+          if (storing === undefined) succeed();
+          else storing.then(succeed, fail);
+          return;
+        }
+        const chunk = this.#take(turn, next.value);
+        const waiting = chunk === undefined || sink.chunk === undefined ? undefined : sink.chunk(chunk);
+        if (waiting === undefined) this.#pullChat(turn, onNext, fail);
+        else waiting.then(() => ended || this.#pullChat(turn, onNext, fail), fail);
+      } catch (error) {
+        fail(error);
+      }
+    };
     const cancel = turn.cancel;
-    if (cancel.aborted) return this.#endChat(turn, true, cancel.reason);
-    // Wakes the turn when cut, so a model that ignores its signal cannot hold it (a cancel made here aborts only at the end).
-    if (!turn.own) cancel.onAbort(turn.onFail);
+    if (cancel.aborted) return fail(cancel.reason);
+    // Wakes the turn when cut (the hook gets the reason), so a model that ignores its signal cannot hold it.
+    // A cancel made here is aborted only at the turn's end: nothing to watch for.
+    if (!turn.own) cancel.onAbort(fail);
     try {
       turn.chunks = model.stream(turn.request)[Symbol.asyncIterator]();
     } catch (error) {
-      return this.#endChat(turn, true, error);
+      return fail(error);
     }
-    this.#pullChat(turn);
+    this.#pullChat(turn, onNext, fail);
   }
 
   /** Asks the model for its next chunk. */
-  #pullChat(turn: ChatTurn): void {
-    if (turn.ended) return;
+  #pullChat(turn: ChatTurn, onNext: (next: IteratorResult<ModelChunk>) => void, fail: (error: unknown) => void): void {
     try {
       const next = (turn.chunks as AsyncIterator<ModelChunk>).next();
-      (next instanceof Promise ? next : Promise.resolve(next)).then(turn.onNext, turn.onFail);
+      (next instanceof Promise ? next : Promise.resolve(next)).then(onNext, fail);
     } catch (error) {
-      this.#endChat(turn, true, error);
+      fail(error);
     }
   }
 
-  /** One step of the model's stream: a chunk passed on (then the next asked for), or its end committed. */
-  #chatNext(turn: ChatTurn, next: IteratorResult<ModelChunk>): void {
-    // A late chunk from a model that ignored its signal, after the turn was cut.
-    if (turn.ended) return;
-    try {
-      if (next.done === true) {
-        turn.finished = true;
-        const storing = this.#completeChat(turn);
-        if (storing === undefined) this.#endChat(turn, false, undefined);
-        else storing.then(() => this.#endChat(turn, false, undefined), turn.onFail);
-        return;
-      }
-      const chunk = this.#take(turn, next.value);
-      const sink = turn.sink as ChatSink;
-      const waiting = chunk === undefined || sink.chunk === undefined ? undefined : sink.chunk(chunk);
-      if (waiting === undefined) this.#pullChat(turn);
-      else waiting.then(() => this.#pullChat(turn), turn.onFail);
-    } catch (error) {
-      this.#endChat(turn, true, error);
-    }
-  }
-
-  /** Ends a push turn once: closes it (an incomplete one leaves no trace), then tells the sink. */
-  #endChat(turn: ChatTurn, failed: boolean, error: unknown): void {
-    if (turn.ended) return;
-    turn.ended = true;
-    if (!turn.own && turn.onFail !== undefined) turn.cancel.offAbort(turn.onFail);
-    const sink = turn.sink as ChatSink;
+  /** Ends a push turn (once: the caller's closures see to it), then tells the sink; an incomplete turn leaves no trace. */
+  #endChat(turn: ChatTurn, sink: ChatSink, hook: (reason: unknown) => void, failed: boolean, error: unknown): void {
+    if (!turn.own) turn.cancel.offAbort(hook);
     let ending: Promise<void> | undefined;
     try {
       ending = this.#closeChat(turn);
@@ -452,7 +453,6 @@ export class Agent<S extends JsonObject = JsonObject> {
     return {
       session, cancel, own, model, request, user,
       chunks: undefined, finished: false, text: '', parts: undefined, usage: undefined, completed: false,
-      sink: undefined, onNext: undefined, onFail: undefined, ended: false,
     };
   }
 

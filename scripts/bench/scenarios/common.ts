@@ -23,8 +23,6 @@ export const CONTENDERS: Record<string, ContenderInfo> = {
   bare: { file: 'bare', label: 'bare node:http (ceiling)' },
   router: { file: 'router', label: 'AgentRouter, toRequestListener()' },
   server: { file: 'server', label: 'AgentServer' },
-  /** Scenario 5 only: the router contender, its streams' model reading the turn's signal. */
-  'router-abortable': { file: 'router', label: 'AgentRouter, toRequestListener(), model reading its signal' },
   fastify: { file: 'fastify', label: 'Fastify 5, native route' },
   'fastify-router': { file: 'fastify-router', label: 'AgentRouter in Fastify 5', native: 'fastify' },
   express: { file: 'express', label: 'Express 5, native route' },
@@ -33,8 +31,19 @@ export const CONTENDERS: Record<string, ContenderInfo> = {
   'koa-router': { file: 'koa-router', label: 'AgentRouter in Koa 3', native: 'koa' },
 };
 
+/** Rows a scenario adds under names of their own: a contender above serving other ids (not in the other scenarios' tables). */
+export const VARIANTS: Record<string, ContenderInfo> = {
+  /** Scenario 5: the router contender, its streams' model reading the turn's signal. */
+  'router-abortable': { file: 'router', label: 'AgentRouter, toRequestListener(), model reading its signal' },
+};
+
 export function label(name: string): string {
-  return CONTENDERS[name]?.label ?? name;
+  return (CONTENDERS[name] ?? VARIANTS[name])?.label ?? name;
+}
+
+/** The contenders/ file a name runs. */
+export function fileOf(name: string): string {
+  return (CONTENDERS[name] ?? VARIANTS[name])?.file ?? name;
 }
 
 /** `names` rotated by `round`, so every contender takes every position in turn (A B C, B C A, ...). */
@@ -64,7 +73,7 @@ export async function inRounds<T>(
 ): Promise<Map<string, Outcome<T>>> {
   const outcomes = new Map<string, Outcome<T>>(names.map((name) => [name, { samples: [] }]));
   for (let round = 0; round < rounds; round++) {
-    const started = await Promise.allSettled(names.map((name) => Contender.start(context.runtime, CONTENDERS[name]?.file ?? name)));
+    const started = await Promise.allSettled(names.map((name) => Contender.start(context.runtime, fileOf(name))));
     const live = new Map<string, Contender>();
     started.forEach((result, i) => {
       const name = names[i] as string;

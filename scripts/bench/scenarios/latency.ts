@@ -10,7 +10,7 @@ import { BURST_PREFIX, SSE_CHUNKS, SSE_MESSAGE } from '../lib/protocol.ts';
 import { verdict, type Row, type ScenarioResult } from '../lib/report.ts';
 import { median, percentile } from '../lib/stats.ts';
 import { verifyStream } from '../lib/verify.ts';
-import { CONTENDERS, firstLine, label, rotate, type Context } from './common.ts';
+import { fileOf, firstLine, label, rotate, type Context } from './common.ts';
 
 const NAMES = ['bare', 'router', 'server'];
 
@@ -42,7 +42,7 @@ interface Entry {
 
 /** Starts a contender, checks its stream, opens the timing connection; stops it again on failure. */
 async function openEntry(context: Context, name: string): Promise<Entry> {
-  const contender = await Contender.start(context.runtime, CONTENDERS[name]?.file ?? name);
+  const contender = await Contender.start(context.runtime, fileOf(name));
   try {
     await verifyStream(contender, `${BURST_PREFIX}verify`, SSE_MESSAGE, SSE_CHUNKS);
     const connection = await RawConnection.connect(contender.port);
