@@ -445,9 +445,11 @@ export class Agent<S extends JsonObject = JsonObject> {
     const user: ChatMessage = Object.freeze({ role: 'user', content: message });
     // The model sees the history with the new message last. Pushed in place
     // rather than copied, so a turn costs the same at any history length;
-    // taken back in #closeChat if the turn does not complete.
-    const history = this.#messages;
-    history.push(user);
+    // taken back in #closeChat if the turn does not complete. A first turn
+    // starts an array of exactly one (pushing onto an empty one reserves 17 slots).
+    let history = this.#messages;
+    if (history.length === 0) history = this.#messages = [user];
+    else history.push(user);
     this.#pendingUser = true;
     const request = modelRequest(this.system, history, cancel);
     return {

@@ -4,6 +4,9 @@ import { Mailbox } from '../agent/mailbox.ts';
 import type { ChatMessage } from '../types.ts';
 import type { AgentRecord, Storage, SyncStorage, TurnCommit, Unlock } from './storage.ts';
 
+/** An id locked by one holder with nobody waiting: no queue needed yet. */
+const HELD_ALONE: unique symbol = Symbol('held alone');
+
 /**
  * Keeps records in this process's memory. The default storage of an Agent;
  * lost when the process exits. Reads copy, and writes copy all but frozen
@@ -11,7 +14,8 @@ import type { AgentRecord, Storage, SyncStorage, TurnCommit, Unlock } from './st
  */
 export class MemoryStorage implements Storage {
   readonly #records = new Map<string, AgentRecord>();
-  readonly #locks = new Map<string, Mailbox>();
+  /** Each locked id: held with nobody waiting, or a queue once someone waits (most locks are never contended). */
+  readonly #locks = new Map<string, Mailbox | typeof HELD_ALONE>();
   /** The state object each agent's last commit was given (not the stored copy). */
   readonly #given = new Map<string, object>();
 
@@ -45,9 +49,9 @@ export class MemoryStorage implements Storage {
     if (signal?.aborted === true) return Promise.reject(signal.reason);
     const release = this.#tryLock(agentId);
     if (release !== undefined) return Promise.resolve(async () => release());
-    const mailbox = this.#lockFor(agentId);
+    const mailbox = this.#queueFor(agentId);
     return mailbox.acquire(signal === undefined ? undefined : new TurnCancel(signal)).then(() => {
-      const unlock = this.#unlocker(agentId, mailbox);
+      const unlock = this.#unlocker(agentId);
       return async () => unlock();
     });
   }
@@ -76,27 +80,37 @@ export class MemoryStorage implements Storage {
   }
 
   #tryLock(agentId: string): (() => void) | undefined {
-    const mailbox = this.#lockFor(agentId);
-    return mailbox.tryAcquire() ? this.#unlocker(agentId, mailbox) : undefined;
+    const current = this.#locks.get(agentId);
+    if (current === undefined) {
+      this.#locks.set(agentId, HELD_ALONE);
+      return this.#unlocker(agentId);
+    }
+    return current !== HELD_ALONE && current.tryAcquire() ? this.#unlocker(agentId) : undefined;
   }
 
-  #lockFor(agentId: string): Mailbox {
-    let mailbox = this.#locks.get(agentId);
-    if (mailbox === undefined) {
-      mailbox = new Mailbox();
-      this.#locks.set(agentId, mailbox);
-    }
+  /** The id's queue, made when a second caller has to wait (the holder then holds the queue). */
+  #queueFor(agentId: string): Mailbox {
+    const current = this.#locks.get(agentId);
+    if (current !== undefined && current !== HELD_ALONE) return current;
+    const mailbox = new Mailbox();
+    if (current === HELD_ALONE) mailbox.tryAcquire();
+    this.#locks.set(agentId, mailbox);
     return mailbox;
   }
 
-  /** The release of one hold on `mailbox`; a second call does nothing. */
-  #unlocker(agentId: string, mailbox: Mailbox): () => void {
+  /** The release of the hold just taken on the id (there is one holder at a time); a second call does nothing. */
+  #unlocker(agentId: string): () => void {
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      mailbox.release();
-      if (mailbox.size === 0) this.#locks.delete(agentId);
+      const current = this.#locks.get(agentId);
+      if (current === undefined || current === HELD_ALONE) {
+        this.#locks.delete(agentId);
+        return;
+      }
+      current.release();
+      if (current.size === 0) this.#locks.delete(agentId);
     };
   }
 }

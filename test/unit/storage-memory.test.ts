@@ -15,6 +15,28 @@ test('MemoryStorage.sync: head and commit agree with the async methods; a stale 
   assert.deepEqual(await storage.load('m'), { state: { n: 2 }, messages: [{ role: 'user', content: 'a' }], version: 2 });
 });
 
+test('MemoryStorage locks: waiters queue behind a lone holder in order, an aborted one gives up its place', async () => {
+  const storage = new MemoryStorage();
+  const release = storage.sync.tryLock('q');
+  assert.ok(release);
+  const order: string[] = [];
+  const gone = new AbortController();
+  const first = storage.lock('q').then((unlock) => (order.push('first'), unlock));
+  const skipped = storage.lock('q', gone.signal).then(() => order.push('skipped'), () => order.push('aborted'));
+  const third = storage.lock('q').then((unlock) => (order.push('third'), unlock));
+  gone.abort(new Error('gone'));
+  await skipped;
+  release();
+  release(); // a second release does nothing
+  await (await first)();
+  assert.equal(storage.sync.tryLock('q'), undefined, 'handed to the third');
+  await (await third)();
+  assert.deepEqual(order, ['aborted', 'first', 'third']);
+  const again = storage.sync.tryLock('q');
+  assert.ok(again, 'free once everyone released');
+  again();
+});
+
 test('MemoryStorage.sync.tryLock and lock() exclude each other, in arrival order', async () => {
   const storage = new MemoryStorage();
   const release = storage.sync.tryLock('l');
