@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { Agent, cancelledBy, chatInto, committedState } from '../agent/agent.ts';
+import { Agent, cancelledBy, committedState } from '../agent/agent.ts';
 import { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, httpErrors, statusOf } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { cancelledBy, chatInto, type Agent, type ChatSink } from '../agent/agent.ts';
 import type { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, errorBody, statusOf } from '../errors.ts';
-import { formatEvent } from '../sse/format.ts';
+import { DONE_FRAME, formatEvent } from '../sse/format.ts';
 import { SSEWriter } from '../sse/writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
 import type { Logger } from './router.ts';
@@ -116,9 +116,7 @@ class ReplyStream<T> implements ChatSink {
   done(): void {
     const cancel = this.#cancel;
     if (cancel.aborted) return this.failed(cancel.reason);
-    if (!this.#typed) this.#writer.done();
-    else this.#writer.end(formatEvent(typedFrame('turn.finished', { result: { agent_id: this.#agentId, text: this.#text } }), 'turn.finished'));
-    this.#onEnd(this.#owner, undefined);
+    this.#end(this.#typed ? formatEvent(typedFrame('turn.finished', { result: { agent_id: this.#agentId, text: this.#text } }), 'turn.finished') : DONE_FRAME);
   }
 
   failed(error: unknown): void {
@@ -126,12 +124,18 @@ class ReplyStream<T> implements ChatSink {
     const cause = cancel.aborted ? cancel.reason : error;
     const status = statusOf(cause);
     if (status >= 500 && status !== 503) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${status}`, cause);
+    const body = errorBody(cause);
+    this.#end(this.#typed ? formatEvent(typedFrame('turn.failed', body), 'turn.failed') : formatEvent(JSON.stringify(body), 'error'));
+  }
+
+  /** Writes the last frame and reports the end; never throws (the turn, or a promise nobody catches, called it). */
+  #end(frame: string): void {
     try {
-      if (!this.#typed) this.#writer.error(errorBody(cause));
-      else this.#writer.end(formatEvent(typedFrame('turn.failed', errorBody(cause)), 'turn.failed'));
-    } finally {
-      this.#onEnd(this.#owner, undefined);
+      this.#writer.end(frame);
+    } catch (error) {
+      this.#logger.error(`AgentRouter: ending the stream for agent ${JSON.stringify(this.#agentId)} failed`, error);
     }
+    this.#onEnd(this.#owner, undefined);
   }
 }
 

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { DONE_FRAME, formatComment, formatEvent } from './format.ts';
+import { formatComment, formatEvent } from './format.ts';
 
 export interface SSEWriterOptions {
   /** Seconds between `: ping` comments on an idle stream; 0 turns them off. @defaultValue 15 */
@@ -70,17 +70,7 @@ export class SSEWriter {
     return this.#write(formatEvent(chunk, event));
   }
 
-  /** Ends the stream with `event: done` + `data: [DONE]`. */
-  done(): void {
-    this.#end(DONE_FRAME);
-  }
-
-  /** Ends the stream with `event: error` + `data: {"error", "code"}`. */
-  error(body: { error: string; code: string }): void {
-    this.#end(formatEvent(JSON.stringify(body), 'error'));
-  }
-
-  /** Ends the stream with a last frame of the caller's own (the typed event stream). */
+  /** Ends the stream, with a last frame (`event: done`, `event: error`, the typed stream's last event) if given. */
   end(frame?: string): void {
     this.#end(frame);
   }
