@@ -306,7 +306,7 @@ export class Agent<S extends JsonObject = JsonObject> {
     } catch (error) {
       return this.#endAfterFailure(session, error, sink);
     }
-    // Two closures, what the model's promises settle into; the rest are methods taking them.
+    // Three closures (what the model's promises and the cancel call back into); pulling and ending are methods taking them.
     let ended = false;
     const fail = (error: unknown): void => {
       if (ended) return;

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouterError } from '../../src/errors.ts';
 import { AgentRouter } from '../../src/http/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
@@ -287,6 +288,50 @@ test('a turn over turnTimeout is aborted with 504 and changes nothing', async (t
   assert.equal(reply.status, 504);
   assert.equal(reply.body.code, 'turn_timeout');
   assert.equal(router.pool?.peek('h')?.messages.length, 0);
+});
+
+test("handle()'s hint.signal cuts a running turn (JSON and stream) with its reason, and a signal aborted before refuses at once", async (t) => {
+  let started = deferred();
+  class Hang extends Agent {
+    constructor(id: string) {
+      super(id, {
+        model: scriptedModel(({ signal }) => {
+          started.resolve();
+          return new Promise<string>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
+        }),
+      });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Hang);
+  const router = new AgentRouter(registry, { logger: { error: () => {} } });
+  let controller = new AbortController();
+  const { url, close } = await listen((req, res) => void router.handle(req, res, { signal: controller.signal }));
+  t.after(close);
+  const shutdown = new AgentRouterError(503, 'shutting_down', 'The server is shutting down', { expose: true });
+
+  const json = postJson(`${url}/h/chat`, { message: 'hi' });
+  await started.promise;
+  controller.abort(shutdown);
+  const reply = await json;
+  assert.equal(reply.status, 503);
+  assert.equal(reply.body.code, 'shutting_down');
+  assert.equal(router.pool?.peek('h')?.messages.length, 0, 'the cut turn changed nothing');
+
+  controller = new AbortController();
+  started = deferred();
+  const stream = fetch(`${url}/s/chat?stream=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'hi' }) });
+  await started.promise;
+  controller.abort(shutdown);
+  const text = await (await stream).text();
+  assert.match(text, /event: error\ndata: \{"error":"The server is shutting down","code":"shutting_down"\}/);
+  assert.equal(router.openStreams, 0);
+
+  controller = new AbortController();
+  controller.abort(shutdown);
+  const refused = await postJson(`${url}/r/chat`, { message: 'hi' });
+  assert.equal(refused.status, 503);
+  assert.equal(router.pool?.peek('r')?.messages.length ?? 0, 0);
 });
 
 test('authorize: false is 403, a thrown 401 is 401, and the agent is never touched', async (t) => {
