@@ -297,7 +297,7 @@ export class Agent<S extends JsonObject = JsonObject> {
    * record: measured under JSON chat load, a turn record pointing at the
    * sink and at its callbacks made the young generation promote about three
    * times as much (a turn record that lives through a scavenge then holds
-   * the request's newer objects), 8-10% more CPU per request.
+   * the request's newer objects), 10-20% more CPU per request.
    */
   #runChat(model: Model, message: string, cancellation: Cancellation, session: Session, sink: ChatSink): void {
     let turn: ChatTurn;
