@@ -26,7 +26,7 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
   return async (fastify) => {
     const prefixLength = fastify.prefix.length;
 
-    // Not async: the router's own promise is handed back as it is, with nothing chained on top.
+    // Not async: the promise handed back settles when the router calls back that the request is answered.
     const handler = (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> | undefined => {
       const target = request.url.slice(prefixLength) || '/';
       if (!router.matches(request.raw.method, target)) {

@@ -112,6 +112,11 @@ function cutOnClose(res: ServerResponse, cancel: TurnCancel): () => void {
 /** Where a request lands: a local instance or a remote transport. */
 type Resolved = { agent: Agent<any>; pooled: boolean } | { transport: AgentTransport; requestId: string | undefined };
 
+/** The target is the pool's instance, to give back when the request ends. */
+function isPooled(target: Resolved): boolean {
+  return 'agent' in target && target.pooled;
+}
+
 /**
  * Serves one Agent or an AgentRegistry over HTTP (DESIGN.md sections 2, 3).
  *
@@ -328,7 +333,7 @@ export class AgentRouter {
     this.#running.add(cancel);
     const running: Running = {
       res, agentId, cancel,
-      pooled: 'agent' in target && target.pooled,
+      pooled: isPooled(target),
       onClose: cutOnClose(res, cancel),
       outer, onOuterAbort: undefined,
       // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
@@ -476,7 +481,7 @@ export class AgentRouter {
 
   /** Ends the request's use of a pooled instance. */
   #release(target: Resolved, agentId: string): void {
-    if ('pooled' in target && target.pooled) this.pool?.release(agentId);
+    if (isPooled(target)) this.pool?.release(agentId);
   }
 
   #fail(res: ServerResponse, error: unknown): void {

@@ -70,10 +70,6 @@ export class SSEWriter {
     return this.#write(formatEvent(chunk, event));
   }
 
-  /** Ends the stream, with a last frame (`event: done`, `event: error`, the typed stream's last event) if given. */
-  end(frame?: string): void {
-    this.#end(frame);
-  }
 
   #write(frame: string): Promise<void> | undefined {
     if (!this.open) return undefined;
@@ -128,7 +124,8 @@ export class SSEWriter {
     this.#pings = undefined;
   }
 
-  #end(frame: string | undefined): void {
+  /** Ends the stream, with a last frame (`event: done`, `event: error`, the typed stream's last event) if given. */
+  end(frame?: string): void {
     this.#stopPing();
     if (this.#ended) return;
     this.#ended = true;
