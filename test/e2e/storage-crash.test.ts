@@ -6,7 +6,8 @@
  * one turn that was in flight (committed, its reply lost with the process):
  * nothing acknowledged is missing, nothing is torn or duplicated. Each next
  * child must make progress on the same ids, so a killed holder's locks free
- * up at once.
+ * up at once. The check waits until the killed child's Postgres sessions are
+ * gone: a COMMIT the child sent just before the kill can still land after it.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -52,14 +53,25 @@ async function converse(url: string, client: Client, firstAck: () => void): Prom
   }
 }
 
-async function crashLoop(t: TestContext, config: ChildConfig, open: () => Storage): Promise<void> {
+/**
+ * How a backend's children are started and when a killed one is over: a
+ * Postgres backend may still run the COMMIT a child sent just before its
+ * SIGKILL, so until the child's sessions are gone, its last turn may still land.
+ */
+interface Backend {
+  config(kill: number): ChildConfig;
+  open(): Storage;
+  settled(kill: number): Promise<void>;
+}
+
+async function crashLoop(t: TestContext, backend: Backend): Promise<void> {
   const seed = Number(process.env['STORAGE_CRASH_SEED'] ?? Date.now() % 1_000_000);
   t.diagnostic(`seed ${seed} (replay with STORAGE_CRASH_SEED=${seed})`);
   const random = seededRandom(seed);
   const clients: Client[] = Array.from({ length: AGENTS }, (_, i) => ({ id: `crash-${i}`, next: 0, acked: [], inFlight: undefined }));
   const committed = new Map<string, string[]>(clients.map((client) => [client.id, []]));
   for (let kill = 0; kill < KILLS; kill++) {
-    const server = await startServerChild(t, config);
+    const server = await startServerChild(t, backend.config(kill));
     for (const client of clients) client.acked = [];
     let waitingFor = clients.length;
     let allAcked!: () => void;
@@ -78,8 +90,9 @@ async function crashLoop(t: TestContext, config: ChildConfig, open: () => Storag
     server.child.kill('SIGKILL');
     assert.equal((await server.exited).signal, 'SIGKILL');
     await Promise.all(conversations);
+    await backend.settled(kill);
 
-    const storage = open();
+    const storage = backend.open();
     for (const client of clients) {
       const record = await storage.load(client.id);
       const messages = record?.messages ?? [];
@@ -106,11 +119,22 @@ async function crashLoop(t: TestContext, config: ChildConfig, open: () => Storag
   for (const client of clients) assert.ok((committed.get(client.id) as string[]).length >= KILLS, `${client.id} progressed under every child`);
 }
 
+/** Waits until no Postgres session of that name is left (the server ends a killed client's sessions once it sees the socket close). */
+async function sessionsGone(pool: pg.Pool, applicationName: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    const { rows } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [applicationName]);
+    if (rows[0]?.n === 0) return;
+    if (attempt === 500) assert.fail(`Postgres sessions of ${applicationName} still open 5 s after the kill`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 describe('SIGKILL in the middle of turns, 20 times', { concurrency: 2 }, () => {
   test('FileStorage: every agent loads; history = committed + acknowledged (+ the one in flight)', async (t) => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-crash-'));
     t.after(() => rm(dir, { recursive: true, force: true }));
-    await crashLoop(t, { backend: 'file', dir }, () => new FileStorage(dir));
+    // A killed process's finished writes are in the file system; there is nothing else to wait for.
+    await crashLoop(t, { config: () => ({ backend: 'file', dir }), open: () => new FileStorage(dir), settled: async () => undefined });
   });
 
   test('Postgres: every agent loads; history = committed + acknowledged (+ the one in flight)', async (t) => {
@@ -121,6 +145,11 @@ describe('SIGKILL in the middle of turns, 20 times', { concurrency: 2 }, () => {
       await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await pool.end();
     });
-    await crashLoop(t, { backend: 'postgres', schema }, () => postgresStorage(pool, { schema }));
+    const applicationName = (kill: number): string => `${schema}_${kill}`;
+    await crashLoop(t, {
+      config: (kill) => ({ backend: 'postgres', schema, applicationName: applicationName(kill) }),
+      open: () => postgresStorage(pool, { schema }),
+      settled: (kill) => sessionsGone(pool, applicationName(kill)),
+    });
   });
 });

@@ -24,6 +24,8 @@ export interface ChildConfig {
   dir?: string | undefined;
   schema?: string | undefined;
   prefix?: string | undefined;
+  /** Postgres `application_name` of the child's connections, so a test can tell when a killed child's sessions are gone. */
+  applicationName?: string | undefined;
 }
 
 const config = JSON.parse(process.argv[2] ?? '{}') as ChildConfig;
@@ -36,7 +38,7 @@ async function openStorage(): Promise<Storage> {
     // Drivers load on demand: each is a few hundred milliseconds of startup, paid 20 times by the crash test.
     case 'postgres': {
       const { default: pg } = await import('pg');
-      const pool = new pg.Pool({ host: '127.0.0.1', database: 'test', user: 'postgres', max: 8 });
+      const pool = new pg.Pool({ host: '127.0.0.1', database: 'test', user: 'postgres', max: 8, application_name: config.applicationName });
       pool.on('error', () => undefined);
       closers.push(() => pool.end());
       return postgresStorage(pool, { schema: config.schema });
