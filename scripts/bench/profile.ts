@@ -19,12 +19,14 @@ import { Contender } from './lib/contender.ts';
 import { runLoad, type LoadShape } from './lib/load.ts';
 import { inspectMachine } from './lib/machine.ts';
 import { sourcePlace } from './lib/source-place.ts';
-import { BURST_PREFIX, CHAT_MESSAGE, SSE_MESSAGE, TURN_PREFIX } from './lib/protocol.ts';
+import { BURST_PREFIX, CHAT_MESSAGE, NO_TURN_PREFIX, SSE_MESSAGE, TURN_PREFIX } from './lib/protocol.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
 const LOADS: Record<string, LoadShape> = {
   chat: { method: 'POST', path: (id) => `/${id}/chat`, id: (c, k) => `chat-${c}-${k}`, body: JSON.stringify({ message: CHAT_MESSAGE }) },
+  // Scenario 1's extra row: an agent whose chat() is its own (no turn), on the library contenders only.
+  'chat-no-turn': { method: 'POST', path: (id) => `/${id}/chat`, id: (c, k) => `${NO_TURN_PREFIX}${c}-${k}`, body: JSON.stringify({ message: CHAT_MESSAGE }) },
   state: { method: 'GET', path: (id) => `/${id}/state`, id: (c, k) => `state-${c}-${k}` },
   'sse-burst': {
     method: 'POST', path: (id) => `/${id}/chat?stream=true`, id: (c, k) => `${BURST_PREFIX}${c}-${k}`,

@@ -29,18 +29,19 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
     // Not async: the promise handed back settles when the router calls back that the request is answered.
     const handler = (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> | undefined => {
       const target = request.url.slice(prefixLength) || '/';
-      if (!router.matches(request.raw.method, target)) {
-        reply.callNotFound();
-        return undefined;
-      }
-      reply.hijack();
-      // Headers a hook set through Fastify (CORS, request ids) would be lost with the hijack.
-      const headers = reply.getHeaders();
-      for (const name in headers) if (headers[name] !== undefined) reply.raw.setHeader(name, headers[name]);
       const hint = { path: target, body: parsedBody(request.raw, request.body, bodyLimit) };
-      return new Promise<void>((answered) => {
-        if (!router[serveRequest](request.raw, reply.raw, answered, hint)) answered(); // matched above, so never
-      });
+      // Once the router has matched the path, before it writes: the reply becomes the router's.
+      const claim = (): void => {
+        reply.hijack();
+        // Headers a hook set through Fastify (CORS, request ids) would be lost with the hijack.
+        const headers = reply.getHeaders();
+        for (const name in headers) if (headers[name] !== undefined) reply.raw.setHeader(name, headers[name]);
+      };
+      let answered!: () => void;
+      const answering = new Promise<void>((resolve) => (answered = resolve));
+      if (router[serveRequest](request.raw, reply.raw, answered, hint, claim)) return answering;
+      reply.callNotFound();
+      return undefined;
     };
 
     // JSON stays with Fastify's parser; any other type (or none) is handed to

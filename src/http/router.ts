@@ -196,11 +196,19 @@ export class AgentRouter {
    * Internal (AgentServer, the Fastify plugin): `handle` with a callback
    * instead of a promise. False for a path that is not the router's (nothing
    * written); else true, and `answered` is called once the request is
-   * answered (a stream: once it ended).
+   * answered (a stream: once it ended). `claim` runs once the path matched,
+   * before anything is written (the Fastify plugin hijacks its reply
+   * there), so the plugin need not match the path first with matches().
    * @internal
    */
-  [serveRequest](req: IncomingMessage, res: ServerResponse, answered: (() => void) | undefined, hint: RequestHint = NO_HINT): boolean {
-    return this.#serve(req, res, hint, answered);
+  [serveRequest](
+    req: IncomingMessage,
+    res: ServerResponse,
+    answered: (() => void) | undefined,
+    hint: RequestHint = NO_HINT,
+    claim?: () => void,
+  ): boolean {
+    return this.#serve(req, res, hint, answered, claim);
   }
 
   /**
@@ -211,11 +219,12 @@ export class AgentRouter {
    * (authorize, the body), so a GET takes no promise before its agent is
    * reached, and a stream ends through callbacks, keeping no promise.
    */
-  #serve(req: IncomingMessage, res: ServerResponse, hint: RequestHint, answered: (() => void) | undefined): boolean {
+  #serve(req: IncomingMessage, res: ServerResponse, hint: RequestHint, answered: (() => void) | undefined, claim?: () => void): boolean {
     const matched = this.#match(req.method, hint.path ?? req.url ?? '/');
     if (matched === undefined) return false;
     let started: Promise<unknown>;
     try {
+      claim?.();
       if (matched === 'openapi') {
         sendJson(res, 200, this.openapi());
         answered?.();

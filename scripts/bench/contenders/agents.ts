@@ -9,7 +9,7 @@ import { Agent } from '../../../src/agent/agent.ts';
 import type { ModelRequest } from '../../../src/models/model.ts';
 import { scriptedModel } from '../../../src/models/scripted.ts';
 import { AgentRegistry } from '../../../src/registry/registry.ts';
-import { ABORTABLE_PREFIX, BURST_PREFIX, chunkAt, chunkCount, chunksOf, INITIAL_STATE, SLOW_INTERVAL_MS, SLOW_PREFIX, TURN_PREFIX } from '../lib/protocol.ts';
+import { ABORTABLE_PREFIX, BURST_PREFIX, NO_TURN_PREFIX, chunkAt, chunkCount, chunksOf, INITIAL_STATE, SLOW_INTERVAL_MS, SLOW_PREFIX, TURN_PREFIX } from '../lib/protocol.ts';
 
 type State = { topic: string };
 
@@ -61,6 +61,21 @@ function agentClass(model: ReturnType<typeof scriptedModel>): new (id: string) =
   };
 }
 
+/**
+ * An agent whose chat() is its own: the reply is the message, with no turn
+ * (no queue, no history, no storage). The router calls an overridden chat()
+ * as it is, so serving it is the router's work alone.
+ */
+class NoTurnAgent extends Agent<State> {
+  constructor(id: string) {
+    super(id, { initialState: { ...INITIAL_STATE } });
+  }
+
+  override chat(message: string): Promise<string> {
+    return Promise.resolve(message);
+  }
+}
+
 /** The registry every library contender serves. */
 export function benchRegistry(): AgentRegistry {
   const registry = new AgentRegistry();
@@ -68,6 +83,7 @@ export function benchRegistry(): AgentRegistry {
   registry.register(`${TURN_PREFIX}.*`, agentClass(perTurn));
   registry.register(`${SLOW_PREFIX}.*`, agentClass(slow));
   registry.register(`${ABORTABLE_PREFIX}.*`, agentClass(abortable));
+  registry.register(`${NO_TURN_PREFIX}.*`, NoTurnAgent);
   registry.register('.*', agentClass(echo));
   return registry;
 }

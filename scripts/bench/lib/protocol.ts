@@ -24,6 +24,13 @@ export const SLOW_PREFIX = 'sse-slow-';
 /** A slow stream whose model sleeps on the turn's `request.signal` (scenario 5's extra row; the bare server has no such id). */
 export const ABORTABLE_PREFIX = 'sse-abortable-';
 
+/**
+ * A JSON chat agent whose chat() is its own (an echo, no turn): scenario 1's
+ * extra row, the router's serving work alone, without the agent's turn
+ * (queue, history, storage commit) that the bare server does not do either.
+ */
+export const NO_TURN_PREFIX = 'chat-noturn-';
+
 /** The state every agent starts with (and the bare server keeps per id). */
 export const INITIAL_STATE = { topic: 'benchmarks' } as const;
 

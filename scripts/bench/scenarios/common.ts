@@ -35,6 +35,8 @@ export const CONTENDERS: Record<string, ContenderInfo> = {
 export const VARIANTS: Record<string, ContenderInfo> = {
   /** Scenario 5: the router contender, its streams' model reading the turn's signal. */
   'router-abortable': { file: 'router', label: 'AgentRouter, toRequestListener(), model reading its signal' },
+  /** Scenario 1: the router contender, chat served by an agent whose chat() is its own (no turn). */
+  'router-no-turn': { file: 'router', label: 'AgentRouter, toRequestListener(), agent with its own chat() (no turn)' },
 };
 
 export function label(name: string): string {
@@ -68,7 +70,7 @@ export async function inRounds<T>(
   context: Context,
   names: readonly string[],
   rounds: number,
-  verify: (contender: Contender) => Promise<void>,
+  verify: (contender: Contender, name: string) => Promise<void>,
   measure: (contender: Contender, round: number, name: string) => Promise<T>,
 ): Promise<Map<string, Outcome<T>>> {
   const outcomes = new Map<string, Outcome<T>>(names.map((name) => [name, { samples: [] }]));
@@ -86,7 +88,7 @@ export async function inRounds<T>(
         const outcome = outcomes.get(name) as Outcome<T>;
         if (contender === undefined || outcome.error !== undefined) continue;
         try {
-          await verify(contender);
+          await verify(contender, name);
           outcome.samples.push(await measure(contender, round, name));
         } catch (error) {
           outcome.error = `failed: ${firstLine(error)}`;

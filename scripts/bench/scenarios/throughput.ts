@@ -6,7 +6,7 @@
  */
 import type { Contender } from '../lib/contender.ts';
 import { runLoad, type LoadResult, type LoadShape } from '../lib/load.ts';
-import { CHAT_MESSAGE } from '../lib/protocol.ts';
+import { CHAT_MESSAGE, NO_TURN_PREFIX } from '../lib/protocol.ts';
 import type { Row, ScenarioResult } from '../lib/report.ts';
 import { verdict } from '../lib/report.ts';
 import { median, ratio } from '../lib/stats.ts';
@@ -14,6 +14,8 @@ import { verifyChat, verifyState } from '../lib/verify.ts';
 import { CONTENDERS, inRounds, label, type Context, type Outcome } from './common.ts';
 
 const ALL = Object.keys(CONTENDERS);
+/** Chat only: the router serving an agent whose chat() is its own, the serving work without the agent's turn. */
+const NO_TURN = 'router-no-turn';
 const GOAL = 0.9;
 
 const chatShape: LoadShape = {
@@ -22,6 +24,8 @@ const chatShape: LoadShape = {
   id: (connection, k) => `chat-${connection}-${k}`,
   body: JSON.stringify({ message: CHAT_MESSAGE }),
 };
+
+const noTurnShape: LoadShape = { ...chatShape, id: (connection, k) => `${NO_TURN_PREFIX}${connection}-${k}` };
 
 const stateShape: LoadShape = {
   method: 'GET',
@@ -74,32 +78,38 @@ export function summarize(outcome: Outcome<LoadResult> | undefined): Summary {
  * (it adds no history), then chat. Returns the results of `ids`, in order.
  */
 export async function throughputScenarios(context: Context, ids: ReadonlyArray<'chat' | 'state'>): Promise<ScenarioResult[]> {
-  context.log(`${ids.join(' + ')}: ${ALL.length} contenders x ${context.settings.rounds} rounds`);
+  const names = ids.includes('chat') ? [...ALL, NO_TURN] : ALL;
+  context.log(`${ids.join(' + ')}: ${names.length} contenders x ${context.settings.rounds} rounds`);
   const outcomes = await inRounds(
     context,
-    ALL,
+    names,
     context.settings.rounds,
-    async (contender) => {
+    async (contender, name) => {
+      if (name === NO_TURN) return verifyChat(contender, `${NO_TURN_PREFIX}verify-1`);
       if (ids.includes('state')) await verifyState(contender, 'verify-1');
       if (ids.includes('chat')) await verifyChat(contender, 'verify-1');
     },
-    async (contender) => {
+    async (contender, _round, name) => {
       const results: Partial<Record<'chat' | 'state', LoadResult>> = {};
+      if (name === NO_TURN) {
+        results.chat = await measureLoad(context, contender, noTurnShape, 'chat, no turn');
+        return results;
+      }
       if (ids.includes('state')) results.state = await measureLoad(context, contender, stateShape, 'state');
       if (ids.includes('chat')) results.chat = await measureLoad(context, contender, chatShape, 'chat');
       return results;
     },
   );
-  return ids.map((id) => table(context, id, new Map([...outcomes].map(([name, outcome]) => [
+  return ids.map((id) => table(context, id, id === 'chat' ? names : ALL, new Map([...outcomes].map(([name, outcome]) => [
     name,
     { error: outcome.error, samples: outcome.samples.flatMap((sample) => (sample[id] === undefined ? [] : [sample[id]])) },
   ]))));
 }
 
-function table(context: Context, id: 'chat' | 'state', outcomes: Map<string, Outcome<LoadResult>>): ScenarioResult {
+function table(context: Context, id: 'chat' | 'state', names: readonly string[], outcomes: Map<string, Outcome<LoadResult>>): ScenarioResult {
   const bareSummary = summarize(outcomes.get('bare'));
   const bare = bareSummary.rate;
-  const rows: Row[] = ALL.map((name) => {
+  const rows: Row[] = names.map((name) => {
     const outcome = outcomes.get(name);
     const info = CONTENDERS[name];
     const summary = summarize(outcome);
@@ -145,6 +155,9 @@ function table(context: Context, id: 'chat' | 'state', outcomes: Map<string, Out
     notes: [
       ...[...outcomes].filter(([, outcome]) => outcome.error !== undefined && outcome.samples.length > 0)
         .map(([name, outcome]) => `${label(name)}: ${outcome.error ?? ''} in a later round; its numbers are the median of the ${outcome.samples.length} rounds it completed.`),
+      ...(names.includes(NO_TURN)
+        ? [`The last row serves \`POST /${NO_TURN_PREFIX}{i}/chat\` with the same router, through an Agent subclass whose chat() is its own (an echo, as the bare server's): the router's serving work (path, body, pool, turn timeout and cancel, JSON reply) without the agent's turn (queue, history, storage commit), which the bare server does not do either. The goal is read on the AgentRouter row, a real turn.`]
+        : []),
       `${context.settings.connections} connections, ${context.settings.seconds} s per contender per round after ${context.settings.warmup} s of warm-up, median of ${context.settings.rounds} rounds; each connection uses its own 16 agent ids. Scenarios 1 and 2 share each round's processes (state measured first: it adds no history).`,
       'server process CPU: the contender\'s own CPU time over the run\'s wall time; CPU 0 / CPU 1 busy: how busy the contender\'s CPU and the load generator\'s CPU were, by anyone (kernel loopback work, other processes, hypervisor steal included), from /proc/stat. A CPU 0 well under 100% means the contender was not the bottleneck. CPU µs/req is the contender\'s CPU time per response; "vs bare, by CPU" is bare\'s CPU µs/req over the contender\'s, what the req/s ratio would be with the CPU saturated and nobody else on it (steadier than req/s on a shared machine).',
     ],
