@@ -221,13 +221,18 @@ const rawCase: fc.Arbitrary<RawCase> = fc.oneof(
 export const fuzzRequest: fc.Arbitrary<FuzzRequest> = fc.oneof(
   {
     weight: 17,
-    arbitrary: httpCase.map((c) => described({ http: c, mayThrow: THROWING.test(describeHttp(c)), head: c.method === 'HEAD' })),
+    arbitrary: httpCase.map((c) => described({ http: c, mayThrow: mayThrow(c), head: c.method === 'HEAD' })),
   },
   {
     weight: 3,
     arbitrary: rawCase.map((c) => described({ raw: c, mayThrow: THROWING.test(c.bytes.toString('latin1')), head: c.head })),
   },
 );
+
+/** Read off the whole request: describeHttp cuts the body at 300 characters, and an `explode` past that still throws. */
+function mayThrow(c: HttpCase): boolean {
+  return THROWING.test(`${c.path} ${JSON.stringify(c.headers)} ${c.body?.toString('utf8') ?? ''}`);
+}
 
 /** fast-check prints a counterexample through this: the request as read, not as a dump of Buffers. */
 function described(request: FuzzRequest): FuzzRequest {

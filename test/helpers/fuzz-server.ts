@@ -11,7 +11,7 @@ import { BODY_LIMIT } from './fuzz-json.ts';
 import { MAX_ID_LENGTH, PREFIX } from './fuzz-requests.ts';
 import { SECRET } from './fuzz-oracle.ts';
 
-/** What the fuzz server logged: every entry must be a deliberate failure. */
+/** What the fuzz server logged that was not a deliberate failure (there should be none). */
 export interface Logged {
   message: string;
   error: unknown;
@@ -38,11 +38,15 @@ export function isExpected(error: unknown): boolean {
  * fails on purpose (`boom-*`), and an authorize hook driven by `x-auth`.
  * Limits are small so the fuzz reaches every refusal: 413, 429, 503.
  * `dropData()` forgets every agent's state and history, so a heap
- * measurement sees only what the router itself keeps.
+ * measurement sees only what the router itself keeps. `stray` collects the
+ * logged errors that are not deliberate; the deliberate ones are only
+ * counted, since keeping each (stack and causes, ~2 KB) read as a leak of
+ * the router's in a long run (+16 MiB after 200,000 requests).
  */
-export function fuzzRouter(): { router: AgentRouter; logged: Logged[]; dropData: () => void } {
+export function fuzzRouter(): { router: AgentRouter; stray: Logged[]; deliberate: () => number; dropData: () => void } {
   let storage = new MemoryStorage();
-  const logged: Logged[] = [];
+  const stray: Logged[] = [];
+  let deliberate = 0;
 
   class Counter extends Agent<JsonObject> {
     static override actions = ['increment', 'add', 'echo', 'merge', 'explode'];
@@ -125,14 +129,19 @@ export function fuzzRouter(): { router: AgentRouter; logged: Logged[]; dropData:
     pingInterval: 0,
     cors: { origins: ['https://ok.example'] },
     authorize: authorizeByHeader,
-    logger: { error: (message, error) => logged.push({ message, error }) },
+    logger: {
+      error: (message, error) => {
+        if (isExpected(error)) deliberate++;
+        else stray.push({ message, error });
+      },
+    },
   });
 
   const dropData = (): void => {
     router.pool?.clear();
     storage = new MemoryStorage();
   };
-  return { router, logged, dropData };
+  return { router, stray, deliberate: () => deliberate, dropData };
 }
 
 /** `x-auth`: deny, 401, 403, crash (a hook bug), async-deny; anything else allows. `deny-me` is always refused. */
