@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import fastify4 from 'fastify4';
-import fastify5, { type FastifyInstance } from 'fastify5';
+import fastify5, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify5';
 import { toFastify } from '../../src/adapters/fastify.ts';
 import { checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post, assertError } from './adapters-shared.ts';
 
@@ -131,3 +131,34 @@ for (const [name, fastify] of majors) {
     assert.equal(res.headers.get('access-control-allow-origin'), 'https://app.example');
   });
 }
+
+/** The README's `frameworkErrors`: Fastify's refusal of a path it cannot percent-decode, in the router's shape. */
+function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  if (error.code !== 'FST_ERR_BAD_URL') {
+    reply.send(error);
+    return;
+  }
+  reply.code(400).send({ error: 'Agent id is not valid percent-encoding', code: 'bad_agent_id' });
+}
+
+test('a path Fastify cannot percent-decode is refused by Fastify before any route; frameworkErrors answers it in the router\'s shape', async (t) => {
+  // Written against Fastify 5's types, as the rest of this file; the options are the same in 4.
+  const creates = [fastify4 as unknown as typeof fastify5, fastify5];
+  for (const create of creates) {
+    const plain = create({ forceCloseConnections: true });
+    await plain.register(toFastify(makeRegistryRouter().router), { prefix: '/api' });
+    const plainUrl = await plain.listen({ port: 0, host: '127.0.0.1' });
+    t.after(() => plain.close());
+    const refused = await fetch(`${plainUrl}/api/a%zz/state`);
+    assert.equal(refused.status, 400);
+    assert.equal(((await refused.json()) as { code?: string }).code, 'FST_ERR_BAD_URL', 'the plugin never sees it: Fastify answers in its own shape');
+
+    const mapped = create({ forceCloseConnections: true, frameworkErrors });
+    await mapped.register(toFastify(makeRegistryRouter().router), { prefix: '/api' });
+    const mappedUrl = await mapped.listen({ port: 0, host: '127.0.0.1' });
+    t.after(() => mapped.close());
+    await assertError(await fetch(`${mappedUrl}/api/a%zz/state`), 400, 'bad_agent_id');
+    // Paths Fastify can decode are unaffected.
+    assert.deepEqual(await (await post(`${mappedUrl}/api/counter-1/chat`, { message: 'hi' })).json(), { agent_id: 'counter-1', response: 'hi' });
+  }
+});
