@@ -13,6 +13,8 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
       ? { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': length }
       : { ...headers, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': length },
   );
+  // A string, not a Buffer: Node 20 puts a Buffer body's head in front of a `100 Continue` already
+  // queued for a pipelined request (it unshifts the head onto the queue), which garbles the stream.
   res.end(payload);
 }
 
