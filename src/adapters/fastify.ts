@@ -29,9 +29,11 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
     // Not async: the promise handed back settles when the router calls back that the request is answered.
     const handler = (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> | undefined => {
       const target = request.url.slice(prefixLength) || '/';
-      const hint = { path: target, body: parsedBody(request.raw, request.body, bodyLimit) };
-      // Once the router has matched the path, before it writes: the reply becomes the router's.
+      const hint: { path: string; body?: unknown } = { path: target };
+      // Once the router has matched the path, before it writes or reads the body: the reply becomes
+      // the router's, and so does the parsed body (checked here, so a path that falls through keeps it as it was).
       const claim = (): void => {
+        hint.body = parsedBody(request.raw, request.body, bodyLimit);
         reply.hijack();
         // Headers a hook set through Fastify (CORS, request ids) would be lost with the hijack.
         const headers = reply.getHeaders();

@@ -197,8 +197,9 @@ export class AgentRouter {
    * instead of a promise. False for a path that is not the router's (nothing
    * written); else true, and `answered` is called once the request is
    * answered (a stream: once it ended). `claim` runs once the path matched,
-   * before anything is written (the Fastify plugin hijacks its reply
-   * there), so the plugin need not match the path first with matches().
+   * before anything is written or `hint.body` is read (the Fastify plugin
+   * hijacks its reply and hands over its parsed body there), so the plugin
+   * need not match the path first with matches().
    * @internal
    */
   [serveRequest](
