@@ -41,7 +41,7 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
       };
       let answered!: () => void;
       const answering = new Promise<void>((resolve) => (answered = resolve));
-      if (router[serveRequest](request.raw, reply.raw, answered, hint, claim)) return answering;
+      if (router[serveRequest](request.raw, reply.raw, answered, hint, { claim })) return answering;
       reply.callNotFound();
       return undefined;
     };

@@ -70,6 +70,19 @@ const STREAMING: unique symbol = Symbol('streaming');
 const STREAM_STARTED: Promise<typeof STREAMING> = Promise.resolve(STREAMING);
 const NO_HINT: RequestHint = {};
 
+/**
+ * A host app behind the router (an adapter's): a path of the generic
+ * route's shape asked with another method falls through to it (see #match),
+ * and `claim` runs once the router owns the request.
+ */
+interface Host {
+  /** Before anything is written or `hint.body` is read (the Fastify plugin hijacks its reply there). */
+  claim?: (() => void) | undefined;
+}
+
+/** handle()'s host: it falls through, and claims nothing. */
+const HOST_APP: Host = {};
+
 /** One request on its way to an agent: what every step after the path match needs. */
 interface Exchange {
   req: IncomingMessage;
@@ -173,7 +186,7 @@ export class AgentRouter {
   toRequestListener(): RequestListener {
     return (req, res) => {
       // Nothing waits here: #serve answers its own failures, and a held stream keeps nothing of this call.
-      if (!this.#serve(req, res, NO_HINT, undefined)) sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
+      if (!this.#serve(req, res, NO_HINT, undefined, undefined)) sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
     };
   }
 
@@ -188,7 +201,7 @@ export class AgentRouter {
    */
   handle(req: IncomingMessage, res: ServerResponse, hint: RequestHint = {}): Promise<boolean> {
     return new Promise<boolean>((resolve) => {
-      if (!this.#serve(req, res, hint, () => resolve(true))) resolve(false);
+      if (!this.#serve(req, res, hint, () => resolve(true), HOST_APP)) resolve(false);
     });
   }
 
@@ -196,20 +209,16 @@ export class AgentRouter {
    * Internal (AgentServer, the Fastify plugin): `handle` with a callback
    * instead of a promise. False for a path that is not the router's (nothing
    * written); else true, and `answered` is called once the request is
-   * answered (a stream: once it ended). `claim` runs once the path matched,
-   * before anything is written or `hint.body` is read (the Fastify plugin
-   * hijacks its reply and hands over its parsed body there), so the plugin
-   * need not match the path first with matches().
+   * answered (a stream: once it ended). Without `host` (AgentServer) the
+   * router owns every path of its routes' shapes, as toRequestListener does;
+   * with one, it falls through as handle() does, and `host.claim` runs once
+   * the path matched, before anything is written or `hint.body` is read (the
+   * Fastify plugin hijacks its reply and hands over its parsed body there),
+   * so the plugin need not match the path first with matches().
    * @internal
    */
-  [serveRequest](
-    req: IncomingMessage,
-    res: ServerResponse,
-    answered: (() => void) | undefined,
-    hint: RequestHint = NO_HINT,
-    claim?: () => void,
-  ): boolean {
-    return this.#serve(req, res, hint, answered, claim);
+  [serveRequest](req: IncomingMessage, res: ServerResponse, answered: (() => void) | undefined, hint: RequestHint = NO_HINT, host?: Host): boolean {
+    return this.#serve(req, res, hint, answered, host);
   }
 
   /**
@@ -220,12 +229,12 @@ export class AgentRouter {
    * (authorize, the body), so a GET takes no promise before its agent is
    * reached, and a stream ends through callbacks, keeping no promise.
    */
-  #serve(req: IncomingMessage, res: ServerResponse, hint: RequestHint, answered: (() => void) | undefined, claim?: () => void): boolean {
-    const matched = this.#match(req.method, hint.path ?? req.url ?? '/');
+  #serve(req: IncomingMessage, res: ServerResponse, hint: RequestHint, answered: (() => void) | undefined, host: Host | undefined): boolean {
+    const matched = this.#match(req.method, hint.path ?? req.url ?? '/', host !== undefined);
     if (matched === undefined) return false;
     let started: Promise<unknown>;
     try {
-      claim?.();
+      host?.claim?.();
       if (matched === 'openapi') {
         sendJson(res, 200, this.openapi());
         answered?.();
@@ -237,7 +246,10 @@ export class AgentRouter {
         answered?.();
         return true;
       }
-      if (req.method !== route.method) throw httpErrors.methodNotAllowed(route.method);
+      // HEAD is GET without the body (Node leaves it out): health checks and probes use it.
+      if (req.method !== route.method && !(req.method === 'HEAD' && route.method === 'GET')) {
+        throw httpErrors.methodNotAllowed(route.method === 'GET' ? 'GET, HEAD' : route.method);
+      }
       const agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
       const exchange: Exchange = { req, res, agentId, query, signal: hint.signal, answered };
       const authorize = this.options.authorize;
@@ -283,16 +295,26 @@ export class AgentRouter {
    * through. For adapters that must decide before anything is written.
    */
   matches(method: string | undefined, target: string): boolean {
-    return this.#match(method, target) !== undefined;
+    return this.#match(method, target, true) !== undefined;
   }
 
-  #match(method: string | undefined, target: string): { route: RouteMatch; query: string } | 'openapi' | undefined {
+  /**
+   * The route a request is for. `hosted`: a host app stands behind the
+   * router, so a path of the generic route's shape (`/{agent_id}`, or `/`
+   * of a single agent) is the router's only for a POST, or for a preflight
+   * when the router answers those: `/health`, `/login` or `/favicon.ico`
+   * under the mount have that shape too, and are the host's. Serving alone,
+   * the router answers any other method there with 405.
+   */
+  #match(method: string | undefined, target: string, hosted: boolean): { route: RouteMatch; query: string } | 'openapi' | undefined {
     const { path, query } = splitTarget(target);
     const rest = stripPrefix(path, this.prefix);
     if (rest === undefined) return undefined;
-    if (this.options.openapi === true && rest === '/openapi.json' && method === 'GET') return 'openapi';
+    if (this.options.openapi === true && rest === '/openapi.json' && (method === 'GET' || method === 'HEAD')) return 'openapi';
     const route = this.#agent === undefined ? matchRegistry(rest) : matchSingle(rest);
-    return route === undefined ? undefined : { route, query };
+    if (route === undefined) return undefined;
+    if (hosted && route.action === 'request' && method !== 'POST' && !(method === 'OPTIONS' && this.options.cors !== undefined)) return undefined;
+    return { route, query };
   }
 
   /** The router's routes as an OpenAPI 3.1 document, with its `tags` and `responses` options; a fresh object each call. */

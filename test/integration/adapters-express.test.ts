@@ -31,6 +31,7 @@ function hostRoutes(app: any): void {
   app.get('/health', (_req: any, res: any) => res.send('ok'));
   app.get('/api/host/info', (_req: any, res: any) => res.json({ host: 'info' }));
   app.post('/api/host/echo', (req: any, res: any) => res.json({ echoed: req.body }));
+  for (const base of ['/api', '/api/v1']) app.get(`${base}/status`, (_req: any, res: any) => res.send('up'));
 }
 
 for (const [name, express] of [['express4', express4], ['express5', express5]] as const) {

@@ -28,6 +28,7 @@ function hostRoutes(app: App): void {
   app.get('/health', async () => 'ok');
   app.get('/api/host/info', async () => ({ host: 'info' }));
   app.post('/api/host/echo', async (request) => ({ echoed: request.body }));
+  for (const base of ['/api', '/api/v1']) app.get(`${base}/status`, async () => 'up');
 }
 
 test('the plugin type-checks and runs with each major\'s own types', async (t) => {

@@ -39,6 +39,7 @@ async function hostRoutes(ctx: any, next: () => Promise<unknown>): Promise<void>
   if (ctx.method === 'GET' && ctx.path === '/health') ctx.body = 'ok';
   else if (ctx.method === 'GET' && ctx.path === '/api/host/info') ctx.body = { host: 'info' };
   else if (ctx.method === 'POST' && ctx.path === '/api/host/echo') ctx.body = { echoed: ctx.request.body };
+  else if (ctx.method === 'GET' && (ctx.path === '/api/status' || ctx.path === '/api/v1/status')) ctx.body = 'up';
   else await next();
 }
 

@@ -153,6 +153,13 @@ export async function checkRegistryRoutes(
     assert.deepEqual(await res.json(), { agent_id: 'counter-2', state: { count: 5 } });
   });
 
+  await t.test('HEAD state: the GET answer\'s status and headers, no body', async () => {
+    const res = await fetch(`${api}/counter-2/state`, { method: 'HEAD' });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'application/json; charset=utf-8');
+    assert.equal(await res.text(), '');
+  });
+
   await t.test('generic envelope: invoke, chat (the default), state', async () => {
     assert.deepEqual(await (await post(`${api}/counter-3`, { action: 'invoke', payload: { method: 'increment' } })).json(), { agent_id: 'counter-3', result: 1 });
     assert.deepEqual(await (await post(`${api}/counter-3`, { message: 'yo' })).json(), { agent_id: 'counter-3', response: 'yo' });
@@ -216,6 +223,10 @@ export async function checkRegistryRoutes(
     assert.deepEqual(await host.json(), { host: 'info' });
     const health = await fetch(`${origin}/health`);
     assert.equal(await health.text(), 'ok');
+    // One segment under the mount has the generic route's shape (POST /{agent_id}); any other method is the host's.
+    const status = await fetch(`${api}/status`);
+    assert.equal(status.status, 200, 'a host GET route one segment under the mount');
+    assert.equal(await status.text(), 'up');
     const hostPost = await post(`${origin}/api/host/echo`, { hello: 'host' });
     assert.deepEqual(await hostPost.json(), { echoed: { hello: 'host' } }, 'the host parses its own bodies');
     const unknown = await fetch(`${api}/counter-1/chat/extra/segments`);

@@ -36,6 +36,11 @@ class Counter extends Agent<{ count: number; log: string[] }> {
   }
 }
 
+/** What a host app behind handle() answers for a path the router left it. */
+function sendHost(res: http.ServerResponse, text: string): void {
+  res.writeHead(200, { 'content-type': 'text/plain' }).end(text);
+}
+
 function registryRouter(options: ConstructorParameters<typeof AgentRouter>[1] = {}) {
   const registry = new AgentRegistry();
   registry.register('counter-[0-9]+', Counter);
@@ -132,8 +137,43 @@ test('405 carries Allow', async (t) => {
   assert.equal((await get.json()).code, 'method_not_allowed');
   const post = await fetch(`${url}/counter-1/state`, { method: 'POST' });
   assert.equal(post.status, 405);
-  assert.equal(post.headers.get('allow'), 'GET');
+  assert.equal(post.headers.get('allow'), 'GET, HEAD');
   await post.body?.cancel();
+  // On a server of its own the router owns every path of its routes' shapes: a GET on the generic route's is 405 too.
+  const generic = await fetch(`${url}/counter-1`);
+  assert.equal(generic.status, 405);
+  assert.equal(generic.headers.get('allow'), 'POST');
+  await generic.body?.cancel();
+});
+
+test('HEAD is answered as GET without the body (state, openapi.json)', async (t) => {
+  const { url, close } = await listen(registryRouter({ openapi: true }).toRequestListener());
+  t.after(close);
+  const get = await fetch(`${url}/counter-1/state`);
+  const head = await fetch(`${url}/counter-1/state`, { method: 'HEAD' });
+  assert.equal(head.status, 200);
+  assert.equal(head.headers.get('content-length'), get.headers.get('content-length'));
+  assert.equal(await head.text(), '');
+  assert.equal((await fetch(`${url}/openapi.json`, { method: 'HEAD' })).status, 200);
+});
+
+test('handle() leaves a host app the non-POST methods of a path one segment deep (its /health, /favicon.ico)', async (t) => {
+  const router = registryRouter();
+  const { url, close } = await listen((req, res) => {
+    void router.handle(req, res).then((handled) => {
+      if (!handled) sendHost(res, `host: ${req.method} ${req.url}`);
+    });
+  });
+  t.after(close);
+  assert.equal(await (await fetch(`${url}/health`)).text(), 'host: GET /health');
+  assert.equal(await (await fetch(`${url}/favicon.ico`, { method: 'DELETE' })).text(), 'host: DELETE /favicon.ico');
+  assert.equal(router.matches('GET', '/health'), false);
+  assert.equal(router.matches('POST', '/health'), true);
+  // A POST there is the generic route's, and the other routes keep their 405.
+  assert.equal((await postJson(`${url}/nobody`, { message: 'x' })).status, 404);
+  const chat = await fetch(`${url}/counter-1/chat`);
+  assert.equal(chat.status, 405);
+  await chat.body?.cancel();
 });
 
 test('bad agent ids are refused with 400 before any lookup', async (t) => {
