@@ -1,3 +1,5 @@
+import { validateHeaderName, validateHeaderValue } from 'node:http';
+
 /**
  * One error family for the whole library. Every error that reaches the wire
  * is an `AgentRouterError` with an HTTP `status`, a stable machine `code` and
@@ -24,6 +26,16 @@ export class AgentRouterError extends Error {
     options: { cause?: unknown; expose?: boolean; headers?: Record<string, string>; publicMessage?: string } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    // Checked here, where the mistake is, rather than when Node refuses to write the answer.
+    if (!Number.isInteger(status) || status < 400 || status > 599) {
+      throw new TypeError(`AgentRouterError: status must be an HTTP error status, an integer from 400 to 599; got ${String(status)}`);
+    }
+    if (options.headers !== undefined) {
+      for (const name in options.headers) {
+        validateHeaderName(name);
+        validateHeaderValue(name, options.headers[name] as string);
+      }
+    }
     this.status = status;
     this.code = code;
     this.expose = options.expose ?? status < 500;

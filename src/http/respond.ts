@@ -18,8 +18,14 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(payload);
 }
 
-/** Answers an error as `{"error", "code"}` with its status and headers. */
+/** Answers an error as `{"error", "code"}` with its status and headers; never throws. */
 export function sendError(res: ServerResponse, error: unknown): void {
   const headers = error instanceof AgentRouterError ? error.headers : undefined;
-  sendJson(res, statusOf(error), errorBody(error), headers);
+  try {
+    sendJson(res, statusOf(error), errorBody(error), headers);
+  } catch {
+    // A status or header Node refuses to write (a subclass's own): a plain 500 rather than a throw
+    // from a rejection handler, which would take the process down.
+    sendJson(res, 500, errorBody(undefined));
+  }
 }

@@ -14,12 +14,11 @@ import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.
 import { asObject, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
 import { sendError, sendJson } from './respond.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
+import { loggerOf, type Logger } from './logger.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction, type RouteMatch } from './routes.ts';
 import { streamReply, type ReplySource, type StreamEnd } from './stream.ts';
 
-export interface Logger {
-  error(message: string, error?: unknown): void;
-}
+export type { Logger } from './logger.ts';
 
 export interface AgentRouterOptions extends AgentPoolOptions {
   /** Mount path prepended to every route, e.g. `/agents`. */
@@ -178,7 +177,7 @@ export class AgentRouter {
     this.#deadlines = turnTimeout > 0
       ? new Deadlines(turnTimeout, (cancel) => cancel.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${turnTimeout} s`)))
       : undefined;
-    this.#logger = options.logger ?? { error: (message, error) => console.error(message, error) };
+    this.#logger = loggerOf(options.logger);
     this.pool = this.#registry === undefined ? undefined : (options.pool ?? new AgentPool(options));
   }
 

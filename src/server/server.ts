@@ -5,7 +5,8 @@ import { errorBody, httpErrors, statusOf } from '../errors.ts';
 import { authorizeRequest } from '../http/authorize.ts';
 import { splitTarget } from '../http/path.ts';
 import { sendError, sendJson } from '../http/respond.ts';
-import { AgentRouter, serveRequest, type Logger } from '../http/router.ts';
+import { AgentRouter, serveRequest } from '../http/router.ts';
+import { loggerOf, type Logger } from '../http/logger.ts';
 import { AgentRegistry, type AgentClass } from '../registry/registry.ts';
 import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from './config.ts';
 import { answerClientError } from './client-error.ts';
@@ -51,7 +52,7 @@ export class AgentServer {
   constructor(target: AgentRegistry | Agent<any>, config: AgentServerConfig = {}) {
     this.registry = registryFor(target);
     this.config = Object.freeze(resolveServerConfig(config));
-    this.#logger = config.logger ?? { error: (message, error) => console.error(message, error) };
+    this.#logger = loggerOf(config.logger);
     this.pool = new AgentPool({
       idleTimeout: this.config.idleTimeout,
       maxAgents: this.config.maxAgents,

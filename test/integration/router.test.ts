@@ -443,3 +443,33 @@ test('matches() agrees with what handle() answers', async (t) => {
     await res.arrayBuffer();
   }
 });
+
+test('an error Node cannot write as given, or a logger that throws, is answered 500 and the process lives on', async (t) => {
+  assert.throws(() => new AgentRouterError(99, 'odd', 'x'), /integer from 400 to 599; got 99/);
+  assert.throws(() => new AgentRouterError(409, 'odd', 'x', { headers: { 'X-A': 'a\nb' } }), { code: 'ERR_INVALID_CHAR' });
+  // Mangled after construction, where the constructor's check cannot see it.
+  const failures: Record<string, () => unknown> = {
+    status: () => Object.assign(new AgentRouterError(409, 'odd', 'x'), { status: 99 }),
+    header: () => Object.assign(new AgentRouterError(409, 'odd', 'x'), { headers: { 'X-A': 'a\nb' } }),
+    logged: () => new Error('a 500 the logger is asked about'),
+  };
+  class Odd extends Agent {
+    static override actions = ['fail'];
+    async fail(kind: string): Promise<never> {
+      throw (failures[kind] as () => unknown)();
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Odd);
+  const throwingLogger = { error: () => { throw new Error('the logger is down'); } };
+  const { url, close } = await listen(new AgentRouter(registry, { logger: throwingLogger }).toRequestListener());
+  t.after(close);
+  const quiet = t.mock.method(console, 'error', () => {});
+  for (const kind of Object.keys(failures)) {
+    const res = await postJson(`${url}/odd-1/invoke`, { method: 'fail', params: [kind] });
+    assert.equal(res.status, 500, kind);
+    assert.deepEqual(res.body, { error: 'Internal error', code: 'internal_error' }, kind);
+  }
+  assert.ok(quiet.mock.calls.some((call) => String(call.arguments.at(-2)).includes('the logger is down')), 'the logger\'s own failure goes to the console');
+  assert.equal((await getJson(`${url}/odd-1/state`)).status, 200, 'still serving');
+});
