@@ -157,6 +157,8 @@ export class Agent<S extends JsonObject = JsonObject> {
   #pendingUser = false;
   /** Actions cut at their turn's end that are still running. */
   #abandoned = 0;
+  /** Settles once every abandoned action has (see #watchAbandoned). */
+  #abandonedSettled: Promise<void> = Promise.resolve();
   readonly #mailbox = new Mailbox();
 
   constructor(id: string, options: AgentOptions<S> = {}) {
@@ -531,13 +533,19 @@ export class Agent<S extends JsonObject = JsonObject> {
     }
   }
 
-  /** Counts an action that outlived its turn until it settles (whatever it does then is discarded). */
+  /**
+   * Counts an action that outlived its turn until it settles (whatever it
+   * does then is discarded). No turn begins meanwhile (see #begin): the
+   * action's setState would join that turn, and be committed with it.
+   */
   #watchAbandoned(work: Promise<unknown>): void {
     this.#abandoned++;
     const settle = (): void => {
-      this.#abandoned--;
+      // Back to a settled promise, so an instance cut many times keeps no chain of them.
+      if (--this.#abandoned === 0) this.#abandonedSettled = Promise.resolve();
     };
-    work.then(settle, settle);
+    const settled = work.then(settle, settle);
+    this.#abandonedSettled = Promise.all([this.#abandonedSettled, settled]).then(() => undefined);
   }
 
   /**
@@ -547,7 +555,7 @@ export class Agent<S extends JsonObject = JsonObject> {
    */
   #beginNow(cancel: TurnCancel): Session | undefined {
     const sync = this.storage.sync;
-    if (!this.#loaded || sync === undefined) return undefined;
+    if (!this.#loaded || sync === undefined || this.#abandoned > 0) return undefined;
     cancel.throwIfAborted();
     if (!this.#mailbox.tryAcquire()) return undefined;
     const unlock = sync.tryLock(this.id);
@@ -560,12 +568,16 @@ export class Agent<S extends JsonObject = JsonObject> {
     return unlock;
   }
 
-  /** Waits for this agent's turn, then for the cross-process lock, then catches up with storage. */
+  /**
+   * Waits for this agent's turn, then for any cut action still running to
+   * end, then for the cross-process lock, then catches up with storage.
+   */
   async #begin(cancel: TurnCancel): Promise<Session> {
     cancel.throwIfAborted();
     if (!this.#mailbox.tryAcquire()) await this.#mailbox.acquire(cancel);
     let unlock: Session | undefined;
     try {
+      if (this.#abandoned > 0) await this.#abandonedToSettle(cancel);
       if (!this.#loaded) await this.load();
       const storage = this.storage;
       unlock = storage.sync?.tryLock(this.id) ?? (await storage.lock?.(this.id, cancel.signal));
@@ -577,6 +589,16 @@ export class Agent<S extends JsonObject = JsonObject> {
     }
     this.#inTurn = true;
     return unlock ?? NO_STORAGE_LOCK;
+  }
+
+  /** Resolves once no abandoned action runs; rejects if `cancel` aborts first. */
+  async #abandonedToSettle(cancel: TurnCancel): Promise<void> {
+    const watch = new AbortWatch(cancel);
+    try {
+      while (this.#abandoned > 0) await watch.race(this.#abandonedSettled);
+    } finally {
+      watch.dispose();
+    }
   }
 
   /** Ends the turn; a promise only when a storage lock is released asynchronously. */

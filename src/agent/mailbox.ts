@@ -92,9 +92,11 @@ export class Mailbox {
 
 /**
  * Wakes a turn when its signal aborts, so a model or action that ignores the
- * signal cannot hold the turn (and so the agent) forever; what it does later
- * is discarded. One watch per turn, removed by `dispose`, and none left on a
- * signal that outlives the turn.
+ * signal cannot hold the caller's answer; what it does later is discarded.
+ * (A model's late chunks are dropped; an action that carries on keeps the
+ * agent's next turn waiting until it ends: see Agent#watchAbandoned.) One
+ * watch per turn, removed by `dispose`, and none left on a signal that
+ * outlives the turn.
  */
 export class AbortWatch {
   readonly #cancel: Cancellable | undefined;

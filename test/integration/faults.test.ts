@@ -163,6 +163,48 @@ test('an action abandoned at turnTimeout cannot change state when it carries on 
   assert.deepEqual((await getJson(`${url}/late/state`)).body.state, { n: 0 }, 'the abandoned turn changed nothing, then or later');
 });
 
+test('a turn queued behind a cut action starts once that action ended: its late setState cannot join the next turn', async (t) => {
+  const zombieGate = deferred();
+  const nextGate = deferred();
+  class Slow extends Agent<{ count: number }> {
+    static override actions = ['slowSet', 'add'];
+    constructor(id: string) {
+      super(id, { storage: new MemoryStorage(), initialState: { count: 0 } });
+    }
+    async slowSet(): Promise<void> {
+      await zombieGate.promise; // cannot see its turn was cut
+      await this.setState((state) => ({ count: state.count + 1000 }));
+    }
+    async add(): Promise<number> {
+      await nextGate.promise;
+      await this.setState((state) => ({ count: state.count + 1 }));
+      return this.state.count;
+    }
+  }
+  let asked = 0;
+  const { url, router } = await serve(t, Slow, { authorize: () => ++asked > 0 });
+  const until = async (condition: () => boolean): Promise<void> => {
+    while (!condition()) await new Promise((resolve) => setTimeout(resolve, 2));
+  };
+  const client = new AbortController();
+  const cut = fetch(`${url}/z/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"method":"slowSet"}', signal: client.signal });
+  cut.catch(() => {});
+  await until(() => router.pool?.peek('z')?.busy === true);
+  // Queued on the same instance while the first turn runs.
+  const next = postWithin(`${url}/z/invoke`, { method: 'add' });
+  await until(() => asked === 2);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  client.abort(); // the client leaves: the first turn is cut, its action runs on
+  await until(() => router.pool?.peek('z')?.abandoned === true);
+  zombieGate.resolve(); // and calls setState
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  nextGate.resolve();
+  const reply = await next;
+  assert.equal(reply.status, 200);
+  assert.equal(reply.body.result, 1, 'the next turn saw none of the cut action\'s change');
+  assert.deepEqual((await getJson(`${url}/z/state`)).body.state, { count: 1 });
+});
+
 test('a model yielding a non-string chunk mid-stream ends that stream with event: error; the next turn works', async (t) => {
   let turn = 0;
   const bad: unknown[] = [{ text: 'an object' }, null, 7n];
