@@ -518,7 +518,8 @@ export class AgentRouter {
   #fail(res: ServerResponse, error: unknown): void {
     const status = statusOf(error);
     if (status >= 500 && status !== 503) this.#logger.error(`AgentRouter: request failed with ${status}`, error);
-    if (status === 499) return; // the client is gone; nobody to answer
+    // The client is gone (our own 499s all say so): nobody to answer. Any other 499 is answered like any status.
+    if (status === 499 && (error as AgentRouterError).code === 'client_closed') return;
     sendError(res, error);
   }
 }

@@ -13,6 +13,17 @@ import { AgentRouterError, UpstreamError } from '../errors.ts';
 /** What a remote's own stable code must look like to be relayed. */
 const CODE = /^[a-z][a-z0-9_]{0,63}$/;
 
+/**
+ * The 4xx statuses a remote router answers about the caller's request (its
+ * body, its agent id, its rate), relayed as they are. Any other is about the
+ * hop itself and is the operator's to fix, so the caller gets a 502: 401 and
+ * 403 refuse the transport's credentials, 404 `not_found` and 405 mean the
+ * url points at no agent router, 499 that the remote saw this transport hang
+ * up (relayed, its `client_closed` would leave our caller unanswered: the
+ * router takes that code for its own client gone).
+ */
+const RELAYED_STATUSES: ReadonlySet<number> = new Set([400, 404, 409, 413, 415, 422, 429]);
+
 export function unreachable(remote: string, cause: unknown): UpstreamError {
   const code = (cause as { cause?: { code?: unknown } } | undefined)?.cause?.code;
   const detail = typeof code === 'string' ? ` (${code})` : '';
@@ -55,9 +66,10 @@ export function badResponse(remote: string, what: string, cause?: unknown): Upst
 }
 
 /**
- * A non-2xx answer. A 4xx carrying a JSON `{"error"}` is relayed with its
- * status, message, code and a numeric Retry-After; a 3xx (never followed),
- * a 5xx, or a 4xx without such a body is a 502 that names only the remote.
+ * A non-2xx answer. A 4xx about the caller's request (RELAYED_STATUSES)
+ * carrying a JSON `{"error"}` is relayed with its status, message, code and
+ * a numeric Retry-After; a 3xx (never followed), a 5xx, any other 4xx, or a
+ * 4xx without such a body is a 502 that names only the remote.
  */
 export function statusError(remote: string, status: number, body: unknown, retryAfter: string | null): AgentRouterError {
   if (status >= 300 && status < 400) {
@@ -73,6 +85,13 @@ export function statusError(remote: string, status: number, body: unknown, retry
     });
   }
   const fields = asFields(body);
+  if (!RELAYED_STATUSES.has(status) || fields['code'] === 'not_found') {
+    const said = typeof fields['code'] === 'string' ? ` (${String(fields['code']).slice(0, 64)})` : '';
+    return new UpstreamError(502, 'upstream_refused', `HTTPTransport: ${remote} answered ${status}${said}; check the transport's url and headers`, {
+      expose: true,
+      publicMessage: `The remote agent refused the request (${status})`,
+    });
+  }
   const message = fields['error'];
   if (typeof message !== 'string') {
     return new UpstreamError(502, 'upstream_bad_response', `HTTPTransport: ${remote} answered ${status} without a JSON error body`, {

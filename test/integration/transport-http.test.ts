@@ -3,6 +3,8 @@ import { EventEmitter, once } from 'node:events';
 import type http from 'node:http';
 import test, { type TestContext } from 'node:test';
 import { AgentRouterError, UpstreamError } from '../../src/errors.ts';
+import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
 import { listen } from '../helpers/listen.ts';
 
@@ -345,6 +347,35 @@ test('a remote 4xx JSON error is relayed with its status, message and code (and 
   await assert.rejects(stream.ready, notFound);
   await assert.rejects(collect(stream), notFound); // iterating rethrows what ready rejected with
   await assert.rejects(transport.chat('busy', 'x'), upstream(429, 'too_many_agents', (error) => assert.deepEqual(error.headers, { 'Retry-After': '7' })));
+});
+
+test('a remote 4xx about the hop itself (credentials, a url that is no agent router, 499) is a 502, and a router answers it', async (t) => {
+  const statuses: Record<string, [number, string]> = {
+    auth: [401, 'unauthorized'],
+    forbidden: [403, 'forbidden'],
+    path: [404, 'not_found'],
+    method: [405, 'method_not_allowed'],
+    hungup: [499, 'client_closed'],
+  };
+  const remote = await fakeRemote(t, (_req, res, captured) => {
+    const [status, code] = statuses[route(captured).id] as [number, string];
+    json(res, status, { error: 'No route for POST /internal-v2/agent/x/chat', code });
+  });
+  const transport = new HTTPTransport(remote.base);
+  for (const [id, [status]] of Object.entries(statuses)) {
+    await assert.rejects(
+      transport.chat(id, 'x'),
+      upstream(502, 'upstream_refused', (error) => assert.equal((error as AgentRouterError).publicMessage, `The remote agent refused the request (${status})`)),
+      id,
+    );
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', transport);
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener());
+  t.after(close);
+  const answered = await fetch(`${url}/hungup/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"x"}', signal: AbortSignal.timeout(5000) });
+  assert.equal(answered.status, 502);
+  assert.deepEqual(await answered.json(), { error: 'The remote agent refused the request (499)', code: 'upstream_refused' });
 });
 
 test('a 4xx without a JSON error body is a 502', async (t) => {
