@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { AgentRouter } from '../http/router.ts';
+import { JsonText } from '../http/body.ts';
 import { mediaType } from '../http/path.ts';
 
 /** The router's body limit in bytes (its `bodyLimit` option, 1 MiB by default). */
@@ -25,6 +26,8 @@ export function parsedBody(req: IncomingMessage, body: unknown, limit: number): 
   const header = req.headers['content-type'];
   const type = header === undefined || header === '' ? 'application/json' : mediaType(header);
   if (type !== 'application/json' && !type.endsWith('+json')) return undefined;
+  // Raw text a parser left (express.raw, express.text, Fastify's parseAs): parsed by the router, as it parses its own reads.
+  if (typeof body === 'string' || Buffer.isBuffer(body)) return new JsonText(body);
   dropUnsafeKeys(body);
   return body;
 }

@@ -38,6 +38,26 @@ export function checkContentType(header: string | undefined): void {
   throw httpErrors.unsupportedMediaType(type);
 }
 
+/**
+ * A body a host's parser left as raw text (express.raw's Buffer,
+ * express.text's string, a Fastify parser that keeps the bytes): the router
+ * parses it as it parses a body it reads, limit included.
+ */
+export class JsonText {
+  readonly text: string;
+  readonly bytes: number;
+  constructor(raw: Buffer | string) {
+    this.text = typeof raw === 'string' ? raw : raw.toString('utf8');
+    this.bytes = typeof raw === 'string' ? Buffer.byteLength(raw) : raw.length;
+  }
+
+  /** The parsed body; 413 over `limit` bytes, 400 when not JSON. */
+  parse(limit: number): unknown {
+    if (this.bytes > limit) throw httpErrors.payloadTooLarge(limit);
+    return parseJson(this.text);
+  }
+}
+
 export function parseJson(text: string): unknown {
   if (text.trim() === '') return {};
   // Nesting deeper than the limit needs at least twice as many characters.
@@ -87,13 +107,22 @@ function nestingDepth(text: string): number {
   return deepest;
 }
 
+function bodyAlreadyRead(): AgentRouterError {
+  return new AgentRouterError(
+    500,
+    'body_already_read',
+    'AgentRouter: the request body was already read by something before the router, which left no parsed body (req.body) for it; mount the router before that middleware, or parse JSON with express.json() / a body parser',
+  );
+}
+
 function dropUnsafeKeys(key: string, value: unknown): unknown {
   return key === '__proto__' || key === 'constructor' || key === 'prototype' ? undefined : value;
 }
 
 function readText(req: IncomingMessage, limit: number): Promise<string> {
   return new Promise<string>((resolve, reject) => {
-    if (req.readableEnded) return resolve(''); // someone already read it and left nothing for us
+    // Something before the router read the stream and left no body for it: a setup mistake, told to the operator.
+    if (req.readableEnded) return reject(bodyAlreadyRead());
     // Closed while an async authorize hook ran: no 'close' will come again. 499: nobody to answer, nothing to log.
     if (req.destroyed) return reject(new AgentRouterError(499, 'client_closed', 'Client closed the connection before the body was read'));
     const chunks: Buffer[] = [];

@@ -14,6 +14,15 @@ export interface CorsOptions {
 
 const DEFAULT_HEADERS = 'content-type, authorization, accept, last-event-id';
 
+/** Adds `Origin` to the `Vary` header, keeping what a host set there (`Accept-Language`, say). */
+function varyOnOrigin(res: ServerResponse): void {
+  const current = res.getHeader('Vary');
+  if (current === undefined) return void res.setHeader('Vary', 'Origin');
+  const list = Array.isArray(current) ? current.join(', ') : String(current);
+  if (list.split(',').some((name) => ['origin', '*'].includes(name.trim().toLowerCase()))) return;
+  res.setHeader('Vary', `${list}, Origin`);
+}
+
 function allowed(cors: CorsOptions, origin: string): boolean {
   if (cors.origins === '*') return true;
   if (typeof cors.origins === 'function') return cors.origins(origin);
@@ -27,7 +36,7 @@ function allowed(cors: CorsOptions, origin: string): boolean {
  */
 export function applyCors(cors: CorsOptions, req: IncomingMessage, res: ServerResponse, method: string): boolean {
   const origin = req.headers.origin;
-  res.setHeader('Vary', 'Origin');
+  varyOnOrigin(res);
   const ok = origin !== undefined && allowed(cors, origin);
   if (ok) {
     res.setHeader('Access-Control-Allow-Origin', origin);

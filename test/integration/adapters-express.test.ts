@@ -7,7 +7,7 @@ import { toExpress } from '../../src/adapters/express.ts';
 import { AgentRouter } from '../../src/http/router.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { listen } from '../helpers/listen.ts';
-import { checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post } from './adapters-shared.ts';
+import { assertError, BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post } from './adapters-shared.ts';
 
 /**
  * The README's recipe for a host that must run `express.json()` before the
@@ -69,6 +69,36 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     const { url, close } = await listen(app);
     t.after(close);
     await checkSingleRoutes(t, url, '/bot');
+  });
+
+  test(`${name}: a host parser that leaves raw text (express.raw, express.text) or drains the body itself`, async (t) => {
+    const logged: unknown[] = [];
+    const { router } = makeRegistryRouter({ logger: { error: (_message, error) => logged.push(error) } });
+    const app = express();
+    app.use('/raw', express.raw({ type: 'application/json' }), toExpress(router));
+    app.use('/text', express.text({ type: '*/*' }), toExpress(router));
+    const drain = (req: any, _res: any, next: () => void): void => {
+      req.resume();
+      req.on('end', () => next());
+    };
+    app.use('/drained', drain, toExpress(router));
+    const { url, close } = await listen(app);
+    t.after(close);
+    for (const base of ['/raw', '/text']) {
+      assert.deepEqual(await (await post(`${url}${base}/counter-1/chat`, { message: `hi ${base}` })).json(), { agent_id: 'counter-1', response: `hi ${base}` });
+      await assertError(await post(`${url}${base}/counter-1/chat`, '{"message":'), 400, 'invalid_json');
+      // Chunked, so no declared length tells the limit is passed: the text itself is measured.
+      const big = JSON.stringify({ message: 'x'.repeat(BODY_LIMIT * 2) });
+      const chunked = await fetch(`${url}${base}/counter-1/chat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: new Blob([big]).stream(),
+        duplex: 'half',
+      } as RequestInit);
+      await assertError(chunked, 413, 'body_too_large');
+    }
+    await assertError(await post(`${url}/drained/counter-1/chat`, { message: 'lost' }), 500, 'internal_error');
+    assert.equal((logged[0] as { code?: string }).code, 'body_already_read');
   });
 
   test(`${name}: an error thrown out of the router goes to next(err)`, async (t) => {

@@ -71,6 +71,17 @@ for (const [name, fastify] of majors) {
     await checkServedOpenAPI(t, `${url}/api/v1/openapi.json`, '/{agent_id}/chat');
   });
 
+  test(`${name}: a host JSON parser that keeps the raw bytes (parseAs: 'buffer')`, async (t) => {
+    const fixture = makeRegistryRouter();
+    const app = fastify();
+    app.removeContentTypeParser('application/json');
+    app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+    await app.register(toFastify(fixture.router), { prefix: '/api' });
+    const url = await start(t, app);
+    assert.deepEqual(await (await post(`${url}/api/counter-1/chat`, { message: 'bytes' })).json(), { agent_id: 'counter-1', response: 'bytes' });
+    await assertError(await post(`${url}/api/counter-1/chat`, '{"message":'), 400, 'invalid_json');
+  });
+
   test(`${name}: a single-agent router, at a plugin prefix and at the root`, async (t) => {
     const app = fastify();
     await app.register(toFastify(makeSingleRouter()), { prefix: '/bot' });

@@ -93,6 +93,18 @@ test('CORS headers reach an SSE response too', async (t) => {
   assert.equal((await collectSSE(res)).text, 'first last');
 });
 
+test('CORS adds Origin to a Vary header the host set, and keeps the host\'s', async (t) => {
+  const router = new AgentRouter(new AgentRegistry(), { cors: { origins: ['https://app.example'] } });
+  const { url, close } = await listen((req, res) => {
+    res.setHeader('Vary', 'Accept-Language');
+    router.toRequestListener()(req, res);
+  });
+  t.after(close);
+  const res = await fetch(`${url}/a/state`, { headers: { origin: 'https://app.example' } });
+  assert.equal(res.headers.get('vary'), 'Accept-Language, Origin');
+  await res.body?.cancel();
+});
+
 test('a CORS origin predicate that throws answers 500 JSON, and the server keeps serving', async (t) => {
   const { url } = await serve(t, {
     cors: {
