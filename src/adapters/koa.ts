@@ -23,7 +23,7 @@ export function toKoa(router: AgentRouter): KoaMiddleware {
       return;
     }
     ctx.respond = false;
-    const handled = await router.handle(ctx.req, ctx.res, { path: target, body: parsedBody(ctx.req, ctx.request.body, limit) });
+    const handled = await router.handle(ctx.req, ctx.res, { path: target, body: parsedBody(ctx.req, (ctx.request as { body?: unknown }).body, limit) });
     if (handled) return;
     // Unreachable while matches() agrees with handle(); kept so a drift falls through instead of hanging.
     ctx.respond = true;

@@ -29,8 +29,13 @@ export interface KoaContext {
   res: ServerResponse;
   /** The request target (path and query); a mount such as koa-mount makes it relative. */
   url: string;
-  /** `body` is what a body parser (e.g. `@koa/bodyparser`) left, if one ran. */
-  request: { body?: unknown };
+  /**
+   * Read for `body`, what a body parser (e.g. `@koa/bodyparser`) left, if one
+   * ran. Typed `object`: Koa's own Request type declares no `body` until a
+   * parser's types add it, and a type whose only property is optional
+   * would then refuse it (TypeScript's weak type check).
+   */
+  request: object;
   /** Koa's escape hatch: false means "the response is written by hand, do not touch it". */
   respond?: boolean | undefined;
 }
