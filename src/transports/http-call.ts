@@ -129,7 +129,9 @@ export class RemoteCall {
       }
       if (failure !== undefined) throw failure;
       drained = true;
-      await this.#drain(reader);
+      // Not awaited: the caller has its whole reply at `done`, even from a remote that keeps the
+      // response open after it; the rest is read in the background so the connection can be reused.
+      void this.#drain(reader);
     } finally {
       if (!drained) {
         await reader.cancel().catch(noop);

@@ -305,6 +305,20 @@ test('a remote that dies mid-stream makes the iterator throw 502 (never a clean 
   assert.deepEqual(chunks, ['first']);
 });
 
+test('a stream is over at "event: done", even when the remote keeps the response open after it', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => {
+    sseHead(res);
+    res.write('data: hello\n\nevent: done\ndata: [DONE]\n\n'); // and never ends the response
+  });
+  // The watchdog would end the read after `timeout` (60 s); the stream must be over long before.
+  const transport = new HTTPTransport(remote.base, { timeout: 60 });
+  let timer: NodeJS.Timeout | undefined;
+  const hung = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still waiting after 10 s'), 10_000)));
+  const outcome = await Promise.race([collect(transport.stream('bot-1', 'x')), hung]);
+  clearTimeout(timer);
+  assert.deepEqual(outcome, ['hello']);
+});
+
 test('a stream that ends without "event: done" throws 502 upstream_incomplete', async (t) => {
   const remote = await fakeRemote(t, (_req, res) => {
     sseHead(res);
