@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import { AgentRouterError, httpErrors } from '../errors.ts';
 import { mediaType } from './path.ts';
@@ -21,6 +22,7 @@ const UNSAFE_KEY = /"(?:__proto__|constructor|prototype)"\s*:|\\u/;
 export function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
   try {
     checkContentType(req.headers['content-type']);
+    checkContentEncoding(req.headers['content-encoding']);
     const declared = req.headers['content-length'];
     if (declared !== undefined && Number(declared) > limit) throw httpErrors.payloadTooLarge(limit);
   } catch (error) {
@@ -30,12 +32,26 @@ export function readJsonBody(req: IncomingMessage, limit: number): Promise<unkno
   return readText(req, limit).then(parseJson);
 }
 
-/** 415 unless the declared type is JSON (`application/json` or any `+json`); no type at all is taken as JSON. */
+/**
+ * 415 unless the declared type is JSON (`application/json` or any `+json`);
+ * no type at all is taken as JSON. A charset other than UTF-8 is refused
+ * too: JSON is UTF-8 (RFC 8259), and a body in another would be misread.
+ */
 export function checkContentType(header: string | undefined): void {
   if (header === undefined || header === '') return;
   const type = mediaType(header);
-  if (type === 'application/json' || type.endsWith('+json')) return;
-  throw httpErrors.unsupportedMediaType(type);
+  if (type !== 'application/json' && !type.endsWith('+json')) throw httpErrors.unsupportedMediaType(type);
+  if (!header.includes(';')) return;
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(header)?.[1]?.toLowerCase();
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+    throw new AgentRouterError(415, 'unsupported_media_type', `Charset ${JSON.stringify(charset.slice(0, 40))} is not supported; send JSON as UTF-8`);
+  }
+}
+
+/** 415 for a compressed body (RFC 9110 names Content-Encoding as a 415 cause): it would be read as text. */
+function checkContentEncoding(header: string | undefined): void {
+  if (header === undefined || header === '' || header.toLowerCase() === 'identity') return;
+  throw new AgentRouterError(415, 'unsupported_media_type', `Content-Encoding ${JSON.stringify(header.slice(0, 40))} is not supported; send the body uncompressed`);
 }
 
 /**
@@ -44,21 +60,23 @@ export function checkContentType(header: string | undefined): void {
  * parses it as it parses a body it reads, limit included.
  */
 export class JsonText {
-  readonly text: string;
-  readonly bytes: number;
+  readonly #raw: Buffer | string;
   constructor(raw: Buffer | string) {
-    this.text = typeof raw === 'string' ? raw : raw.toString('utf8');
-    this.bytes = typeof raw === 'string' ? Buffer.byteLength(raw) : raw.length;
+    this.#raw = raw;
   }
 
-  /** The parsed body; 413 over `limit` bytes, 400 when not JSON. */
+  /** The parsed body; 413 over `limit` bytes, 400 when not UTF-8 JSON. */
   parse(limit: number): unknown {
-    if (this.bytes > limit) throw httpErrors.payloadTooLarge(limit);
-    return parseJson(this.text);
+    const raw = this.#raw;
+    if ((typeof raw === 'string' ? Buffer.byteLength(raw) : raw.length) > limit) throw httpErrors.payloadTooLarge(limit);
+    if (typeof raw !== 'string' && !isUtf8(raw)) throw notUtf8();
+    return parseJson(raw.toString());
   }
 }
 
 export function parseJson(text: string): unknown {
+  // A byte order mark may lead JSON text, and parsers may ignore it (RFC 8259, 8.1).
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   if (text.trim() === '') return {};
   // Nesting deeper than the limit needs at least twice as many characters.
   if (text.length > 2 * MAX_JSON_DEPTH && nestingDepth(text) > MAX_JSON_DEPTH) {
@@ -107,6 +125,10 @@ function nestingDepth(text: string): number {
   return deepest;
 }
 
+function notUtf8(): AgentRouterError {
+  return httpErrors.badRequest('invalid_json', 'Invalid JSON body: not valid UTF-8');
+}
+
 function bodyAlreadyRead(): AgentRouterError {
   return new AgentRouterError(
     500,
@@ -146,7 +168,10 @@ function readText(req: IncomingMessage, limit: number): Promise<string> {
     };
     const onEnd = (): void => {
       cleanup();
-      resolve(chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+      const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+      // JSON is UTF-8 (RFC 8259): bytes that are not would reach history as U+FFFD, silently.
+      if (!isUtf8(body)) return reject(notUtf8());
+      resolve(body.toString('utf8'));
     };
     const onError = (error: Error): void => {
       cleanup();

@@ -336,6 +336,8 @@ export class AgentRouter {
     if (action === 'chat') {
       message = requireMessage(body);
       stream = parseStreamFlag(queryParam(query, 'stream'), req.headers.accept);
+      // Before the agent is looked up: a refused stream must not make (or evict for) an instance.
+      if (stream !== false && this.#openStreams >= this.#maxStreams) throw this.#tooManyStreams();
     }
     const target = this.#resolve(agentId, req);
     // Reading committed state needs no abort plumbing: no turn runs for it.
@@ -397,12 +399,6 @@ export class AgentRouter {
 
   /** A chat reply as SSE: started now, and `answered` is called when it ended (no promise is kept meanwhile). */
   #stream(running: Running, target: Resolved, message: string, typed: boolean, answered: (() => void) | undefined): Promise<typeof STREAMING> {
-    if (this.#openStreams >= this.#maxStreams) {
-      throw new AgentRouterError(503, 'too_many_streams', `All ${this.#maxStreams} streams are in use; retry shortly`, {
-        expose: true,
-        headers: { 'Retry-After': '1' },
-      });
-    }
     const { agentId, cancel } = running;
     const source = this.#source(target, agentId, message, cancel);
     const options = { typed, cancel, pingInterval: this.options.pingInterval, logger: this.#logger };
@@ -411,6 +407,13 @@ export class AgentRouter {
     running.answered = answered;
     streamReply(running.res, agentId, source, options, this.#onStreamEnd, running);
     return STREAM_STARTED;
+  }
+
+  #tooManyStreams(): AgentRouterError {
+    return new AgentRouterError(503, 'too_many_streams', `All ${this.#maxStreams} streams are in use; retry shortly`, {
+      expose: true,
+      headers: { 'Retry-After': '1' },
+    });
   }
 
   /** The committed state; at once (no promise taken) when the agent can tell without asking storage. */

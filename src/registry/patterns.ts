@@ -5,8 +5,9 @@
  */
 export function compilePattern(pattern: string | RegExp, allowBacktracking: boolean): RegExp {
   const source = typeof pattern === 'string' ? pattern : pattern.source;
-  // g and y make test() stateful; m would let ^ and $ match inside the id.
-  const flags = typeof pattern === 'string' ? '' : pattern.flags.replace(/[gym]/g, '');
+  // g and y make test() stateful; m would let ^ and $ match inside the id. A string's `.` matches
+  // any character (s), U+2028 and U+2029 included, so `.*` is the catch-all it reads as.
+  const flags = typeof pattern === 'string' ? 's' : pattern.flags.replace(/[gym]/g, '');
   let compiled: RegExp;
   try {
     compiled = new RegExp(`^(?:${source})$`, flags);

@@ -39,6 +39,7 @@ test('maxStreams: streams beyond the cap get 503 JSON with Retry-After; JSON cha
   assert.equal(refused.status, 503);
   assert.equal(refused.headers.get('retry-after'), '1');
   assert.deepEqual(await refused.json(), { error: 'All 2 streams are in use; retry shortly', code: 'too_many_streams' });
+  assert.equal(router.pool?.peek('c'), undefined, 'a refused stream makes no instance');
   hold.resolve();
   for (const res of open) assert.equal((await collectSSE(res)).text, 'first last');
   assert.equal(router.openStreams, 0);

@@ -473,3 +473,23 @@ test('an error Node cannot write as given, or a logger that throws, is answered 
   assert.ok(quiet.mock.calls.some((call) => String(call.arguments.at(-2)).includes('the logger is down')), 'the logger\'s own failure goes to the console');
   assert.equal((await getJson(`${url}/odd-1/state`)).status, 200, 'still serving');
 });
+
+test('bodies: JSON must be UTF-8 (another charset or a compressed body is 415, invalid bytes 400); a byte order mark is skipped', async (t) => {
+  const { url, close } = await listen(registryRouter().toRequestListener());
+  t.after(close);
+  const send = (body: Uint8Array | string, headers: Record<string, string>) =>
+    fetch(`${url}/counter-1/chat`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const latin1 = await send('{"message":"caf\u00e9"}', { 'content-type': 'application/json; charset=latin1' });
+  assert.equal(latin1.status, 415);
+  assert.match((await latin1.json()).error, /Charset "latin1" is not supported; send JSON as UTF-8/);
+  const utf8 = await send('{"message":"caf\u00e9"}', { 'content-type': 'application/json; charset="UTF-8"' });
+  assert.equal((await utf8.json()).response, 'caf\u00e9');
+  const gzip = await send('{"message":"x"}', { 'content-encoding': 'gzip' });
+  assert.equal(gzip.status, 415);
+  assert.match((await gzip.json()).error, /Content-Encoding "gzip" is not supported/);
+  const bytes = await send(new Uint8Array([...Buffer.from('{"message":"'), 0xff, 0xfe, ...Buffer.from(' x"}')]), {});
+  assert.equal(bytes.status, 400);
+  assert.deepEqual(await bytes.json(), { error: 'Invalid JSON body: not valid UTF-8', code: 'invalid_json' });
+  const bom = await send('\ufeff{"message":"marked"}', {});
+  assert.equal((await bom.json()).response, 'marked');
+});

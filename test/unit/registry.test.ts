@@ -32,6 +32,12 @@ test('every pattern matches the whole id, simple or not', () => {
   assert.equal(registry.resolve('exact'), Other);
 });
 
+test('a string pattern\'s dot matches any character: .* is a true catch-all', () => {
+  const registry = new AgentRegistry();
+  registry.register('.*', Other);
+  for (const id of ['a\u2028b', 'a\u2029b', 'plain']) assert.equal(registry.resolve(id), Other, JSON.stringify(id));
+});
+
 test('a RegExp pattern is anchored too, and stateful or multiline flags cannot loosen it', () => {
   const registry = new AgentRegistry();
   registry.register(/team-[a-z]+/gmi, Worker);
