@@ -5,6 +5,7 @@ import type { Storage } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject, TokenUsage } from '../types.ts';
 import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
 import { TurnCancel } from './cancel.ts';
+import { assertJson } from './json-check.ts';
 import { AbortWatch, Mailbox } from './mailbox.ts';
 
 export interface AgentOptions<S extends JsonObject = JsonObject> {
@@ -402,7 +403,12 @@ export class Agent<S extends JsonObject = JsonObject> {
     if (!actionsOf(ctor).has(method)) throw unknownMethod(this.id, method);
     const action = (this as unknown as Record<string, (...args: unknown[]) => unknown>)[method] as (...args: unknown[]) => unknown;
     const args = actionArguments(params);
-    return this.#turn(cancelOf(options), async () => ({ result: await action.apply(this, args), append: [] }));
+    return this.#turn(cancelOf(options), async () => {
+      const result = await action.apply(this, args);
+      // Checked inside the turn: a result no caller could be sent must not leave a committed change behind.
+      assertJson(result, `Agent ${JSON.stringify(this.id)}: action ${method}'s result`);
+      return { result, append: [] };
+    });
   }
 
   #stage(update: StateUpdate<S>): S {
@@ -627,6 +633,7 @@ export class Agent<S extends JsonObject = JsonObject> {
   #commit(append: ChatMessage[], inPlace = 0): Promise<void> | undefined {
     const state = this.#staged ?? this.#state;
     if (state === this.#state && append.length === 0) return undefined;
+    if (state !== this.#state) assertJson(state, `Agent ${JSON.stringify(this.id)}: state`);
     const expectedVersion = this.#version;
     const turn = { expectedVersion, state, append };
     const sync = this.storage.sync;

@@ -477,7 +477,7 @@ test('an error Node cannot write as given, or a logger that throws, is answered 
 test('bodies: JSON must be UTF-8 (another charset or a compressed body is 415, invalid bytes 400); a byte order mark is skipped', async (t) => {
   const { url, close } = await listen(registryRouter().toRequestListener());
   t.after(close);
-  const send = (body: Uint8Array | string, headers: Record<string, string>) =>
+  const send = (body: BodyInit, headers: Record<string, string>) =>
     fetch(`${url}/counter-1/chat`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
   const latin1 = await send('{"message":"caf\u00e9"}', { 'content-type': 'application/json; charset=latin1' });
   assert.equal(latin1.status, 415);

@@ -6,6 +6,7 @@ import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import type { Storage } from '../../src/storage/storage.ts';
+import type { JsonValue } from '../../src/types.ts';
 
 class Counter extends Agent<{ count: number }> {
   static override actions = ['increment', 'fail', 'pair'];
@@ -346,4 +347,41 @@ test('a failing commit rejects chat and leaves history as it was', async () => {
   fail = false;
   assert.equal(await agent.chat('two'), 'kept');
   assert.deepEqual(agent.messages.map((m) => m.content), ['two', 'kept']);
+});
+
+test('state and action results must be JSON: a turn that would store or answer anything else fails and changes nothing', async () => {
+  const storage = new MemoryStorage();
+  class Careless extends Agent {
+    static override actions = ['stash', 'answer'];
+    constructor(id: string) {
+      super(id, { storage, initialState: { n: 0 } });
+    }
+    async stash(value: unknown): Promise<string> {
+      await this.setState({ value: value as JsonValue });
+      return 'stored';
+    }
+    async answer(): Promise<unknown> {
+      await this.setState({ n: 1000 });
+      return { when: 10n };
+    }
+  }
+  const agent = new Careless('careless-1');
+  const cycle: Record<string, unknown> = {};
+  cycle['self'] = cycle;
+  const bad: Array<[unknown, RegExp]> = [
+    [10n, /state is not JSON: it holds a BigInt \(key "value"\)/],
+    [Number.NaN, /NaN \(key "value"\)/],
+    [{ deep: [1, Infinity] }, /Infinity \(key "1"\)/],
+    [new Map([['a', 1]]), /a Map \(key "value"\)/],
+    [cycle, /a circular reference/],
+  ];
+  for (const [value, message] of bad) {
+    await assert.rejects(agent.invoke('stash', [value]), message);
+  }
+  await assert.rejects(agent.invoke('answer'), /action answer's result is not JSON: it holds a BigInt \(key "when"\)/);
+  await assert.rejects(agent.setState({ n: Number.POSITIVE_INFINITY }), /Infinity/);
+  assert.deepEqual(agent.state, { n: 0 });
+  assert.equal(agent.version, 0, 'nothing was committed');
+  assert.equal(await agent.invoke('stash', [{ ok: [1, 'two', null] }]), 'stored');
+  assert.equal((await storage.load('careless-1'))?.version, 1);
 });
