@@ -169,8 +169,12 @@ export class Agent<S extends JsonObject = JsonObject> {
     if (typeof options !== 'object' || options === null) {
       throw new TypeError('Agent: the second argument is an options object, e.g. { model: echoModel(), system: "..." }');
     }
+    const model = options.model;
+    if (model !== undefined && (typeof model !== 'object' || model === null || typeof model.stream !== 'function')) {
+      throw new TypeError('Agent: model must be a Model, an object with a stream(request) method, e.g. echoModel() or openAIModel({ model, apiKey })');
+    }
     this.id = id;
-    this.model = options.model;
+    this.model = model;
     this.system = options.system;
     this.storage = options.storage ?? processStorage;
     this.#state = checkState(structuredClone(options.initialState ?? {}), 'initialState') as S;

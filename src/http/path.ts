@@ -49,16 +49,20 @@ export function decodeAgentId(segment: string, maxLength: number): string {
   return id;
 }
 
-/** `stream` is boolean-like (DESIGN.md section 3); `events` asks for the typed event stream. */
+/**
+ * `stream` is boolean-like (DESIGN.md section 3); `events` asks for the typed
+ * event stream. Absent, or present with no value (`?stream`, `?stream=`),
+ * `Accept` decides.
+ */
 export function parseStreamFlag(value: string | undefined, accept: string | undefined): boolean | 'events' {
-  if (value === undefined) {
+  if (value === undefined || value === '') {
     // Only text/event-stream (parameters aside): `*/*` or a list means the client also takes JSON.
     return accept !== undefined && !accept.includes(',') && mediaType(accept) === 'text/event-stream';
   }
   switch (value.toLowerCase()) {
     case 'true': case '1': case 'yes': case 'on':
       return true;
-    case 'false': case '0': case 'no': case 'off': case '':
+    case 'false': case '0': case 'no': case 'off':
       return false;
     case 'events':
       return 'events';

@@ -27,10 +27,21 @@ export function requireMessage(body: Record<string, unknown>): string {
   return message;
 }
 
+/** An invoke's `{method, params}`: the body itself, or its `payload` object. */
+export function invokePayload(body: Record<string, unknown>): Record<string, unknown> {
+  const payload = body['payload'];
+  if (payload === undefined) return body;
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+    throw httpErrors.badRequest('invalid_body', '"payload" must be an object, e.g. {"payload": {"method": "increment", "params": {"by": 2}}}');
+  }
+  return payload as Record<string, unknown>;
+}
+
 /** The generic envelope: `{"action": "chat" | "invoke" | "state", ...}`, chat by default. */
 export function unwrapEnvelope(body: Record<string, unknown>): { action: Exclude<RouteAction, 'request'>; body: Record<string, unknown> } {
   const action = body['action'] ?? 'chat';
   if (action === 'chat' || action === 'state') return { action, body };
-  if (action === 'invoke') return { action, body: body['payload'] === undefined ? {} : asObject(body['payload']) };
+  // Wrapped in "payload" as the seed's transport sends it, or bare beside "action", as /invoke takes it.
+  if (action === 'invoke') return { action, body: invokePayload(body) };
   throw httpErrors.badRequest('unknown_action', `Unknown action: ${typeof action === 'string' ? action.slice(0, 64) : typeof action}; use "chat", "invoke" or "state"`);
 }

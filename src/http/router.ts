@@ -11,7 +11,7 @@ import { checkDepth, JsonText, readJsonBody } from './body.ts';
 import { applyCors, type CorsOptions } from './cors.ts';
 import { Deadlines } from './deadlines.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
-import { asObject, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
+import { asObject, invokePayload, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
 import { sendError, sendJson } from './respond.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
 import { loggerOf, type Logger } from './logger.ts';
@@ -175,7 +175,7 @@ export class AgentRouter {
     this.#maxStreams = options.maxStreams ?? 10_000;
     const turnTimeout = this.#turnTimeout;
     this.#deadlines = turnTimeout > 0
-      ? new Deadlines(turnTimeout, (cancel) => cancel.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${turnTimeout} s`)))
+      ? new Deadlines(turnTimeout, (cancel) => cancel.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${turnTimeout} s`, { expose: true })))
       : undefined;
     this.#logger = loggerOf(options.logger);
     this.pool = this.#registry === undefined ? undefined : (options.pool ?? new AgentPool(options));
@@ -466,7 +466,7 @@ export class AgentRouter {
         return Promise.resolve(replying).then((response) => ({ agent_id: agentId, response }));
       }
       case 'invoke': {
-        const payload = body['payload'] !== undefined ? asObject(body['payload']) : body;
+        const payload = invokePayload(body);
         const method = payload['method'];
         if (typeof method !== 'string' || method === '') {
           throw httpErrors.badRequest('missing_method', 'Invoke needs a "method" string, e.g. {"method": "increment", "params": {"by": 2}}');

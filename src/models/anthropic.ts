@@ -8,8 +8,8 @@ export const ANTHROPIC_VERSION = '2023-06-01';
 export interface AnthropicModelOptions extends ProviderHTTPOptions {
   /** The model name, e.g. `claude-sonnet-4-5`. */
   model: string;
-  /** Sent as `x-api-key`. */
-  apiKey: string;
+  /** Sent as `x-api-key`. Required: typed optional so `process.env.ANTHROPIC_API_KEY` type-checks, and checked when the model is made. */
+  apiKey: string | undefined;
   /** @defaultValue `https://api.anthropic.com/v1` */
   baseURL?: string | undefined;
   /**

@@ -53,12 +53,12 @@ export interface FileConfig {
 /** Node timers overflow above 2^31 - 1 ms (and then fire at once), so no duration may exceed it. */
 const MAX_TIMER = 2_147_483;
 
-type Kind = 'seconds' | 'idleSeconds' | 'positiveSeconds' | 'count' | 'boolean' | 'function' | 'object' | 'string' | 'port' | 'origins';
+type Kind = 'seconds' | 'idleSeconds' | 'positiveSeconds' | 'count' | 'positiveCount' | 'boolean' | 'function' | 'object' | 'string' | 'port' | 'origins';
 
 /** Every option the server takes, and how it is checked (typed so a new router option cannot be forgotten here). */
 const OPTIONS: { readonly [K in keyof Required<AgentServerConfig>]: Kind } = {
   idleTimeout: 'idleSeconds',
-  maxAgents: 'count',
+  maxAgents: 'positiveCount',
   enableListAgents: 'boolean',
   shutdownTimeout: 'seconds',
   keepAliveTimeout: 'positiveSeconds',
@@ -123,7 +123,6 @@ export function resolveServerConfig(config: AgentServerConfig, where = 'AgentSer
   if (requestTimeout !== 0 && requestTimeout < headersTimeout) {
     throw new TypeError(`${where}: ${name('requestTimeout')} (${requestTimeout}) must be 0 or at least ${name('headersTimeout')} (${headersTimeout})`);
   }
-  if (config.maxAgents !== undefined && config.maxAgents < 1) throw new TypeError(`${where}: ${name('maxAgents')} must be at least 1`);
   return {
     idleTimeout: config.idleTimeout ?? 300,
     maxAgents: config.maxAgents ?? 10_000,
@@ -190,6 +189,7 @@ function check(value: unknown, kind: Kind, label: string): void {
     idleSeconds: () => typeof value === 'number' && value >= 0 && (value <= MAX_TIMER || value === Infinity),
     positiveSeconds: () => typeof value === 'number' && value > 0 && value <= MAX_TIMER,
     count: () => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0,
+    positiveCount: () => typeof value === 'number' && Number.isSafeInteger(value) && value >= 1,
     port: () => typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 65535,
     boolean: () => typeof value === 'boolean',
     function: () => typeof value === 'function',
@@ -203,6 +203,7 @@ function check(value: unknown, kind: Kind, label: string): void {
     idleSeconds: `a number of seconds from 0 to ${MAX_TIMER}, or Infinity`,
     positiveSeconds: `a number of seconds above 0, at most ${MAX_TIMER}`,
     count: 'a whole number >= 0',
+    positiveCount: 'a whole number >= 1',
     port: 'a port number from 0 to 65535',
     boolean: 'true or false',
     function: 'a function',

@@ -64,8 +64,10 @@ export class AgentPool {
 
   constructor(options: AgentPoolOptions = {}) {
     this.idleTimeout = positive(options.idleTimeout ?? 300, 'idleTimeout');
-    this.maxAgents = positive(options.maxAgents ?? 10_000, 'maxAgents');
-    if (this.maxAgents < 1) throw new TypeError('AgentPool: maxAgents must be at least 1');
+    this.maxAgents = options.maxAgents ?? 10_000;
+    if (!Number.isSafeInteger(this.maxAgents) || this.maxAgents < 1) {
+      throw new TypeError(`AgentPool: maxAgents must be a whole number >= 1, got ${String(this.maxAgents)}`);
+    }
     this.#now = options.now ?? Date.now;
     this.#onCreate = options.onCreate;
     this.#onEvict = options.onEvict;

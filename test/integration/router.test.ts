@@ -493,3 +493,13 @@ test('bodies: JSON must be UTF-8 (another charset or a compressed body is 415, i
   const bom = await send('\ufeff{"message":"marked"}', {});
   assert.equal((await bom.json()).response, 'marked');
 });
+
+test('the generic envelope takes invoke bare beside "action" too, and says what is wrong with a payload that is not an object', async (t) => {
+  const { url, close } = await listen(registryRouter().toRequestListener());
+  t.after(close);
+  assert.deepEqual((await postJson(`${url}/counter-1`, { action: 'invoke', method: 'increment', params: { by: 3 } })).body, { agent_id: 'counter-1', result: 3 });
+  const bad = await postJson(`${url}/counter-1`, { action: 'invoke', payload: 'increment' });
+  assert.equal(bad.status, 400);
+  assert.match(bad.body.error, /^"payload" must be an object/);
+  assert.equal((await postJson(`${url}/counter-1/invoke`, { payload: ['increment'] })).body.code, 'invalid_body');
+});

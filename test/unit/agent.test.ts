@@ -385,3 +385,9 @@ test('state and action results must be JSON: a turn that would store or answer a
   assert.equal(await agent.invoke('stash', [{ ok: [1, 'two', null] }]), 'stored');
   assert.equal((await storage.load('careless-1'))?.version, 1);
 });
+
+test('a model that is not a Model is refused when the agent is made, not at its first turn', () => {
+  for (const model of [{}, 'gpt-4o', { stream: 'yes' }, null]) {
+    assert.throws(() => new Agent('a', { model: model as never }), /Agent: model must be a Model, an object with a stream\(request\) method/, String(model));
+  }
+});

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parseFileConfig, readConfigFile, resolveServerConfig } from '../../src/server/config.ts';
+import { AgentPool } from '../../src/server/pool.ts';
 
 test('defaults: 300 s idle, 10000 agents, no /agents, 10 s drain, load-balancer-safe socket timeouts', () => {
   assert.deepEqual(resolveServerConfig({}), {
@@ -28,7 +29,8 @@ test('headersTimeout and requestTimeout follow a raised keepAliveTimeout unless 
 test('a bad value is a TypeError naming the option and what it must be', () => {
   assert.throws(() => resolveServerConfig({ idleTimeout: -1 }), { name: 'TypeError', message: /AgentServer: idleTimeout must be a number of seconds/ });
   assert.throws(() => resolveServerConfig({ maxAgents: 1.5 }), { message: /maxAgents must be a whole number/ });
-  assert.throws(() => resolveServerConfig({ maxAgents: 0 }), { message: /maxAgents must be at least 1/ });
+  assert.throws(() => resolveServerConfig({ maxAgents: 0 }), { message: /maxAgents must be a whole number >= 1, got 0/ });
+  assert.throws(() => new AgentPool({ maxAgents: -1 }), { message: /maxAgents must be a whole number >= 1, got -1/ });
   assert.throws(() => resolveServerConfig({ enableListAgents: 'yes' as unknown as boolean }), { message: /enableListAgents must be true or false, got "yes"/ });
   assert.throws(() => resolveServerConfig({ shutdownTimeout: Infinity }), { message: /shutdownTimeout/ }, 'a timer would fire at once');
   assert.throws(() => resolveServerConfig({ onEvict: 'x' as unknown as () => void }), { message: /onEvict must be a function/ });
@@ -68,7 +70,7 @@ test('a config file may set router limits and CORS origins', () => {
 
 test('a config file error names the file and the key as written there', () => {
   assert.throws(() => parseFileConfig({ idleTimeout: 5 }, 'config file c.json'), { message: /config file c.json: unknown key "idleTimeout"; known keys: idle_timeout/ });
-  assert.throws(() => parseFileConfig({ max_agents: '10' }, 'config file c.json'), { message: /config file c.json: max_agents must be a whole number >= 0, got "10"/ });
+  assert.throws(() => parseFileConfig({ max_agents: '10' }, 'config file c.json'), { message: /config file c.json: max_agents must be a whole number >= 1, got "10"/ });
   assert.throws(() => parseFileConfig({ port: 70000 }, 'config file c.json'), { message: /port must be a port number/ });
   assert.throws(() => parseFileConfig({ keep_alive_timeout: 80 , headers_timeout: 70 }, 'f'), { message: /headers_timeout \(70\) must be above keep_alive_timeout \(80\)/ });
   assert.throws(() => parseFileConfig([1], 'config file c.json'), { message: /must hold a JSON object/ });

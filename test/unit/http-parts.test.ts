@@ -27,7 +27,10 @@ test('decodeAgentId decodes once and refuses what no id may be', () => {
 
 test('parseStreamFlag follows DESIGN.md section 3', () => {
   for (const on of ['true', '1', 'yes', 'on', 'TRUE', 'Yes']) assert.equal(parseStreamFlag(on, undefined), true, on);
-  for (const off of ['false', '0', 'no', 'off', 'OFF', '']) assert.equal(parseStreamFlag(off, 'text/event-stream'), false, off);
+  for (const off of ['false', '0', 'no', 'off', 'OFF']) assert.equal(parseStreamFlag(off, 'text/event-stream'), false, off);
+  // Present with no value (`?stream`, `?stream=`): as if absent, Accept decides.
+  assert.equal(parseStreamFlag('', 'text/event-stream'), true);
+  assert.equal(parseStreamFlag('', undefined), false);
   assert.equal(parseStreamFlag('events', undefined), 'events');
   assert.equal(parseStreamFlag(undefined, 'text/event-stream'), true);
   assert.equal(parseStreamFlag(undefined, 'Text/Event-Stream; charset=utf-8'), true);
