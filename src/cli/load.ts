@@ -60,7 +60,9 @@ function classify(value: unknown, specifier: string): Loaded {
     if (looksLike !== undefined) {
       throw new LoadError(
         `${specifier} default-exports ${looksLike} from another copy of agent-router than the CLI's; ` +
-          'import agent-router from the same installation as the CLI, or default-export an AgentServer made with your copy',
+          'import agent-router from the same installation as the CLI, or default-export an AgentServer made with your copy. ' +
+          '(tsx loads a .ts file of a CommonJS project, one without "type": "module" in package.json, with a copy of its own: ' +
+          'name the file .mts, or set "type": "module")',
       );
     }
   }
