@@ -2,7 +2,7 @@ import { AgentRouterError, type UpstreamError } from '../errors.ts';
 import { createSSEParser } from '../sse/parser.ts';
 import { describeRemote } from './remote-url.ts';
 import type { Slots } from './slots.ts';
-import { badResponse, incomplete, interrupted, statusError, streamFailed, timedOut, unreachable } from './upstream-errors.ts';
+import { allSlotsBusy, badResponse, incomplete, interrupted, statusError, streamFailed, timedOut, unreachable } from './upstream-errors.ts';
 import { Watchdog } from './watchdog.ts';
 
 /** The `fetch` HTTPTransport calls: the global one, or any function shaped like it. */
@@ -60,7 +60,10 @@ export class RemoteCall {
     this.remote = describeRemote(request.url);
     this.#callerSignal = request.signal;
     this.#controller.signal.addEventListener('abort', this.#onAbort, { once: true });
-    this.#watchdog = new Watchdog(settings.timeout * 1000, () => this.#controller.abort(timedOut(this.remote, settings.timeout)));
+    // Before a slot is held the remote has not been asked yet: the wait is this transport's own queue.
+    this.#watchdog = new Watchdog(settings.timeout * 1000, () =>
+      this.#controller.abort(this.#holdsSlot ? timedOut(this.remote, settings.timeout) : allSlotsBusy(this.remote, settings.timeout)),
+    );
     if (request.signal?.aborted === true) this.#controller.abort(request.signal.reason);
     else request.signal?.addEventListener('abort', this.#onCallerAbort, { once: true });
     this.response = this.#send(request);

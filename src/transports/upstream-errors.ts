@@ -41,6 +41,15 @@ export function timedOut(remote: string, seconds: number): UpstreamError {
   });
 }
 
+/** Every connection slot (maxConnections) stayed in use for `seconds`: the remote was never asked. */
+export function allSlotsBusy(remote: string, seconds: number): UpstreamError {
+  return new UpstreamError(503, 'upstream_busy', `HTTPTransport: all maxConnections requests to ${remote} stayed in flight for ${seconds} s (long streams, or clients reading slowly); raise maxConnections, or retry`, {
+    expose: true,
+    headers: { 'Retry-After': '1' },
+    publicMessage: 'Every connection to the remote agent is in use; retry shortly',
+  });
+}
+
 export function interrupted(remote: string, cause: unknown): UpstreamError {
   return new UpstreamError(502, 'upstream_interrupted', `HTTPTransport: the connection to ${remote} broke off mid-response`, {
     expose: true,

@@ -561,3 +561,24 @@ test('maxConnections bounds the requests in flight; the rest wait their turn', a
   assert.equal(peak, 2);
   assert.ok(new Set(remote.requests.map((r) => r.remotePort)).size <= 2, 'at most two connections were opened');
 });
+
+test('a request still waiting for a connection slot at timeout is 503 upstream_busy, not a silent remote', async (t) => {
+  const timers: NodeJS.Timeout[] = [];
+  const remote = await fakeRemote(t, (_req, res) => {
+    // A stream that is alive (a comment every 100 ms) but never ends: the one slot stays in use.
+    sseHead(res);
+    timers.push(setInterval(() => res.write(': ping\n\n'), 100));
+  });
+  t.after(() => timers.forEach(clearInterval));
+  const transport = new HTTPTransport(remote.base, { maxConnections: 1, timeout: 0.3 });
+  const held = new AbortController();
+  const streaming = collect(transport.stream('bot-1', 'x', { signal: held.signal }));
+  streaming.catch(() => {});
+  await remote.next();
+  await assert.rejects(
+    transport.chat('bot-2', 'x'),
+    upstream(503, 'upstream_busy', (error) => assert.deepEqual((error as AgentRouterError).headers, { 'Retry-After': '1' })),
+  );
+  held.abort();
+  await assert.rejects(streaming);
+});
