@@ -1,4 +1,5 @@
-import { STATUS_CODES } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import { sendJson } from '../http/respond.ts';
 import type { Duplex } from 'node:stream';
 
 /**
@@ -21,4 +22,14 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
+}
+
+/**
+ * Node's `checkExpectation`: an `Expect` other than `100-continue`, which
+ * Node would answer with a bare 417. The body may follow, so the connection
+ * is closed after the answer.
+ */
+export function answerExpectation(req: IncomingMessage, res: ServerResponse): void {
+  const expect = String(req.headers.expect).slice(0, 64);
+  sendJson(res, 417, { error: `Expect ${JSON.stringify(expect)} is not supported; only 100-continue is`, code: 'expectation_failed' }, { Connection: 'close' });
 }

@@ -9,7 +9,7 @@ import { AgentRouter, serveRequest } from '../http/router.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
 import { AgentRegistry, type AgentClass } from '../registry/registry.ts';
 import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from './config.ts';
-import { answerClientError } from './client-error.ts';
+import { answerClientError, answerExpectation } from './client-error.ts';
 import { InFlight } from './inflight.ts';
 import { AgentPool } from './pool.ts';
 
@@ -100,6 +100,12 @@ export class AgentServer {
       return;
     }
     const answered = this.#inFlight.track(res);
+    // HTTP/1.1 requires Host (RFC 9112, 3.2); Node's check is off so that this answer is JSON.
+    if (req.headers.host === undefined && req.httpVersion === '1.1') {
+      sendJson(res, 400, { error: 'HTTP/1.1 requests must carry a Host header', code: 'missing_host' });
+      answered();
+      return;
+    }
     // The router's routes first, without a promise on top: the router answers its own failures.
     const url = req.url;
     if (url !== undefined && url.startsWith(this.#routerPath) && this.router[serveRequest](req, res, answered)) return;
@@ -133,9 +139,12 @@ export class AgentServer {
       requestTimeout: requestTimeout * 1000,
       // How often Node checks those deadlines; its 30 s default would let a short timeout run long.
       connectionsCheckingInterval: Math.min(30_000, Math.max(50, headersTimeout * 250)),
+      // Node answers a missing Host with a bare 400; the listener answers it as JSON instead.
+      requireHostHeader: false,
     }, this.listener);
     server.keepAliveTimeout = keepAliveTimeout * 1000;
     server.on('clientError', answerClientError);
+    server.on('checkExpectation', answerExpectation);
     this.#http = server; // claimed now, so a second serve() while this one starts is refused
     await new Promise<void>((resolve, reject) => {
       const onError = (error: NodeJS.ErrnoException): void => {

@@ -38,3 +38,28 @@ test('what Node\'s parser refuses is still answered in the JSON error shape', as
   assert.match(huge, /^HTTP\/1\.1 431 /);
   assert.equal(JSON.parse(huge.slice(huge.indexOf('\r\n\r\n') + 4)).code, 'headers_too_large');
 });
+
+test('an Expect other than 100-continue (417) and an HTTP/1.1 request without Host (400) are answered as JSON', async (t) => {
+  const registry = new AgentRegistry();
+  registry.register('.*', class extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel() });
+    }
+  });
+  const server = new AgentServer(registry);
+  await server.serve(0);
+  t.after(() => server.close());
+  const bodyOf = (reply: string): unknown => JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4));
+
+  const expect = await rawExchange(server.port as number, 'GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n');
+  assert.match(expect, /^HTTP\/1\.1 417 /);
+  assert.deepEqual(bodyOf(expect), { error: 'Expect "200-ok" is not supported; only 100-continue is', code: 'expectation_failed' });
+
+  const hostless = await rawExchange(server.port as number, 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n');
+  assert.match(hostless, /^HTTP\/1\.1 400 /);
+  assert.deepEqual(bodyOf(hostless), { error: 'HTTP/1.1 requests must carry a Host header', code: 'missing_host' });
+
+  // HTTP/1.0 has no Host requirement.
+  const old = await rawExchange(server.port as number, 'GET /healthz HTTP/1.0\r\n\r\n');
+  assert.match(old, /^HTTP\/1\.1 200 /);
+});
