@@ -331,6 +331,10 @@ export class Agent<S extends JsonObject = JsonObject> {
       try {
         if (next.done === true) {
           turn.finished = true;
+          // From here the turn's outcome is its commit's: cut now, it could be stored and yet reported
+          // failed (and its user message dropped from this instance's history). #completeChat still
+          // refuses a turn cut before the commit begins.
+          if (!turn.own) turn.cancel.offAbort(fail);
           const storing = this.#completeChat(turn);
           if (storing === undefined) succeed();
           else storing.then(succeed, fail);

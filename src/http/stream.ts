@@ -97,7 +97,7 @@ class ReplyStream<T> implements ChatSink {
 
   #pump(source: ReplySource): void {
     if ('agent' in source) return source.agent[chatInto](source.message, cancelledBy(this.#cancel), this);
-    pull(source.chunks, this).then(() => this.done(), (error: unknown) => this.failed(error));
+    pull(source.chunks, this).then(() => this.#pulled(), (error: unknown) => this.failed(error));
   }
 
   /** False once the client is gone or the stream ended. */
@@ -113,9 +113,15 @@ class ReplyStream<T> implements ChatSink {
     return this.#writer.send(typedFrame('text.delta', { text }), 'text.delta');
   }
 
-  done(): void {
+  /** A pulled stream ran out: complete, unless the pull stopped because the request was cut. */
+  #pulled(): void {
     const cancel = this.#cancel;
     if (cancel.aborted) return this.failed(cancel.reason);
+    this.done();
+  }
+
+  /** The turn completed; a local agent's is committed, even when the request was cut during the commit. */
+  done(): void {
     this.#end(this.#typed ? formatEvent(typedFrame('turn.finished', { result: { agent_id: this.#agentId, text: this.#text } }), 'turn.finished') : DONE_FRAME);
   }
 

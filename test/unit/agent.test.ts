@@ -391,3 +391,33 @@ test('a model that is not a Model is refused when the agent is made, not at its 
     assert.throws(() => new Agent('a', { model: model as never }), /Agent: model must be a Model, an object with a stream\(request\) method/, String(model));
   }
 });
+
+test('a chat turn cut while its commit is in flight ends as the commit does: stored and reported done, history the same in memory and storage', async () => {
+  const inner = new MemoryStorage();
+  let commitStarted: () => void = () => {};
+  let finishCommit: () => void = () => {};
+  // An asynchronous storage (no `sync`), whose commit is held open until the test lets it finish.
+  const slow: Storage = {
+    load: (id) => inner.load(id),
+    async commit(id, turn) {
+      const version = await inner.commit(id, turn);
+      commitStarted();
+      await new Promise<void>((resolve) => (finishCommit = resolve));
+      return version;
+    },
+  };
+  const agent = new Agent('committing', { model: scriptedModel(({ messages }) => `R:${messages.at(-1)?.content}`), storage: slow });
+  const first = agent.chat('one');
+  await new Promise<void>((resolve) => (commitStarted = resolve));
+  finishCommit();
+  await first;
+  const client = new AbortController();
+  const second = agent.chat('two', { signal: client.signal });
+  await new Promise<void>((resolve) => (commitStarted = resolve));
+  client.abort(new Error('the client left'));
+  finishCommit();
+  assert.equal(await second, 'R:two', 'the turn was stored, so it is reported done');
+  const stored = await inner.load('committing');
+  assert.deepEqual(agent.messages.map((m) => m.content), ['one', 'R:one', 'two', 'R:two']);
+  assert.deepEqual(stored?.messages.map((m) => m.content), ['one', 'R:one', 'two', 'R:two']);
+});
