@@ -67,6 +67,20 @@ export class VersionConflictError extends AgentRouterError {
   }
 }
 
+/**
+ * A commit by a turn whose storage lock was lost mid-turn (its lease ran out,
+ * its connection dropped): another process may hold the lock now, so the
+ * turn is refused rather than written beside that process's turn.
+ */
+export class LockLostError extends AgentRouterError {
+  override name = 'LockLostError';
+  constructor(agentId: string, storage: string, how: string) {
+    super(409, 'lock_lost', `${storage}: the lock on agent ${JSON.stringify(agentId)} was lost during the turn (${how}); the turn was not committed`, {
+      expose: false,
+    });
+  }
+}
+
 /** A remote target (HTTPTransport) or model provider failed; 502, or 504 for a timeout. */
 export class UpstreamError extends AgentRouterError {
   override name = 'UpstreamError';

@@ -53,7 +53,7 @@ export { createSSEParser, readSSE } from './sse/parser.ts';
 export type { SSEEvent, SSEParser, SSEParserOptions } from './sse/parser.ts';
 
 // Errors
-export { AgentNotFoundError, AgentRouterError, ModelProviderError, UpstreamError, VersionConflictError, isAgentRouterError } from './errors.ts';
+export { AgentNotFoundError, AgentRouterError, LockLostError, ModelProviderError, UpstreamError, VersionConflictError, isAgentRouterError } from './errors.ts';
 
 // Shared types
 export type { ChatMessage, JsonObject, JsonPrimitive, JsonValue, TokenUsage } from './types.ts';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { VersionConflictError } from '../errors.ts';
+import { LockLostError, VersionConflictError } from '../errors.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkTurn } from './check.ts';
 import { assertStorableId, idDigest, leaseMilliseconds } from './ids.ts';
@@ -140,6 +140,10 @@ class PostgresStorageImpl implements PostgresStorage {
     const key = this.#key(agentId);
     checkTurn(turn, 'postgresStorage');
     await this.#init();
+    // Never through the pool instead: once the lock's session is gone another process may hold the lock,
+    // and this commit could land before that process's, which would then be the one refused.
+    const broken = this.#held.get(agentId)?.broken;
+    if (broken !== undefined) throw new LockLostError(agentId, 'postgresStorage', `its session ended: ${broken.message}`);
     const state = JSON.stringify(turn.state);
     const append = JSON.stringify(turn.append);
     const { rows } = turn.expectedVersion === 0

@@ -22,19 +22,25 @@ function lua(source: string): LuaScript {
 }
 
 /**
- * KEYS: v, s, h. ARGV: expected version, state JSON, then one JSON string per
- * message. Returns {1, new version}, or {0, current version} when the stored
- * version is not the expected one (nothing written). Writes the version
+ * KEYS: v, s, h, lock. ARGV: expected version, state JSON, the lock token
+ * the committer holds ('' if none), then one JSON string per message.
+ * Returns {1, new version}; {-1, current version} when the lock is no longer
+ * that token's (its lease ran out: another process may be mid-turn); {0,
+ * current version} when the stored version is not the expected one (nothing
+ * written in either case). Writes the version
  * last: Redis does not roll a failed script back, so a script stopped
  * half-way (out of memory) leaves the version, which fences every writer,
  * where it was.
  */
 export const COMMIT = lua(`
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if ARGV[3] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[3] then
+  return {-1, current}
+end
 if current ~= tonumber(ARGV[1]) then
   return {0, current}
 end
-for i = 3, #ARGV, 1000 do
+for i = 4, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[3], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 redis.call('SET', KEYS[2], ARGV[2])

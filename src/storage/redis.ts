@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { VersionConflictError } from '../errors.ts';
+import { LockLostError, VersionConflictError } from '../errors.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkTurn } from './check.ts';
 import { assertStorableId, leaseMilliseconds } from './ids.ts';
@@ -55,7 +55,8 @@ class RedisStorageImpl implements RedisStorage {
   readonly #prefix: string;
   readonly #leaseMs: number;
   readonly #renew: boolean;
-  readonly #held = new Map<string, () => Promise<void>>();
+  /** The locks this storage holds: each id's release, and the token the commit shows. */
+  readonly #held = new Map<string, { unlock: () => Promise<void>; token: string }>();
 
   constructor(send: SendCommand, options: RedisStorageOptions) {
     this.#send = send;
@@ -92,10 +93,13 @@ class RedisStorageImpl implements RedisStorage {
   }
 
   async commit(agentId: string, turn: TurnCommit): Promise<number> {
-    const keys = this.#keys(agentId);
+    const keys = [...this.#keys(agentId), this.#lockKey(agentId)];
     checkTurn(turn, 'redisStorage');
-    const args = [String(turn.expectedVersion), JSON.stringify(turn.state), ...turn.append.map((message) => JSON.stringify(message))];
+    // The token makes the commit check, in the same script, that the lock is still this process's.
+    const token = this.#held.get(agentId)?.token ?? '';
+    const args = [String(turn.expectedVersion), JSON.stringify(turn.state), token, ...turn.append.map((message) => JSON.stringify(message))];
     const [ok, version] = (await runScript(this.#send, COMMIT, keys, args)) as [unknown, unknown];
+    if (Number(ok) === -1) throw new LockLostError(agentId, 'redisStorage', 'its lease ran out');
     if (Number(ok) !== 1) throw new VersionConflictError(agentId, turn.expectedVersion, Number(version));
     return Number(version);
   }
@@ -131,12 +135,12 @@ class RedisStorageImpl implements RedisStorage {
       if (unlocked) return;
       unlocked = true;
       clearInterval(timer);
-      if (this.#held.get(agentId) === unlock) this.#held.delete(agentId);
+      if (this.#held.get(agentId)?.unlock === unlock) this.#held.delete(agentId);
       // Not rethrown: the turn has completed, and a lock this process fails
       // to delete expires after the lease anyway.
       await runScript(this.#send, RELEASE, [key], [token]).catch(() => undefined);
     };
-    this.#held.set(agentId, unlock);
+    this.#held.set(agentId, { unlock, token });
     return unlock;
   }
 
@@ -144,7 +148,7 @@ class RedisStorageImpl implements RedisStorage {
   async close(): Promise<void> {
     const held = [...this.#held.values()];
     this.#held.clear();
-    await Promise.all(held.map((unlock) => unlock()));
+    await Promise.all(held.map(({ unlock }) => unlock()));
   }
 
   #keys(agentId: string): [string, string, string] {

@@ -133,6 +133,31 @@ test('a held lock\'s session is pinged every third of the lease, so the server k
   await unlock();
 });
 
+test('a turn whose lock session ended mid-turn is refused at commit (lock_lost), not written through the pool beside the next holder', async (t) => {
+  const schema = newSchema(t);
+  const name = `ar_lost_${runTag()}`;
+  const store = postgresStorage(newPool(t, { application_name: name }), { schema });
+  const unlock = await store.lock('lost');
+  assert.equal(await store.commit('lost', { expectedVersion: 0, state: { n: 1 }, append: [] }), 1);
+  // What a lease expiry or a dropped connection does: the server ends the lock's session.
+  await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [name]);
+  let refused: unknown;
+  for (let i = 0; i < 200 && refused === undefined; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    await store.commit('lost', { expectedVersion: 1, state: { n: 2 }, append: [] }).then(
+      () => assert.fail('committed without its lock'),
+      (error: { code?: string }) => {
+        // Until the client hears its session is gone, the commit fails on the dead connection itself.
+        if (error.code === 'lock_lost') refused = error;
+      },
+    );
+  }
+  assert.equal((refused as { status?: number } | undefined)?.status, 409, 'refused as lock_lost');
+  await unlock();
+  const other = postgresStorage(newPool(t), { schema });
+  assert.equal(await other.head('lost'), 1, 'nothing was written');
+});
+
 test('state and messages come back byte for byte: key order, duplicate-free text, \\u0000 inside strings', async (t) => {
   const schema = newSchema(t);
   const store = postgresStorage(newPool(t), { schema });

@@ -91,6 +91,20 @@ for (const flavor of ['node-redis', 'ioredis'] as const) {
       await admin.del(key);
     });
 
+    test('a turn whose lease ran out mid-turn is refused at commit (lock_lost), even before the next holder commits', async () => {
+      const store = storage();
+      const unlock = await store.lock('lapsed');
+      assert.equal(await store.commit('lapsed', { expectedVersion: 0, state: { n: 1 }, append: [] }), 1);
+      // The lease ran out and another process took the lock, but has not committed yet.
+      await admin.set(`${own}{lapsed}:l`, 'the-next-holder', 'PX', 5_000);
+      await assert.rejects(store.commit('lapsed', { expectedVersion: 1, state: { n: 2 }, append: [] }), { code: 'lock_lost', status: 409 });
+      assert.equal(await admin.get(`${own}{lapsed}:v`), '1', 'nothing was written');
+      await unlock();
+      await admin.del(`${own}{lapsed}:l`);
+      // Without a lock of its own, a commit is checked on the version alone, as before.
+      assert.equal(await storage().commit('lapsed', { expectedVersion: 1, state: { n: 2 }, append: [] }), 2);
+    });
+
     test('close() releases held locks', async () => {
       const store = storage();
       await store.lock('closing');
