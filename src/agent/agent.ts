@@ -1,4 +1,4 @@
-import { AgentRouterError } from '../errors.ts';
+import { AgentRouterError, VersionConflictError } from '../errors.ts';
 import type { Model, ModelChunk, ModelRequest } from '../models/model.ts';
 import { MemoryStorage } from '../storage/memory.ts';
 import type { Storage } from '../storage/storage.ts';
@@ -148,10 +148,14 @@ export class Agent<S extends JsonObject = JsonObject> {
   readonly storage: Storage;
 
   #state: S;
+  /** The state an agent never stored starts from; again after its record was deleted from storage. */
+  readonly #initialState: S;
   #messages: ChatMessage[] = [];
   #version = 0;
   #loading: Promise<void> | undefined;
   #loaded = false;
+  /** A commit was refused as stale (version_conflict): the next turn reloads whatever storage holds. */
+  #stale = false;
   #staged: S | undefined;
   #inTurn = false;
   /** The running chat turn's user message is the history's last entry, not yet committed. */
@@ -177,7 +181,7 @@ export class Agent<S extends JsonObject = JsonObject> {
     this.model = model;
     this.system = options.system;
     this.storage = options.storage ?? processStorage;
-    this.#state = checkState(structuredClone(options.initialState ?? {}), 'initialState') as S;
+    this.#state = this.#initialState = checkState(structuredClone(options.initialState ?? {}), 'initialState') as S;
     actionsOf(this.constructor as typeof Agent);
   }
 
@@ -235,7 +239,7 @@ export class Agent<S extends JsonObject = JsonObject> {
    */
   [committedState](): S | undefined {
     const sync = this.storage.sync;
-    return this.#loaded && sync !== undefined && sync.head(this.id) <= this.#version ? this.#state : undefined;
+    return this.#loaded && sync !== undefined && sync.head(this.id) === this.#version ? this.#state : undefined;
   }
 
   /**
@@ -569,11 +573,11 @@ export class Agent<S extends JsonObject = JsonObject> {
    */
   #beginNow(cancel: TurnCancel): Session | undefined {
     const sync = this.storage.sync;
-    if (!this.#loaded || sync === undefined || this.#abandoned > 0) return undefined;
+    if (!this.#loaded || sync === undefined || this.#abandoned > 0 || this.#stale) return undefined;
     cancel.throwIfAborted();
     if (!this.#mailbox.tryAcquire()) return undefined;
     const unlock = sync.tryLock(this.id);
-    if (unlock === undefined || sync.head(this.id) > this.#version) {
+    if (unlock === undefined || sync.head(this.id) !== this.#version) {
       unlock?.();
       this.#mailbox.release();
       return undefined;
@@ -646,10 +650,28 @@ export class Agent<S extends JsonObject = JsonObject> {
     const turn = { expectedVersion, state, append };
     const sync = this.storage.sync;
     if (sync !== undefined) {
-      this.#apply(expectedVersion, state, append, inPlace, sync.commit(this.id, turn));
+      let version: number;
+      try {
+        version = sync.commit(this.id, turn);
+      } catch (error) {
+        this.#noteConflict(error);
+        throw error;
+      }
+      this.#apply(expectedVersion, state, append, inPlace, version);
       return undefined;
     }
-    return this.storage.commit(this.id, turn).then((version) => this.#apply(expectedVersion, state, append, inPlace, version));
+    return this.storage.commit(this.id, turn).then(
+      (version) => this.#apply(expectedVersion, state, append, inPlace, version),
+      (error: unknown) => {
+        this.#noteConflict(error);
+        throw error;
+      },
+    );
+  }
+
+  /** A refused commit means this instance is behind (or ahead of) storage: the next turn reloads, so one 409 is not followed by more. */
+  #noteConflict(error: unknown): void {
+    if (error instanceof VersionConflictError) this.#stale = true;
   }
 
   #apply(expectedVersion: number, state: S, append: ChatMessage[], inPlace: number, version: number): void {
@@ -661,15 +683,22 @@ export class Agent<S extends JsonObject = JsonObject> {
     this.#version = version;
   }
 
-  /** Reloads from storage when forced, or when storage holds a version this instance has not seen. */
+  /**
+   * Reloads from storage when forced, or when storage holds another version
+   * than this instance: a newer one (another process wrote), an older one or
+   * none (the record was deleted or restored), or any after a refused commit.
+   */
   async #refresh(force: boolean): Promise<void> {
     const storage = this.storage;
-    if (!force) {
+    // Taken as storage has it, even older than this instance's: nothing here is newer than what storage holds.
+    let takeAny = force || this.#stale;
+    if (!takeAny) {
       const sync = storage.sync;
       const head = sync !== undefined ? sync.head(this.id) : await storage.head?.(this.id);
-      if (head === undefined || head <= this.#version) return;
+      if (head === undefined || head === this.#version) return;
+      takeAny = head < this.#version;
       // Only the turns this instance missed, when it has a history to extend and no turn half-way.
-      if (storage.loadSince !== undefined && this.#version > 0 && !this.#pendingUser) {
+      if (!takeAny && storage.loadSince !== undefined && this.#version > 0 && !this.#pendingUser) {
         const known = { version: this.#version, messages: this.#messages.length };
         const tail = await storage.loadSince(this.id, known);
         if (tail === undefined || tail.version <= this.#version) return;
@@ -683,7 +712,18 @@ export class Agent<S extends JsonObject = JsonObject> {
       }
     }
     const record = await storage.load(this.id);
-    if (record === undefined || record.version <= this.#version) return;
+    if (takeAny) {
+      this.#stale = false;
+      if (record === undefined) {
+        // Deleted: this instance starts over, as a new one would.
+        this.#state = structuredClone(this.#initialState);
+        this.#messages = [];
+        this.#version = 0;
+        return;
+      }
+    } else if (record === undefined || record.version <= this.#version) {
+      return;
+    }
     this.#state = record.state as S;
     this.#messages = record.messages;
     this.#version = record.version;

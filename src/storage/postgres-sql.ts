@@ -93,7 +93,11 @@ export function statements(t: TableNames) {
         WHERE key = $1 AND version = $2 RETURNING version
       ), m AS (${appendRows('a')})
       SELECT version FROM a`,
-    delete: `WITH m AS (DELETE FROM ${t.messages} WHERE key = $1) DELETE FROM ${t.agents} WHERE key = $1`,
+    // Two statements in one transaction, the agent's row first: a commit in flight holds that row, so
+    // the delete waits for it, and the messages delete that follows (a new snapshot under READ
+    // COMMITTED) sees that commit's rows too. One statement's snapshot would leave them behind.
+    deleteAgent: `DELETE FROM ${t.agents} WHERE key = $1`,
+    deleteMessages: `DELETE FROM ${t.messages} WHERE key = $1`,
     // Session-level advisory lock; `prior` restores the pool's own idle_session_timeout at unlock.
     tryLock: 'SELECT pg_try_advisory_lock($1::bigint) AS ok, pg_backend_pid() AS pid',
     // The lease: Postgres ends a session idle for longer than idle_session_timeout

@@ -157,7 +157,23 @@ class PostgresStorageImpl implements PostgresStorage {
   async delete(agentId: string): Promise<void> {
     const key = this.#key(agentId);
     await this.#init();
-    await this.#query(agentId, this.#sql.delete, [key]);
+    // The lock's own session while this storage holds the id (a turn deleting its agent), else a pooled one.
+    const held = this.#held.get(agentId);
+    const own = held !== undefined && held.broken === undefined ? held.client : undefined;
+    const client = own ?? (await this.#pool.connect());
+    let failure: unknown;
+    try {
+      await client.query('BEGIN', []);
+      await client.query(this.#sql.deleteAgent, [key]);
+      await client.query(this.#sql.deleteMessages, [key]);
+      await client.query('COMMIT', []);
+    } catch (error) {
+      failure = error;
+      await client.query('ROLLBACK', []).catch(() => undefined);
+      throw error;
+    } finally {
+      if (own === undefined) client.release(failure instanceof Error ? failure : undefined);
+    }
   }
 
   async lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {

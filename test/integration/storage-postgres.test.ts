@@ -158,6 +158,23 @@ test('a turn whose lock session ended mid-turn is refused at commit (lock_lost),
   assert.equal(await other.head('lost'), 1, 'nothing was written');
 });
 
+test('delete racing a commit leaves no message behind: the id starts clean and takes commits again', async (t) => {
+  const schema = newSchema(t);
+  const store = postgresStorage(newPool(t), { schema });
+  const say = (content: string) => [{ role: 'user' as const, content }];
+  for (let round = 0; round < 60; round++) {
+    const id = `racing-${round}`;
+    await store.commit(id, { expectedVersion: 0, state: {}, append: say('old conversation') });
+    await Promise.allSettled([store.commit(id, { expectedVersion: 1, state: {}, append: say('in flight') }), store.delete(id)]);
+    // Whatever won, the id is either deleted or holds both turns; a fresh start after a delete must work.
+    const head = await store.head(id);
+    if (head !== 0) await store.delete(id);
+    await store.commit(id, { expectedVersion: 0, state: {}, append: say('new conversation') });
+    assert.equal(await store.commit(id, { expectedVersion: 1, state: {}, append: say('second turn') }), 2, `round ${round}`);
+    assert.deepEqual((await store.load(id))?.messages.map((m) => m.content), ['new conversation', 'second turn'], `round ${round}`);
+  }
+});
+
 test('state and messages come back byte for byte: key order, duplicate-free text, \\u0000 inside strings', async (t) => {
   const schema = newSchema(t);
   const store = postgresStorage(newPool(t), { schema });

@@ -421,3 +421,27 @@ test('a chat turn cut while its commit is in flight ends as the commit does: sto
   assert.deepEqual(agent.messages.map((m) => m.content), ['one', 'R:one', 'two', 'R:two']);
   assert.deepEqual(stored?.messages.map((m) => m.content), ['one', 'R:one', 'two', 'R:two']);
 });
+
+test('an agent whose record was deleted from storage starts over; one without head() recovers after a single 409', async () => {
+  const storage = new MemoryStorage();
+  const model = scriptedModel(({ messages }) => `R:${messages.at(-1)?.content}`);
+  const agent = new Agent<{ n: number }>('deleted', { model, storage, initialState: { n: 0 } });
+  await agent.chat('one');
+  await agent.setState({ n: 5 });
+  await storage.delete('deleted');
+  assert.deepEqual(await agent.snapshot(), { n: 0 }, 'state is the initial one again');
+  assert.equal(await agent.chat('again'), 'R:again');
+  assert.deepEqual(agent.messages.map((m) => m.content), ['again', 'R:again']);
+  assert.deepEqual((await storage.load('deleted'))?.messages.map((m) => m.content), ['again', 'R:again']);
+
+  // A storage of one's own with neither head() nor sync: staleness shows only as a refused commit.
+  const shared = new MemoryStorage();
+  const headless: Storage = { load: (id) => shared.load(id), commit: (id, turn) => shared.commit(id, turn) };
+  const first = new Agent('headless', { model, storage: headless });
+  const second = new Agent('headless', { model, storage: headless });
+  await first.chat('a');
+  await second.chat('b'); // first is now behind, and cannot tell
+  await assert.rejects(first.chat('c'), { code: 'version_conflict' });
+  assert.equal(await first.chat('d'), 'R:d', 'the refused commit made it reload');
+  assert.deepEqual(first.messages.map((m) => m.content), ['a', 'R:a', 'b', 'R:b', 'd', 'R:d']);
+});

@@ -19,6 +19,7 @@ const RUNTIME_EXPORTS = [
   'AgentServer',
   'FileStorage',
   'HTTPTransport',
+  'LockLostError',
   'ModelProviderError',
   'MemoryStorage',
   'UpstreamError',
