@@ -17,6 +17,12 @@ export interface CachedView extends JournalView {
   birth: bigint;
   size: bigint;
   mtime: bigint;
+  /**
+   * The view this one was brought up from by reading appended lines (another
+   * process's commits): its version, and where its lines ended. loadSince
+   * reads from there rather than the whole file.
+   */
+  since?: { version: number; validBytes: number } | undefined;
 }
 
 /** The view of a journal that does not exist. */
@@ -41,9 +47,29 @@ export async function readView(file: string, agentId: string, cached: CachedView
     if (cached !== undefined && sameFile(cached, info) && info.size >= BigInt(cached.validBytes)) {
       const tail = await readRange(handle, cached.validBytes, Number(info.size) - cached.validBytes);
       const view = scanJournal(tail, { agentId, file, from: cached });
-      if (view !== undefined) return withIdentity(view, info);
+      if (view !== undefined) {
+        const since = view.version > cached.version ? { version: cached.version, validBytes: cached.validBytes } : cached.since;
+        return { ...withIdentity(view, info), since };
+      }
     }
     return withIdentity(scanWhole(file, agentId, await readRange(handle, 0, Number(info.size))), info);
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * The bytes from `offset` to the end of `view`'s valid lines, if the file is
+ * still the one `view` was read from (not replaced by a compaction); else
+ * undefined, and the caller reads it whole.
+ */
+export async function readSince(file: string, view: CachedView, offset: number): Promise<Buffer | undefined> {
+  const handle = await openIfExists(file);
+  if (handle === undefined) return undefined;
+  try {
+    const info = await handle.stat({ bigint: true });
+    if (!sameFile(view, info) || info.size < BigInt(view.validBytes)) return undefined;
+    return await readRange(handle, offset, view.validBytes - offset);
   } finally {
     await handle.close();
   }

@@ -2,9 +2,9 @@ import { mkdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { VersionConflictError } from '../errors.ts';
 import { checkTurn } from './check.ts';
-import { appendLine, NO_FILE, readView, readWhole, replaceFile, syncDir, withIdentity } from './file-io.ts';
+import { appendLine, NO_FILE, readSince, readView, readWhole, replaceFile, syncDir, withIdentity } from './file-io.ts';
 import type { CachedView } from './file-io.ts';
-import { commitLine, snapshotLine } from './file-journal.ts';
+import { commitLine, EMPTY_VIEW, scanJournal, snapshotLine } from './file-journal.ts';
 import type { ParsedJournal } from './file-journal.ts';
 import { journalBaseName } from './file-names.ts';
 import { FileLease } from './file-lock.ts';
@@ -103,6 +103,32 @@ export class FileStorage implements Storage {
       const journal = await this.#readFull(agentId);
       if (journal === undefined || journal.version === 0) return undefined;
       return { state: journal.state, messages: journal.messages, version: journal.version };
+    });
+  }
+
+  /**
+   * The turns committed after `known` (by another process, as a rule), for
+   * an instance catching up: read from where this storage's last read of the
+   * journal ended, so its cost is those turns' lines, not the history's. The
+   * whole file is read instead when it was compacted meanwhile, or read
+   * from another version.
+   */
+  async loadSince(agentId: string, known: { version: number; messages: number }): Promise<AgentRecord | undefined> {
+    checkId(agentId);
+    return this.#op(agentId, async () => {
+      const view = await this.#refresh(agentId);
+      if (view === NO_FILE) return undefined;
+      const file = this.#journalPath(agentId);
+      const since = view.since;
+      if (since !== undefined && since.version === known.version && view.version > known.version) {
+        const bytes = await readSince(file, view, since.validBytes);
+        const from = { ...EMPTY_VIEW, version: since.version, validBytes: since.validBytes };
+        const tail = bytes === undefined ? undefined : scanJournal(bytes, { agentId, file, from, collect: true });
+        if (tail !== undefined && tail.version === view.version) return { state: tail.state, messages: tail.messages, version: tail.version };
+      }
+      const journal = await this.#readFull(agentId);
+      if (journal === undefined || journal.version === 0) return undefined;
+      return { state: journal.state, messages: journal.messages.slice(known.messages), version: journal.version };
     });
   }
 

@@ -77,7 +77,7 @@ export function fileBackend(options: FileStorageOptions = {}): StorageBackend {
     }),
     acceptsAnyString: true,
     locks: true,
-    loadsSince: false,
+    loadsSince: true,
     cleanup: async () => {
       for (const storage of opened) await storage.close();
       if (dir !== undefined) await rm(dir, { recursive: true, force: true });

@@ -136,6 +136,23 @@ test('another instance\'s appends and compactions are seen (tail read, then full
   assert.deepEqual(await b.load('eve'), undefined);
 });
 
+test('loadSince reads only the lines another instance appended since this one\'s last read, not the history', async (t) => {
+  const dir = await tempDir(t);
+  const a = open(t, dir);
+  const b = open(t, dir);
+  await turns(a, 'fay', 2);
+  assert.equal((await b.load('fay'))?.version, 2);
+  await turns(a, 'fay', 2, 2);
+  assert.equal(await b.head('fay'), 4); // how an agent learns it is behind, right before it asks for the rest
+  // Spoil the first line in place (same size, same file): a whole read would now refuse the journal.
+  const file = journalOf(dir, 'fay');
+  const text = await readFile(file, 'utf8');
+  const firstLine = text.indexOf('\n');
+  await writeFile(file, 'x'.repeat(firstLine) + text.slice(firstLine));
+  assert.deepEqual(await b.loadSince('fay', { version: 2, messages: 2 }), { state: { turn: 4, pad: '' }, messages: [user('m3'), user('m4')], version: 4 });
+  await assert.rejects(b.load('fay'), { code: 'storage_corrupt' }, 'the whole file was not what loadSince read');
+});
+
 test('ids map to safe, distinct file names: no escape from the directory, no device names, no case collisions', async (t) => {
   const root = await tempDir(t);
   const dir = path.join(root, 'data');
