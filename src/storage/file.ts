@@ -1,4 +1,4 @@
-import { mkdir, unlink } from 'node:fs/promises';
+import { mkdir, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { VersionConflictError } from '../errors.ts';
 import { checkTurn } from './check.ts';
@@ -248,7 +248,15 @@ export class FileStorage implements Storage {
   }
 
   #op<T>(agentId: string, work: () => Promise<T>): Promise<T> {
-    return this.#track(this.#ensureDir().then(() => this.#io.run(agentId, work)));
+    const run = (): Promise<T> => this.#ensureDir().then(() => this.#io.run(agentId, work));
+    // The directory was removed under a running storage (a cleanup job, a test): made again, and the
+    // operation run once more (a write that met ENOENT wrote nothing), instead of failing until restart.
+    const again = async (error: unknown): Promise<T> => {
+      if ((error as NodeJS.ErrnoException | undefined)?.code !== 'ENOENT' || (await stat(this.dir).then(() => true, () => false))) throw error;
+      this.#ready = undefined;
+      return run();
+    };
+    return this.#track(run().catch(again));
   }
 
   #track<T>(promise: Promise<T>): Promise<T> {

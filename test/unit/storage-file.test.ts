@@ -153,6 +153,16 @@ test('loadSince reads only the lines another instance appended since this one\'s
   await assert.rejects(b.load('fay'), { code: 'storage_corrupt' }, 'the whole file was not what loadSince read');
 });
 
+test('a directory removed under a running storage is made again at the next write', async (t) => {
+  const dir = await tempDir(t);
+  const storage = open(t, dir);
+  await turns(storage, 'gus', 1);
+  await rm(dir, { recursive: true, force: true });
+  assert.equal(await storage.head('gus'), 0);
+  assert.equal(await turns(storage, 'gus', 1), 1, 'the first commit after the removal succeeds');
+  assert.deepEqual((await storage.load('gus'))?.messages, [user('m1')]);
+});
+
 test('ids map to safe, distinct file names: no escape from the directory, no device names, no case collisions', async (t) => {
   const root = await tempDir(t);
   const dir = path.join(root, 'data');
