@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
@@ -18,7 +18,8 @@ function rawExchange(port: number, bytes: string): Promise<string> {
   });
 }
 
-test('what Node\'s parser refuses is still answered in the JSON error shape', async (t) => {
+/** An AgentServer of echo agents on a free port, closed after the test. */
+async function echoServer(t: TestContext): Promise<AgentServer> {
   const registry = new AgentRegistry();
   registry.register('.*', class extends Agent {
     constructor(id: string) {
@@ -28,6 +29,11 @@ test('what Node\'s parser refuses is still answered in the JSON error shape', as
   const server = new AgentServer(registry);
   await server.serve(0);
   t.after(() => server.close());
+  return server;
+}
+
+test('what Node\'s parser refuses is still answered in the JSON error shape', async (t) => {
+  const server = await echoServer(t);
 
   const malformed = await rawExchange(server.port as number, 'NOT HTTP AT ALL\r\n\r\n');
   assert.match(malformed, /^HTTP\/1\.1 400 Bad Request\r\n/);
@@ -40,15 +46,7 @@ test('what Node\'s parser refuses is still answered in the JSON error shape', as
 });
 
 test('an Expect other than 100-continue (417) and an HTTP/1.1 request without Host (400) are answered as JSON', async (t) => {
-  const registry = new AgentRegistry();
-  registry.register('.*', class extends Agent {
-    constructor(id: string) {
-      super(id, { model: echoModel() });
-    }
-  });
-  const server = new AgentServer(registry);
-  await server.serve(0);
-  t.after(() => server.close());
+  const server = await echoServer(t);
   const bodyOf = (reply: string): unknown => JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4));
 
   const expect = await rawExchange(server.port as number, 'GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n');
