@@ -25,10 +25,13 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
   const bodyLimit = bodyLimitOf(router);
   return async (fastify) => {
     const prefixLength = fastify.prefix.length;
+    // With ignoreDuplicateSlashes Fastify routes `//api//a/state` here; the raw URL must be read the same way.
+    const config = fastify.initialConfig;
+    const collapse = (config?.routerOptions?.ignoreDuplicateSlashes ?? config?.ignoreDuplicateSlashes) === true;
 
     // Not async: the promise handed back settles when the router calls back that the request is answered.
     const handler = (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> | undefined => {
-      const target = request.url.slice(prefixLength) || '/';
+      const target = (collapse ? collapseSlashes(request.url) : request.url).slice(prefixLength) || '/';
       const hint: { path: string; body?: unknown } = { path: target };
       // Once the router has matched the path, before it writes or reads the body: the reply becomes
       // the router's, and so does the parsed body (checked here, so a path that falls through keeps it as it was).
@@ -66,6 +69,13 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
     // The bare prefix is a route only of a single-agent router without a prefix of its own (POST /).
     if (router.pool === undefined && router.prefix === '') fastify.route({ method: ['POST'], url: '/', bodyLimit, handler });
   };
+}
+
+/** `//a//b?x=//` -> `/a/b?x=//`: runs of slashes in the path made one, as Fastify's router does with ignoreDuplicateSlashes. */
+function collapseSlashes(url: string): string {
+  const query = url.indexOf('?');
+  const path = query === -1 ? url : url.slice(0, query);
+  return path.replace(/\/{2,}/g, '/') + (query === -1 ? '' : url.slice(query));
 }
 
 /** Fastify's body errors as the router's own; undefined for anything else. */

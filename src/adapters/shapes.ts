@@ -86,6 +86,8 @@ export type FastifyMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIO
 export interface FastifyInstanceLike {
   /** The prefix the plugin was registered with, parents' prefixes included. */
   readonly prefix: string;
+  /** The app's options; the plugin reads how the router treats duplicate slashes (Fastify 4: top level, 5: routerOptions). */
+  readonly initialConfig?: { ignoreDuplicateSlashes?: boolean; routerOptions?: { ignoreDuplicateSlashes?: boolean } } | undefined;
   route(options: {
     method: FastifyMethod[];
     url: string;

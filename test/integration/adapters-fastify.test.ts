@@ -153,6 +153,22 @@ function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: F
   reply.code(400).send({ error: 'Agent id is not valid percent-encoding', code: 'bad_agent_id' });
 }
 
+test('with ignoreDuplicateSlashes, a path Fastify routes to the plugin despite doubled slashes is served', async (t) => {
+  const apps: Array<[string, App]> = [
+    ['fastify4', fastify4({ forceCloseConnections: true, ignoreDuplicateSlashes: true }) as unknown as App],
+    ['fastify5', fastify5({ forceCloseConnections: true, routerOptions: { ignoreDuplicateSlashes: true } })],
+  ];
+  for (const [name, app] of apps) {
+    await app.register(toFastify(makeRegistryRouter().router), { prefix: '/api' });
+    const url = await start(t, app);
+    for (const path of ['//api//counter-7/state', '/api//counter-7//state?x=//']) {
+      const res = await fetch(`${url}${path}`);
+      assert.equal(res.status, 200, `${name} ${path}`);
+      assert.deepEqual(await res.json(), { agent_id: 'counter-7', state: { count: 0 } });
+    }
+  }
+});
+
 test('a path Fastify cannot percent-decode is refused by Fastify before any route; frameworkErrors answers it in the router\'s shape', async (t) => {
   // Written against Fastify 5's types, as the rest of this file; the options are the same in 4.
   const creates = [fastify4 as unknown as typeof fastify5, fastify5];
