@@ -2,9 +2,19 @@ import { httpErrors } from '../errors.ts';
 
 /** The path and the raw query of a request target, without `new URL()` (it is on every request). */
 export function splitTarget(target: string): { path: string; query: string } {
+  // The absolute form (`GET http://host/agent/x/state`), which a server must accept (RFC 9112, 3.2.2).
+  if (target.charCodeAt(0) !== 47 /* / */) target = originForm(target);
   const mark = target.indexOf('?');
   if (mark === -1) return { path: target, query: '' };
   return { path: target.slice(0, mark), query: target.slice(mark + 1) };
+}
+
+/** `http://host/a?b` -> `/a?b`; any other target as it is. */
+function originForm(target: string): string {
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(target);
+  if (authority === null) return target;
+  const rest = target.slice(authority[0].length);
+  return rest.charCodeAt(0) === 47 ? rest : `/${rest}`;
 }
 
 /** The value of one query parameter (the first occurrence), decoded; undefined if absent. */

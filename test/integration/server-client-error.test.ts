@@ -61,3 +61,10 @@ test('an Expect other than 100-continue (417) and an HTTP/1.1 request without Ho
   const old = await rawExchange(server.port as number, 'GET /healthz HTTP/1.0\r\n\r\n');
   assert.match(old, /^HTTP\/1\.1 200 /);
 });
+
+test('a request target in absolute form (as sent to a proxy) is served by its path', async (t) => {
+  const server = await echoServer(t);
+  const reply = await rawExchange(server.port as number, 'GET http://agents.example/agent/echo-1/state HTTP/1.1\r\nHost: agents.example\r\nConnection: close\r\n\r\n');
+  assert.match(reply, /^HTTP\/1\.1 200 /);
+  assert.deepEqual(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4)), { agent_id: 'echo-1', state: {} });
+});
