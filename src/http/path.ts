@@ -9,6 +9,13 @@ export function splitTarget(target: string): { path: string; query: string } {
   return { path: target.slice(0, mark), query: target.slice(mark + 1) };
 }
 
+/** True when `text` holds more than `limit` code points. */
+function codePointsOver(text: string, limit: number): boolean {
+  let count = 0;
+  for (const _ of text) if (++count > limit) return true;
+  return false;
+}
+
 /** `http://host/a?b` -> `/a?b`; any other target as it is. */
 function originForm(target: string): string {
   const authority = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i.exec(target);
@@ -49,7 +56,8 @@ export function decodeAgentId(segment: string, maxLength: number): string {
   }
   if (id.length === 0) throw httpErrors.badRequest('bad_agent_id', 'Agent id is empty');
   if (id === '.' || id === '..') throw httpErrors.badRequest('bad_agent_id', 'Agent id may not be "." or ".."');
-  if (id.length > maxLength) {
+  // Characters are code points: an emoji is one, though two UTF-16 units (id.length counts those).
+  if (id.length > maxLength && codePointsOver(id, maxLength)) {
     throw httpErrors.badRequest('bad_agent_id', `Agent id is longer than ${maxLength} characters`);
   }
   // C0 controls, DEL and C1 controls; and "/" that was percent-encoded.

@@ -20,6 +20,11 @@ test('decodeAgentId decodes once and refuses what no id may be', () => {
   assert.equal(decodeAgentId('plain-id', 256), 'plain-id');
   assert.equal(decodeAgentId('%2541', 256), '%41');
   assert.equal(decodeAgentId('%F0%9F%A4%96', 256), '🤖');
+  // The limit counts characters (code points), not UTF-16 units: 256 emoji pass, 257 do not.
+  assert.equal(decodeAgentId('🤖'.repeat(256), 256).length, 512);
+  assert.throws(() => decodeAgentId('🤖'.repeat(257), 256), /longer than 256 characters/);
+  assert.equal(splitTarget('http://agents.example/a/state?x=1').path, '/a/state');
+  assert.equal(splitTarget('HTTPS://h:8080?q').path, '/');
   for (const bad of ['', '.', '..', '%2e', '%2E%2e', 'a%2fb', '%0a', '%C2%85', '%ZZ', 'x'.repeat(9)]) {
     assert.throws(() => decodeAgentId(bad, 8), { code: 'bad_agent_id', status: 400 }, bad);
   }
