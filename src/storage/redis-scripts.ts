@@ -27,7 +27,11 @@ function lua(source: string): LuaScript {
  * Returns {1, new version}; {-1, current version} when the lock is no longer
  * that token's (its lease ran out: another process may be mid-turn); {0,
  * current version} when the stored version is not the expected one (nothing
- * written in either case). Writes the version
+ * written in either case). Run again after it succeeded (a client that
+ * re-sends a command whose reply was lost, as ioredis does by default), it
+ * answers {1, that version} once more without writing: under the same lock
+ * token nobody else can have moved the version on, and the state is this
+ * commit's. Writes the version
  * last: Redis does not roll a failed script back, so a script stopped
  * half-way (out of memory) leaves the version, which fences every writer,
  * where it was.
@@ -38,6 +42,9 @@ if ARGV[3] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[3] then
   return {-1, current}
 end
 if current ~= tonumber(ARGV[1]) then
+  if ARGV[3] ~= '' and current == tonumber(ARGV[1]) + 1 and redis.call('GET', KEYS[2]) == ARGV[2] then
+    return {1, current}
+  end
   return {0, current}
 end
 for i = 4, #ARGV, 1000 do

@@ -105,6 +105,18 @@ for (const flavor of ['node-redis', 'ioredis'] as const) {
       assert.equal(await storage().commit('lapsed', { expectedVersion: 1, state: { n: 2 }, append: [] }), 2);
     });
 
+    test('a commit run twice under one lock (a re-sent command whose reply was lost) is applied once and succeeds both times', async () => {
+      const store = storage();
+      const unlock = await store.lock('replayed');
+      const turn = { expectedVersion: 0, state: { n: 1 }, append: [{ role: 'user' as const, content: 'once' }] };
+      assert.equal(await store.commit('replayed', turn), 1);
+      assert.equal(await store.commit('replayed', turn), 1, 'the replay answers as the commit did');
+      assert.deepEqual((await store.load('replayed'))?.messages.map((m) => m.content), ['once'], 'written once');
+      await assert.rejects(store.commit('replayed', { ...turn, state: { n: 2 } }), { code: 'version_conflict' }, 'another turn is still refused');
+      await unlock();
+      await assert.rejects(storage().commit('replayed', turn), { code: 'version_conflict' }, 'without the lock, no replay is assumed');
+    });
+
     test('close() releases held locks', async () => {
       const store = storage();
       await store.lock('closing');
