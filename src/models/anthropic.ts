@@ -54,7 +54,12 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
         'anthropic-version': ANTHROPIC_VERSION,
       });
       for (const [key, value] of Object.entries(options.headers ?? {})) headers.set(key, value);
-      const messages = request.messages.map((message) => ({ role: message.role, content: message.content }));
+      // The API refuses an empty message anywhere but last (a reply that came back empty, kept in
+      // history, would make every later turn fail): those are left out.
+      const last = request.messages.length - 1;
+      const messages = request.messages
+        .filter((message, index) => message.content !== '' || index === last)
+        .map((message) => ({ role: message.role, content: message.content }));
       const body: Record<string, unknown> = { ...options.body, model, max_tokens: maxTokens, messages, stream: true };
       if (request.system !== undefined) body['system'] = request.system;
       return streamFromProvider({

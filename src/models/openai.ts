@@ -47,7 +47,8 @@ export function openAIModel(options: OpenAIModelOptions): Model {
         ...context,
         url,
         headers,
-        body: { ...options.body, model, messages, stream: true, stream_options: { include_usage: true } },
+        // `body` may replace stream_options (`{ stream_options: undefined }` drops it: Mistral refuses the field).
+        body: { stream_options: { include_usage: true }, ...options.body, model, messages, stream: true },
         timeout: options.timeout ?? 120,
         maxRetries: options.maxRetries ?? 2,
         fetch: options.fetch ?? globalThis.fetch,

@@ -146,10 +146,23 @@ export function providerMessage(text: string): { message: string | undefined; ty
   }
   const error = isObject(json) ? json['error'] : undefined;
   if (typeof error === 'string') return { message: error, type: undefined };
-  if (!isObject(error)) return { message: undefined, type: undefined };
+  if (!isObject(error)) return topLevelMessage(json);
   const message = typeof error['message'] === 'string' ? error['message'] : undefined;
   const type = typeof error['type'] === 'string' ? error['type'] : undefined;
   return { message, type };
+}
+
+/**
+ * Compatible servers that do not nest: `{"object": "error", "message", "type"}`
+ * (Mistral, vLLM) or `{"detail": ...}` (FastAPI servers).
+ */
+function topLevelMessage(json: unknown): { message: string | undefined; type: string | undefined } {
+  if (!isObject(json)) return { message: undefined, type: undefined };
+  const type = typeof json['type'] === 'string' ? json['type'] : undefined;
+  if (typeof json['message'] === 'string') return { message: json['message'], type };
+  const detail = json['detail'];
+  if (detail === undefined) return { message: undefined, type };
+  return { message: typeof detail === 'string' ? detail : JSON.stringify(detail).slice(0, 300), type };
 }
 
 /** `Retry-After` (seconds or an HTTP date) or `retry-after-ms`, in seconds. */

@@ -134,7 +134,7 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
           },
         }),
       );
-      for await (const event of readSSE(body)) {
+      for await (const event of readSSE(body, { complete: () => decoder.done })) {
         yield* decoder.event(event);
         if (decoder.done) break;
       }
@@ -184,8 +184,8 @@ export interface ProviderHTTPOptions {
    * @defaultValue 2
    */
   maxRetries?: number | undefined;
-  /** Extra request body fields, e.g. `{ temperature: 0.2 }`. */
-  body?: JsonObject | undefined;
+  /** Extra request body fields, e.g. `{ temperature: 0.2 }`; a field set to undefined is left out (`{ stream_options: undefined }`). */
+  body?: Readonly<Record<string, JsonObject[string] | undefined>> | undefined;
   /** A `fetch` to use instead of the global one (proxies, tests). */
   fetch?: typeof fetch | undefined;
 }

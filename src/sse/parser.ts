@@ -129,13 +129,26 @@ export function createSSEParser(options: SSEParserOptions): SSEParser {
   };
 }
 
+/** Bytes read past the last event, so the connection can be reused; past this the body is cancelled. */
+const DRAIN_LIMIT = 64 * 1024;
+
+export interface ReadSSEOptions extends Omit<SSEParserOptions, 'onEvent'> {
+  /**
+   * True once the stream's last event was seen (`[DONE]`, `message_stop`).
+   * A consumer that stops then leaves the rest of the body (the chunked
+   * encoding's end, as a rule) to be read in the background, so fetch can
+   * reuse the connection; one that stops earlier cancels the body.
+   */
+  complete?: (() => boolean) | undefined;
+}
+
 /**
  * Reads a fetch body as SSE events. Cancels the body when the consumer stops
  * early (break, throw), so the connection is not leaked.
  */
 export async function* readSSE(
   body: ReadableStream<Uint8Array>,
-  options: Omit<SSEParserOptions, 'onEvent'> = {},
+  options: ReadSSEOptions = {},
 ): AsyncGenerator<SSEEvent> {
   const queue: SSEEvent[] = [];
   const parser = createSSEParser({ ...options, onEvent: (event) => queue.push(event) });
@@ -152,7 +165,27 @@ export async function* readSSE(
       while (queue.length > 0) yield queue.shift() as SSEEvent;
     }
   } finally {
-    if (!finished) await reader.cancel().catch(() => {});
+    if (finished) reader.releaseLock();
+    else if (options.complete?.() === true) void drain(reader);
+    else {
+      await reader.cancel().catch(() => {});
+      reader.releaseLock();
+    }
+  }
+}
+
+/** Reads what is left of a body whose last event was seen, then lets go of it; never rejects. */
+async function drain(reader: ReadableStreamDefaultReader<string>): Promise<void> {
+  try {
+    for (let size = 0; size <= DRAIN_LIMIT; ) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      size += value.length;
+    }
+    await reader.cancel();
+  } catch {
+    // aborted or broken off: the reply was whole already
+  } finally {
     reader.releaseLock();
   }
 }

@@ -78,6 +78,22 @@ test('sends the system prompt as the top-level field and the history as messages
   });
 });
 
+test('leaves out an empty reply kept in history, which the API would refuse in every later request', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM }));
+  await collect(model(fake.url), {
+    system: undefined,
+    messages: [
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: '' },
+      { role: 'user', content: 'Still there?' },
+    ],
+  });
+  assert.deepEqual((fake.requests[0]?.body as { messages: unknown }).messages, [
+    { role: 'user', content: 'Hi' },
+    { role: 'user', content: 'Still there?' },
+  ]);
+});
+
 test('leaves system out without a system prompt and defaults max_tokens', async (t) => {
   const fake = await fakeProvider(t, () => ({ body: STREAM }));
   await collect(model(fake.url));

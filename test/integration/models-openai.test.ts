@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import { openAIModel } from '../../src/models/openai.ts';
+import { listen } from '../helpers/listen.ts';
 import {
   closedPortURL,
   collect,
@@ -77,6 +78,16 @@ test('sends no system message without a system prompt, and no Authorization with
   const [request] = fake.requests;
   assert.deepEqual(request?.body['messages'], [{ role: 'user', content: 'Hello' }]);
   assert.equal(request?.headers.authorization, undefined);
+});
+
+test('body can drop stream_options for servers that refuse the field, but cannot replace model, messages or stream', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM }));
+  await collect(openAIModel({ model: 'mistral-small', baseURL: `${fake.url}/v1`, body: { stream_options: undefined, temperature: 0, stream: false, model: 'other' } }));
+  const body = fake.requests[0]?.body as Record<string, unknown>;
+  assert.equal('stream_options' in body, false);
+  assert.equal(body['temperature'], 0);
+  assert.equal(body['stream'], true);
+  assert.equal(body['model'], 'mistral-small');
 });
 
 test("sends the bearer key, JSON and SSE headers, and the caller's extra headers", async (t) => {
@@ -273,4 +284,24 @@ test('aborting during the retry wait stops it at once, without another request',
   assert.equal((outcome.error as Error).name, 'AbortError');
   assert.equal(wait.cleared, true);
   assert.equal(fake.requests.length, 1);
+});
+
+test('a provider that ends its body a little after [DONE] keeps its connection: the rest is read, not cancelled', async (t) => {
+  const ports = new Set<number>();
+  const { url, close } = await listen((req, res) => {
+    ports.add(req.socket.remotePort as number);
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(STREAM);
+      setTimeout(() => res.end(), 30); // the chunked encoding's end, in a later read
+    });
+  });
+  t.after(close);
+  const chat = openAIModel({ model: 'gpt-4o-mini', apiKey: API_KEY, baseURL: `${url}/v1`, maxRetries: 0 });
+  for (let turn = 0; turn < 3; turn++) {
+    assert.equal((await collect(chat)).error, undefined);
+    await new Promise((resolve) => setTimeout(resolve, 60)); // the next turn starts once the body ended
+  }
+  assert.equal(ports.size, 1, `turns used ${ports.size} connections`);
 });

@@ -60,7 +60,10 @@ test('providerMessage reads nested errors, bare strings and plain text', () => {
   assert.deepEqual(providerMessage('{"error": "model \\"x\\" not found"}'), { message: 'model "x" not found', type: undefined });
   assert.deepEqual(providerMessage('<html>Bad Gateway</html>'), { message: '<html>Bad Gateway</html>', type: undefined });
   assert.deepEqual(providerMessage(''), { message: undefined, type: undefined });
-  assert.deepEqual(providerMessage('{"detail": "x"}'), { message: undefined, type: undefined });
+  // Compatible servers that do not nest: Mistral and vLLM, FastAPI's detail.
+  assert.deepEqual(providerMessage('{"object": "error", "message": "extra fields not permitted", "type": "invalid_request_error"}'), { message: 'extra fields not permitted', type: 'invalid_request_error' });
+  assert.deepEqual(providerMessage('{"detail": "x"}'), { message: 'x', type: undefined });
+  assert.deepEqual(providerMessage('{"detail": [{"loc": ["body"], "msg": "bad"}]}'), { message: '[{"loc":["body"],"msg":"bad"}]', type: undefined });
   assert.deepEqual(providerMessage('{"error": {"code": 1}}'), { message: undefined, type: undefined });
 });
 
