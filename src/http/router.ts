@@ -331,6 +331,9 @@ export class AgentRouter {
    */
   #dispatch(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Promise<unknown> {
     const { req, res, agentId, query } = exchange;
+    // Gone while an async authorize hook ran (the generic envelope's, or any with a body a framework
+    // parsed): no 'close' will come again to cut the turn, so it must not start, nor make an agent.
+    if (res.destroyed) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
     let stream: boolean | 'events' = false;
     let message = '';
     if (action === 'chat') {

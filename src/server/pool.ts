@@ -1,5 +1,6 @@
 import type { Agent } from '../agent/agent.ts';
 import { AgentRouterError } from '../errors.ts';
+import { loggerOf, type Logger } from '../http/logger.ts';
 
 export interface AgentPoolOptions {
   /**
@@ -14,10 +15,12 @@ export interface AgentPoolOptions {
    * @defaultValue 10000
    */
   maxAgents?: number | undefined;
-  /** Called with each instance the pool creates. */
-  onCreate?: ((agent: Agent<any>) => void) | undefined;
-  /** Called with each instance the pool drops, and why. */
-  onEvict?: ((agent: Agent<any>, reason: EvictReason) => void) | undefined;
+  /** Called with each instance the pool creates; may be async (not awaited). */
+  onCreate?: ((agent: Agent<any>) => unknown) | undefined;
+  /** Called with each instance the pool drops, and why; may be async (not awaited). */
+  onEvict?: ((agent: Agent<any>, reason: EvictReason) => unknown) | undefined;
+  /** Where a hook's failure is reported. @defaultValue console */
+  logger?: Logger | undefined;
   /** Milliseconds now; injectable for tests. @defaultValue Date.now */
   now?: (() => number) | undefined;
 }
@@ -60,6 +63,7 @@ export class AgentPool {
   readonly #now: () => number;
   readonly #onCreate: AgentPoolOptions['onCreate'];
   readonly #onEvict: AgentPoolOptions['onEvict'];
+  readonly #logger: Logger;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(options: AgentPoolOptions = {}) {
@@ -71,6 +75,7 @@ export class AgentPool {
     this.#now = options.now ?? Date.now;
     this.#onCreate = options.onCreate;
     this.#onEvict = options.onEvict;
+    this.#logger = loggerOf(options.logger);
   }
 
   get size(): number {
@@ -97,7 +102,7 @@ export class AgentPool {
       entry = { id, agent: create(id), active: 0, lastUsed: 0, older: undefined, newer: undefined };
       this.#entries.set(id, entry);
       this.#link(entry);
-      callHook(this.#onCreate, entry.agent, undefined);
+      this.#callHook(this.#onCreate, entry.agent, undefined);
       this.#startSweeping();
     } else {
       this.#touch(entry);
@@ -175,7 +180,7 @@ export class AgentPool {
   #drop(id: string, entry: Entry, reason: EvictReason): void {
     this.#entries.delete(id);
     this.#unlink(entry);
-    callHook(this.#onEvict, entry.agent, reason);
+    this.#callHook(this.#onEvict, entry.agent, reason);
   }
 
   /** Makes `entry` the most recently used. */
@@ -210,20 +215,26 @@ export class AgentPool {
     this.#timer.unref();
   }
 
+  /**
+   * A user hook that throws, or rejects, must not break the pool: the sweep
+   * runs on a timer, where either would crash the process.
+   */
+  #callHook<R>(hook: ((agent: Agent<any>, reason: R) => unknown) | undefined, agent: Agent<any>, reason: R): void {
+    const report = (error: unknown): void => this.#logger.error(`AgentPool: a lifecycle hook failed for agent ${JSON.stringify(agent.id)}`, error);
+    try {
+      const result = hook?.(agent, reason);
+      if (result instanceof Promise) result.catch(report);
+    } catch (error) {
+      report(error);
+    }
+  }
+
   #stopSweeping(): void {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
   }
 }
 
-/** A throwing user hook must not break the pool (the sweep runs on a timer, where it would crash the process). */
-function callHook<R>(hook: ((agent: Agent<any>, reason: R) => void) | undefined, agent: Agent<any>, reason: R): void {
-  try {
-    hook?.(agent, reason);
-  } catch (error) {
-    console.error(`AgentPool: a lifecycle hook threw for agent ${JSON.stringify(agent.id)}`, error);
-  }
-}
 
 function positive(value: number, name: string): number {
   if (typeof value !== 'number' || Number.isNaN(value) || value < 0) {

@@ -58,6 +58,7 @@ export class AgentServer {
       maxAgents: this.config.maxAgents,
       onCreate: config.onCreate,
       onEvict: config.onEvict,
+      logger: this.#logger,
       now: config.now,
     });
     const { enableListAgents, shutdownTimeout, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;

@@ -503,3 +503,29 @@ test('the generic envelope takes invoke bare beside "action" too, and says what 
   assert.match(bad.body.error, /^"payload" must be an object/);
   assert.equal((await postJson(`${url}/counter-1/invoke`, { payload: ['increment'] })).body.code, 'invalid_body');
 });
+
+test('a client that leaves while an async authorize hook runs starts no turn and makes no agent (the generic envelope reads its body first)', async (t) => {
+  const asked = deferred();
+  const allow = deferred();
+  const created: string[] = [];
+  const router = registryRouter({
+    authorize: async () => {
+      asked.resolve();
+      await allow.promise;
+      return true;
+    },
+    onCreate: (agent) => created.push(agent.id),
+  });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const client = new AbortController();
+  const request = fetch(`${url}/counter-5`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"hello"}', signal: client.signal });
+  request.catch(() => {});
+  await asked.promise;
+  client.abort();
+  await new Promise((resolve) => setTimeout(resolve, 50)); // the server sees the connection close
+  allow.resolve();
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.deepEqual(created, [], 'no agent was made');
+  assert.equal(router.pool?.peek('counter-5'), undefined);
+});

@@ -200,6 +200,27 @@ test('server.evict drops an idle agent on purpose; its state is kept', async (t)
   assert.deepEqual((await getJson(`${url}/agent/counter-2/state`)).body.state, { count: 2 });
 });
 
+test('lifecycle hooks that throw or reject are reported to the logger; the server keeps serving', async (t) => {
+  const logged: string[] = [];
+  const { server, url } = await start(t, {
+    logger: { error: (message) => logged.push(message) },
+    onCreate: async () => {
+      throw new Error('onCreate rejected');
+    },
+    onEvict: () => {
+      throw new Error('onEvict threw');
+    },
+  });
+  assert.equal((await postJson(`${url}/agent/counter-3/invoke`, { method: 'increment' })).body.result, 1);
+  assert.equal(server.evict('counter-3'), true);
+  await new Promise((resolve) => setImmediate(resolve)); // the rejection is reported a tick later
+  assert.deepEqual(logged, [
+    'AgentPool: a lifecycle hook failed for agent "counter-3"',
+    'AgentPool: a lifecycle hook failed for agent "counter-3"',
+  ]);
+  assert.equal((await postJson(`${url}/agent/counter-3/invoke`, { method: 'increment' })).body.result, 2);
+});
+
 test('at maxAgents the least recently used idle agent is dropped', async (t) => {
   const evicted: string[] = [];
   const { server, url } = await start(t, { maxAgents: 2, onEvict: (agent, reason) => evicted.push(`${agent.id}:${reason}`) });
