@@ -62,6 +62,10 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     // Refused, not ignored: the user would believe their agents are in Postgres while they are where the module put them.
     throw new UsageError(`--storage applies to the demo only; ${module} chooses its agents' storage in its code, e.g. new Agent(id, { model, storage: postgresStorage(pool) })`);
   }
+  if (dataDir !== undefined && module !== undefined && command === 'serve') {
+    // Refused for the same reason: agents of a module without a storage of their own live in memory, not there.
+    throw new UsageError(`--data-dir applies to the demo only; ${module} chooses its agents' storage in its code, e.g. new Agent(id, { model, storage: new FileStorage('${dataDir}') })`);
+  }
   return {
     command,
     module,

@@ -58,6 +58,7 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
     const loaded = await loadModule(args.module, cwd);
     // The flag is refused with a module (args.ts); a shared config file's storage key is only pointed out.
     if (file.storage !== undefined) warn(`${args.module} chooses its agents' storage; "storage" in ${args.config} applies to the demo only`);
+    if (file.dataDir !== undefined) warn(`${args.module} chooses its agents' storage; "data_dir" in ${args.config} applies to the demo only`);
     if (loaded.kind === 'server') {
       server = loaded.server;
       if (Object.keys(config).length > 0) warn(`${args.module} exports its own AgentServer; only port and host from --config apply`);

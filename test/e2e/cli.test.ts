@@ -104,10 +104,13 @@ test('a module exporting something else is refused, saying what to export', asyn
   await writeFile(path.join(dir, 'wrong.mjs'), 'export default { answer: 42 };\n');
   await writeFile(path.join(dir, 'none.mjs'), 'export const registry = 1;\n');
   await writeFile(path.join(dir, 'throws.mjs'), 'throw new Error("database is down");\n');
+  // A module that opened something (a client's connection, a timer) before failing: the CLI still exits.
+  await writeFile(path.join(dir, 'busy.mjs'), 'setInterval(() => {}, 1000);\nexport default { answer: 42 };\n');
   const cases: Array<[string, RegExp]> = [
     ['wrong.mjs', /^agent-router: wrong\.mjs default-exports an object \(Object\), not an AgentRegistry, an Agent or an AgentServer\n$/],
     ['none.mjs', /^agent-router: none\.mjs has no default export; end it with `export default registry`/],
     ['throws.mjs', /^agent-router: loading throws\.mjs failed: Error: database is down\n$/],
+    ['busy.mjs', /^agent-router: busy\.mjs default-exports an object \(Object\), not an AgentRegistry/],
   ];
   // Started together: each is a process start, and they are independent.
   const runs = cases.map(([file]) => runCli(t, ['serve', file], dir));
@@ -151,6 +154,15 @@ test('a port in use is one clear line and exit code 1', async (t) => {
   const cli = runCli(t, ['serve', '--port', String(port)]);
   assert.deepEqual(await cli.exited, { code: 1, signal: null });
   assert.equal(cli.stderr(), `agent-router: 127.0.0.1:${port} is already in use; stop the other process or choose another port (--port)\n`);
+});
+
+test('SIGTERM still shuts down gracefully, exit 0, when whoever read stdout has gone (agent-router serve | head -1)', async (t) => {
+  const cli = runCli(t, ['serve', '--port', '0', '--storage', 'memory']);
+  await listening(cli);
+  cli.child.stdout?.destroy(); // the reader is gone: the next line written to stdout meets EPIPE
+  cli.child.kill('SIGTERM');
+  assert.deepEqual(await cli.exited, { code: 0, signal: null });
+  assert.doesNotMatch(cli.stderr(), /EPIPE/);
 });
 
 test('--help prints usage and exits 0', async (t) => {

@@ -74,6 +74,7 @@ test('--storage is refused with a module, and together with --data-dir', () => {
   assert.throws(() => parseCliArgs(['serve', './agents.js', '--storage', 'memory']), usage(/^--storage applies to the demo only; \.\/agents\.js chooses its agents' storage in its code/));
   assert.throws(() => parseCliArgs(['--storage', 'file:a', '--data-dir', 'b']), usage(/^--storage and --data-dir both say where the demo keeps its agents; give one/));
   assert.equal(parseCliArgs(['help', 'x.js', '--storage', 'memory']).command, 'help', '--help still prints help');
+  assert.throws(() => parseCliArgs(['serve', './agents.js', '--data-dir', 'd']), usage(/^--data-dir applies to the demo only; \.\/agents\.js chooses its agents' storage in its code, e\.g\. new Agent\(id, \{ model, storage: new FileStorage\('d'\) \}\)/));
 });
 
 test('redact strips everything up to the last @ after the scheme', () => {
