@@ -75,6 +75,17 @@ export async function readSince(file: string, view: CachedView, offset: number):
   }
 }
 
+/** `length` bytes of `file` from `offset` (fewer at its end); undefined when there is no file. */
+export async function readAt(file: string, offset: number, length: number): Promise<Buffer | undefined> {
+  const handle = await openIfExists(file);
+  if (handle === undefined) return undefined;
+  try {
+    return await readRange(handle, offset, length);
+  } finally {
+    await handle.close();
+  }
+}
+
 /** The whole journal (state and history) and its view; `undefined` when there is no file. */
 export async function readWhole(file: string, agentId: string): Promise<{ journal: ParsedJournal; view: CachedView } | undefined> {
   const handle = await openIfExists(file);

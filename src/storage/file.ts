@@ -1,8 +1,8 @@
 import { mkdir, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import { VersionConflictError } from '../errors.ts';
+import { LockLostError, VersionConflictError } from '../errors.ts';
 import { checkTurn } from './check.ts';
-import { appendLine, NO_FILE, readSince, readView, readWhole, replaceFile, syncDir, withIdentity } from './file-io.ts';
+import { appendLine, NO_FILE, readAt, readSince, readView, readWhole, replaceFile, syncDir, withIdentity } from './file-io.ts';
 import type { CachedView } from './file-io.ts';
 import { commitLine, EMPTY_VIEW, scanJournal, snapshotLine } from './file-journal.ts';
 import type { ParsedJournal } from './file-journal.ts';
@@ -157,7 +157,10 @@ export class FileStorage implements Storage {
     const releaseTurn = await this.#turns.acquire(agentId, signal);
     let lease: FileLease;
     try {
-      lease = await FileLease.acquire(this.#lockPath(agentId), this.#lease, signal);
+      lease = await FileLease.acquire(this.#lockPath(agentId), this.#lease, signal).catch(async (error: unknown) => {
+        if (!(await this.#dirWasRemoved(error))) throw error;
+        return FileLease.acquire(this.#lockPath(agentId), this.#lease, signal);
+      });
     } catch (error) {
       releaseTurn();
       throw error;
@@ -249,14 +252,25 @@ export class FileStorage implements Storage {
 
   #op<T>(agentId: string, work: () => Promise<T>): Promise<T> {
     const run = (): Promise<T> => this.#ensureDir().then(() => this.#io.run(agentId, work));
-    // The directory was removed under a running storage (a cleanup job, a test): made again, and the
-    // operation run once more (a write that met ENOENT wrote nothing), instead of failing until restart.
+    // Run once more after the directory was made again: a write that met ENOENT wrote nothing.
     const again = async (error: unknown): Promise<T> => {
-      if ((error as NodeJS.ErrnoException | undefined)?.code !== 'ENOENT' || (await stat(this.dir).then(() => true, () => false))) throw error;
-      this.#ready = undefined;
+      if (!(await this.#dirWasRemoved(error))) throw error;
       return run();
     };
     return this.#track(run().catch(again));
+  }
+
+  /**
+   * True when `error` is an ENOENT because the directory itself was removed
+   * under a running storage (a cleanup job, a test); it is then made again,
+   * instead of every operation failing until a restart.
+   */
+  async #dirWasRemoved(error: unknown): Promise<boolean> {
+    if ((error as NodeJS.ErrnoException | undefined)?.code !== 'ENOENT') return false;
+    if (await stat(this.dir).then(() => true, () => false)) return false;
+    this.#ready = undefined;
+    await this.#ensureDir();
+    return true;
   }
 
   #track<T>(promise: Promise<T>): Promise<T> {
@@ -293,7 +307,14 @@ export class FileStorage implements Storage {
     if (view.version !== turn.expectedVersion) throw new VersionConflictError(agentId, turn.expectedVersion, view.version);
     const first = view.validBytes === 0;
     const line = commitLine(first ? agentId : undefined, view.version + 1, stateJson, turn.append);
-    const info = await appendLine(this.#journalPath(agentId), view, line, this.#fsync);
+    const file = this.#journalPath(agentId);
+    const info = await appendLine(file, view, line, this.#fsync);
+    const lineBytes = Buffer.byteLength(line);
+    if (info.size !== BigInt(view.validBytes + lineBytes) && (await readAt(file, view.validBytes, lineBytes))?.toString('utf8') !== line) {
+      // Another process appended first: this process's lease had run out (it stalled), and the other
+      // took the lock. Readers take the first line of each version, so this one is ignored: refused.
+      throw new LockLostError(agentId, 'FileStorage', 'its lease ran out and another process wrote this version first');
+    }
     if (first && this.#fsync) await syncDir(this.dir);
     const next = { version: view.version + 1, validBytes: Number(info.size), stateBytes: Buffer.byteLength(stateJson), staleBytes: view.staleBytes + view.stateBytes };
     return this.#remember(agentId, withIdentity(next, info));

@@ -161,6 +161,9 @@ test('a directory removed under a running storage is made again at the next writ
   assert.equal(await storage.head('gus'), 0);
   assert.equal(await turns(storage, 'gus', 1), 1, 'the first commit after the removal succeeds');
   assert.deepEqual((await storage.load('gus'))?.messages, [user('m1')]);
+  await rm(dir, { recursive: true, force: true });
+  const unlock = await storage.lock('gus'); // a turn takes the lock first
+  await unlock();
 });
 
 test('ids map to safe, distinct file names: no escape from the directory, no device names, no case collisions', async (t) => {
