@@ -1,5 +1,6 @@
 import { httpErrors, type AgentRouterError } from '../errors.ts';
 import { serveRequest, type AgentRouter } from '../http/router.ts';
+import { applyCors } from '../http/cors.ts';
 import { mediaType } from '../http/path.ts';
 import { bodyLimitOf, parsedBody } from './common.ts';
 import type { FastifyErrorLike, FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
@@ -56,7 +57,11 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
     fastify.setErrorHandler((error, request, reply) => {
       const mapped = fromFastifyError(error, request, bodyLimit);
       if (mapped === undefined) throw error; // not a body refusal: the host's error handler decides
-      // Answered through Fastify, not hijacked, so the host's onSend hooks still run.
+      // Answered through Fastify, not hijacked, so the host's onSend hooks still run. With the router's
+      // cors option, the CORS headers too (set on the raw response, which Fastify's own merge keeps),
+      // or a browser could not read why its request was refused.
+      const cors = router.options.cors;
+      if (cors !== undefined) applyCors(cors, request.raw, reply.raw, 'POST');
       const headers = mapped.headers ?? {};
       for (const name in headers) reply.header(name, headers[name] as string);
       reply.code(mapped.status);

@@ -141,6 +141,11 @@ for (const [name, fastify] of majors) {
     });
     assert.equal(res.status, 204);
     assert.equal(res.headers.get('access-control-allow-origin'), 'https://app.example');
+    // Fastify's own body refusal, answered by the plugin's error handler, carries them too.
+    const refused = await post(`${url}/api/counter-1/chat`, '{"message":', { 'content-type': 'application/json', origin: 'https://app.example' });
+    assert.equal(refused.headers.get('access-control-allow-origin'), 'https://app.example');
+    assert.equal(refused.headers.get('vary'), 'Origin');
+    await assertError(refused, 400, 'invalid_json');
   });
 }
 
