@@ -19,7 +19,7 @@ Options:
                       only; 0.0.0.0 for every interface)
   -c, --config <file> JSON config with the spec's names: idle_timeout,
                       max_agents, enable_list_agents, shutdown_timeout,
-                      keep_alive_timeout, headers_timeout, request_timeout,
+                      drain_delay, keep_alive_timeout, headers_timeout, request_timeout,
                       body_limit, max_id_length, ping_interval, turn_timeout,
                       max_streams, openapi, cors_origins, port, host, data_dir,
                       storage

@@ -13,6 +13,13 @@ export interface AgentServerConfig extends Omit<AgentRouterOptions, 'prefix' | '
   /** Seconds `close()` lets running turns and streams finish before aborting them. @defaultValue 10 */
   shutdownTimeout?: number | undefined;
   /**
+   * Seconds `close()` first goes on serving as usual, new connections
+   * included, while `GET /healthz` answers 503: the time a load balancer
+   * needs to see it and stop sending (Kubernetes removes a terminating pod
+   * from its Service some seconds after SIGTERM). @defaultValue 0
+   */
+  drainDelay?: number | undefined;
+  /**
    * Seconds an idle keep-alive connection stays open. Above the 60 s idle
    * timeout of common load balancers (AWS ALB), so the balancer, not the
    * server, closes first and never sends on a socket the server just closed.
@@ -35,6 +42,7 @@ export interface ServerSettings {
   maxAgents: number;
   enableListAgents: boolean;
   shutdownTimeout: number;
+  drainDelay: number;
   keepAliveTimeout: number;
   headersTimeout: number;
   requestTimeout: number;
@@ -61,6 +69,7 @@ const OPTIONS: { readonly [K in keyof Required<AgentServerConfig>]: Kind } = {
   maxAgents: 'positiveCount',
   enableListAgents: 'boolean',
   shutdownTimeout: 'seconds',
+  drainDelay: 'seconds',
   keepAliveTimeout: 'positiveSeconds',
   headersTimeout: 'positiveSeconds',
   requestTimeout: 'seconds',
@@ -86,6 +95,7 @@ const FILE_KEYS: Record<string, string> = {
   max_agents: 'maxAgents',
   enable_list_agents: 'enableListAgents',
   shutdown_timeout: 'shutdownTimeout',
+  drain_delay: 'drainDelay',
   keep_alive_timeout: 'keepAliveTimeout',
   headers_timeout: 'headersTimeout',
   request_timeout: 'requestTimeout',
@@ -128,6 +138,7 @@ export function resolveServerConfig(config: AgentServerConfig, where = 'AgentSer
     maxAgents: config.maxAgents ?? 10_000,
     enableListAgents: config.enableListAgents ?? false,
     shutdownTimeout: config.shutdownTimeout ?? 10,
+    drainDelay: config.drainDelay ?? 0,
     keepAliveTimeout,
     headersTimeout,
     requestTimeout,

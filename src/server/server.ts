@@ -44,6 +44,8 @@ export class AgentServer {
   #port: number | undefined;
   #host = '127.0.0.1';
   #closing: Promise<void> | undefined;
+  /** close() began and its drainDelay runs: serving as usual, but /healthz says 503. */
+  #lameDuck = false;
 
   /**
    * @param target an AgentRegistry, or one Agent (served at `/agent/{its id}/...`)
@@ -61,7 +63,7 @@ export class AgentServer {
       logger: this.#logger,
       now: config.now,
     });
-    const { enableListAgents, shutdownTimeout, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;
+    const { enableListAgents, shutdownTimeout, drainDelay, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;
     this.router = new AgentRouter(this.registry, { ...routerOptions, prefix: '/agent', pool: this.pool });
     this.#routerPath = `${this.router.prefix}/`;
   }
@@ -94,7 +96,7 @@ export class AgentServer {
    * but cannot stop your server from accepting.
    */
   readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
-    if (this.#closing !== undefined) {
+    if (this.#closing !== undefined && !this.#lameDuck) {
       refuse(res);
       // Tracked too: it may be queued behind a pipelined stream, and must not be cut before it is sent.
       this.#inFlight.track(res)();
@@ -185,6 +187,13 @@ export class AgentServer {
   }
 
   async #drain(): Promise<void> {
+    const drainDelay = this.config.drainDelay;
+    if (drainDelay > 0) {
+      // Serving as usual meanwhile, but /healthz, so the load balancer stops sending before anything is refused.
+      this.#lameDuck = true;
+      await new Promise((resolve) => setTimeout(resolve, drainDelay * 1000));
+      this.#lameDuck = false;
+    }
     const server = this.#http;
     // A serve() still starting finishes first, so there is a listening server to close.
     if (server !== undefined && !server.listening) await new Promise((resolve) => server.once('listening', resolve).once('error', resolve));
@@ -209,7 +218,9 @@ export class AgentServer {
   async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { path } = splitTarget(req.url ?? '/');
     if (path === '/healthz' || path === '/healthz/') {
-      if (allowRead(req, res)) sendJson(res, 200, { status: 'ok' });
+      if (!allowRead(req, res)) return;
+      if (this.#lameDuck) refuse(res);
+      else sendJson(res, 200, { status: 'ok' });
       return;
     }
     if (this.config.enableListAgents && (path === '/agents' || path === '/agents/')) {

@@ -294,6 +294,17 @@ test('close() lets an open stream finish before its deadline; new requests on it
   assert.equal(server.pool.size, 0);
 });
 
+test('with drainDelay, close() first serves as usual, new connections included, while /healthz answers 503', async (t) => {
+  const { server, url } = await start(t, { drainDelay: 0.3 });
+  const closed = server.close();
+  const health = await fetch(`${url}/healthz`);
+  assert.equal(health.status, 503);
+  assert.deepEqual(await health.json(), { error: 'Server is shutting down', code: 'shutting_down' });
+  assert.equal((await postJson(`${url}/agent/counter-4/invoke`, { method: 'increment' })).body.result, 1, 'a new connection is still served');
+  await closed;
+  await assert.rejects(fetch(`${url}/healthz`), 'then the listener is closed');
+});
+
 test('close() past its deadline ends open streams with event: error, held requests with 503, and commits no half turn', async (t) => {
   const started = deferred();
   const { server, storage, url } = await start(t, { shutdownTimeout: 0 }, undefined, (id) => {

@@ -12,6 +12,7 @@ test('defaults: 300 s idle, 10000 agents, no /agents, 10 s drain, load-balancer-
     maxAgents: 10_000,
     enableListAgents: false,
     shutdownTimeout: 10,
+    drainDelay: 0,
     keepAliveTimeout: 65,
     headersTimeout: 66,
     requestTimeout: 120,
