@@ -82,11 +82,15 @@ export function parseJson(text: string): unknown {
   if (text.length > 2 * MAX_JSON_DEPTH && nestingDepth(text) > MAX_JSON_DEPTH) {
     throw httpErrors.badRequest('json_too_deep', `JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`);
   }
+  const unsafe = UNSAFE_KEY.test(text);
+  const huge = HUGE_NUMBER.test(text);
+  let value: unknown;
   try {
-    return UNSAFE_KEY.test(text) ? JSON.parse(text, dropUnsafeKeys) : JSON.parse(text);
+    value = unsafe || huge ? JSON.parse(text, unsafe ? dropUnsafeKeys : undefined) : JSON.parse(text);
   } catch {
     throw httpErrors.badRequest('invalid_json', 'Invalid JSON body');
   }
+  return huge ? checkNumbers(value) : value;
 }
 
 /**
@@ -98,6 +102,7 @@ export function checkDepth<T>(value: T): T {
   const stack: Array<[unknown, number]> = [[value, 1]];
   while (stack.length > 0) {
     const [node, depth] = stack.pop() as [unknown, number];
+    if (typeof node === 'number' && !Number.isFinite(node)) throw numberOutOfRange();
     if (typeof node !== 'object' || node === null) continue;
     if (depth > MAX_JSON_DEPTH) {
       throw httpErrors.badRequest('json_too_deep', `JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`);
@@ -105,6 +110,27 @@ export function checkDepth<T>(value: T): T {
     for (const child of Object.values(node)) stack.push([child, depth + 1]);
   }
   return value;
+}
+
+/**
+ * A number JSON can write but JavaScript cannot hold (`1e999`, 309 digits)
+ * parses as Infinity, which no state or reply can carry (JSON writes it as
+ * null). Only text with such an exponent or run of digits is walked.
+ */
+const HUGE_NUMBER = /[eE][+-]?\d{3}|\d{309}/;
+
+function checkNumbers<T>(value: T): T {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (typeof node === 'number' && !Number.isFinite(node)) throw numberOutOfRange();
+    if (typeof node === 'object' && node !== null) for (const child of Object.values(node)) stack.push(child);
+  }
+  return value;
+}
+
+function numberOutOfRange(): AgentRouterError {
+  return httpErrors.badRequest('invalid_json', 'Invalid JSON body: a number is too large to represent (it would be Infinity)');
 }
 
 /** The deepest bracket nesting outside strings (the JSON need not be valid). */

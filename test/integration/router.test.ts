@@ -492,6 +492,13 @@ test('bodies: JSON must be UTF-8 (another charset or a compressed body is 415, i
   assert.deepEqual(await bytes.json(), { error: 'Invalid JSON body: not valid UTF-8', code: 'invalid_json' });
   const bom = await send('\ufeff{"message":"marked"}', {});
   assert.equal((await bom.json()).response, 'marked');
+  // A number JSON can write but JavaScript holds only as Infinity, which no reply or state can carry.
+  for (const huge of ['1e999', '-1e999', '9'.repeat(400)]) {
+    const refused = await send(`{"message":"x","n":${huge}}`, {});
+    assert.equal(refused.status, 400, huge.slice(0, 10));
+    assert.deepEqual(await refused.json(), { error: 'Invalid JSON body: a number is too large to represent (it would be Infinity)', code: 'invalid_json' });
+  }
+  assert.equal((await (await send('{"message":"room e100, 1e300 guests","n":1e300}', {})).json()).response, 'room e100, 1e300 guests');
 });
 
 test('the generic envelope takes invoke bare beside "action" too, and says what is wrong with a payload that is not an object', async (t) => {
