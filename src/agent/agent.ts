@@ -124,6 +124,9 @@ export type StateUpdate<S> = Partial<S> | ((state: S) => Partial<S>);
 
 const processStorage = new MemoryStorage();
 
+/** What an agent with no abandoned action waits on: one settled promise for all. */
+const SETTLED: Promise<void> = Promise.resolve();
+
 /**
  * One conversational agent: an id, a model, persisted state and history.
  *
@@ -163,7 +166,7 @@ export class Agent<S extends JsonObject = JsonObject> {
   /** Actions cut at their turn's end that are still running. */
   #abandoned = 0;
   /** Settles once every abandoned action has (see #watchAbandoned). */
-  #abandonedSettled: Promise<void> = Promise.resolve();
+  #abandonedSettled: Promise<void> = SETTLED;
   readonly #mailbox = new Mailbox();
 
   constructor(id: string, options: AgentOptions<S> = {}) {
@@ -560,7 +563,7 @@ export class Agent<S extends JsonObject = JsonObject> {
     this.#abandoned++;
     const settle = (): void => {
       // Back to a settled promise, so an instance cut many times keeps no chain of them.
-      if (--this.#abandoned === 0) this.#abandonedSettled = Promise.resolve();
+      if (--this.#abandoned === 0) this.#abandonedSettled = SETTLED;
     };
     const settled = work.then(settle, settle);
     this.#abandonedSettled = Promise.all([this.#abandonedSettled, settled]).then(() => undefined);
@@ -716,9 +719,11 @@ export class Agent<S extends JsonObject = JsonObject> {
       this.#stale = false;
       if (record === undefined) {
         // Deleted: this instance starts over, as a new one would.
-        this.#state = structuredClone(this.#initialState);
-        this.#messages = [];
-        this.#version = 0;
+        if (this.#version !== 0) {
+          this.#state = structuredClone(this.#initialState);
+          this.#messages = [];
+          this.#version = 0;
+        }
         return;
       }
     } else if (record === undefined || record.version <= this.#version) {
