@@ -63,40 +63,26 @@ export async function readView(file: string, agentId: string, cached: CachedView
  * still the one `view` was read from (not replaced by a compaction); else
  * undefined, and the caller reads it whole.
  */
-export async function readSince(file: string, view: CachedView, offset: number): Promise<Buffer | undefined> {
-  const handle = await openIfExists(file);
-  if (handle === undefined) return undefined;
-  try {
+export function readSince(file: string, view: CachedView, offset: number): Promise<Buffer | undefined> {
+  return withOpen(file, async (handle) => {
     const info = await handle.stat({ bigint: true });
     if (!sameFile(view, info) || info.size < BigInt(view.validBytes)) return undefined;
-    return await readRange(handle, offset, view.validBytes - offset);
-  } finally {
-    await handle.close();
-  }
+    return readRange(handle, offset, view.validBytes - offset);
+  });
 }
 
 /** `length` bytes of `file` from `offset` (fewer at its end); undefined when there is no file. */
-export async function readAt(file: string, offset: number, length: number): Promise<Buffer | undefined> {
-  const handle = await openIfExists(file);
-  if (handle === undefined) return undefined;
-  try {
-    return await readRange(handle, offset, length);
-  } finally {
-    await handle.close();
-  }
+export function readAt(file: string, offset: number, length: number): Promise<Buffer | undefined> {
+  return withOpen(file, (handle) => readRange(handle, offset, length));
 }
 
 /** The whole journal (state and history) and its view; `undefined` when there is no file. */
-export async function readWhole(file: string, agentId: string): Promise<{ journal: ParsedJournal; view: CachedView } | undefined> {
-  const handle = await openIfExists(file);
-  if (handle === undefined) return undefined;
-  try {
+export function readWhole(file: string, agentId: string): Promise<{ journal: ParsedJournal; view: CachedView } | undefined> {
+  return withOpen(file, async (handle) => {
     const info = await handle.stat({ bigint: true });
     const journal = scanWhole(file, agentId, await readRange(handle, 0, Number(info.size)));
     return { journal, view: withIdentity(journal, info) };
-  } finally {
-    await handle.close();
-  }
+  });
 }
 
 /**
@@ -171,6 +157,17 @@ function scanWhole(file: string, agentId: string, bytes: Buffer): ParsedJournal 
 
 function sameFile(cached: CachedView, info: BigIntStats): boolean {
   return cached.ino === info.ino && cached.birth === info.birthtimeNs;
+}
+
+/** Runs `read` on the file opened for reading, closed afterwards; undefined when there is no file. */
+async function withOpen<T>(file: string, read: (handle: Handle) => Promise<T>): Promise<T | undefined> {
+  const handle = await openIfExists(file);
+  if (handle === undefined) return undefined;
+  try {
+    return await read(handle);
+  } finally {
+    await handle.close();
+  }
 }
 
 async function openIfExists(file: string): Promise<Handle | undefined> {
