@@ -96,7 +96,13 @@ function describeParseError(error: Error & { code?: string }): string {
   const option = quoted === undefined ? undefined : (/--[\w-]+/.exec(quoted)?.[0] ?? quoted.split(/[ ,]/)[0]);
   if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option !== undefined) return `unknown option ${option}`;
   if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option !== undefined) {
-    return /argument missing/.test(error.message) ? `${option} needs a value` : `${option} takes no value`;
+    if (/argument missing/.test(error.message)) return `${option} needs a value`;
+    // `-p -1`: node:util will not take a value that starts with a dash unless it is joined to the option.
+    if (/ambiguous/.test(error.message)) {
+      const long = /'(--[\w-]+)=/.exec(error.message)?.[1] ?? option;
+      return `${option} needs a value; one that starts with "-" is written ${long}=<value>`;
+    }
+    return `${option} takes no value`;
   }
   return error.message;
 }

@@ -126,6 +126,7 @@ test('a bad flag or port is a usage error: exit code 2', async (t) => {
   const cases = [
     [['serve', '--prot', '8080'], 'agent-router: unknown option --prot\n'],
     [['serve', '--port'], 'agent-router: --port needs a value\n'],
+    [['serve', '-p', '-1'], 'agent-router: -p needs a value; one that starts with "-" is written --port=<value>\n'],
     [['serve', '--port', 'eighty'], 'agent-router: --port must be a port number from 0 to 65535, got "eighty"\n'],
     [['serve', 'a.js', 'b.js'], 'agent-router: serve takes one module, got 2: a.js b.js\n'],
   ] as const;
