@@ -153,7 +153,10 @@ export class ModelProviderError extends UpstreamError {
       cause?: unknown;
     },
   ) {
-    super(options.status ?? 502, code, message, { cause: options.cause });
+    // The provider's Retry-After goes on to the caller, who can then back off as long as it asked.
+    const retryAfter = options.retryAfter;
+    const headers = retryAfter === undefined ? undefined : { 'Retry-After': String(Math.ceil(retryAfter)) };
+    super(options.status ?? 502, code, message, headers === undefined ? { cause: options.cause } : { cause: options.cause, headers });
     this.provider = options.provider;
     this.providerStatus = options.providerStatus;
     this.providerType = options.providerType;

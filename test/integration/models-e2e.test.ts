@@ -113,6 +113,18 @@ for (const provider of providers) {
     assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
   });
 
+  test(`${provider.name}: a provider's 429 answers 502 model_rate_limited with the provider's Retry-After`, async (t) => {
+    const { url } = await serve(t, provider, () => ({
+      status: 429,
+      headers: { 'content-type': 'application/json', 'retry-after': '7' },
+      body: provider.errorBody,
+    }));
+    const reply = await postJson(url, { message: 'Hello' });
+    assert.equal(reply.status, 502);
+    assert.equal(reply.body.code, 'model_rate_limited');
+    assert.equal(reply.headers.get('retry-after'), '7');
+  });
+
   test(`${provider.name}: a connection cut after the first chunk ends the stream with event: error`, async (t) => {
     // The stream up to the end of the event that carries "Hello", then the socket is destroyed.
     const body = provider.stream.slice(0, provider.stream.indexOf('\n\n', provider.stream.indexOf('"Hello"')) + 2);
