@@ -90,15 +90,18 @@ export function parseJson(text: string): unknown {
   } catch {
     throw httpErrors.badRequest('invalid_json', 'Invalid JSON body');
   }
-  return huge ? checkNumbers(value) : value;
+  // Nesting was checked on the text above; the walk is for the numbers.
+  return huge ? checkParsed(value) : value;
 }
 
 /**
- * Refuses a body a framework already parsed when it nests deeper than
- * MAX_JSON_DEPTH (the same rule `parseJson` applies to text). Iterative, so
+ * Refuses a parsed body that nests deeper than MAX_JSON_DEPTH (the rule
+ * `parseJson` applies to text) or holds a number JSON cannot carry
+ * (Infinity: see HUGE_NUMBER). For a body a framework already parsed, and
+ * for parseJson's own when its text has such a number. Iterative, so
  * checking a hostile body cannot overflow the stack itself.
  */
-export function checkDepth<T>(value: T): T {
+export function checkParsed<T>(value: T): T {
   const stack: Array<[unknown, number]> = [[value, 1]];
   while (stack.length > 0) {
     const [node, depth] = stack.pop() as [unknown, number];
@@ -118,16 +121,6 @@ export function checkDepth<T>(value: T): T {
  * null). Only text with such an exponent or run of digits is walked.
  */
 const HUGE_NUMBER = /[eE][+-]?\d{3}|\d{309}/;
-
-function checkNumbers<T>(value: T): T {
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const node = stack.pop();
-    if (typeof node === 'number' && !Number.isFinite(node)) throw numberOutOfRange();
-    if (typeof node === 'object' && node !== null) for (const child of Object.values(node)) stack.push(child);
-  }
-  return value;
-}
 
 function numberOutOfRange(): AgentRouterError {
   return httpErrors.badRequest('invalid_json', 'Invalid JSON body: a number is too large to represent (it would be Infinity)');

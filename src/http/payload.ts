@@ -11,10 +11,8 @@ export function requestIdOf(req: IncomingMessage): string | undefined {
 }
 
 /** The body as an object; 400 for any other JSON value. */
-export function asObject(value: unknown): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw httpErrors.badRequest('invalid_body', 'JSON body must be an object, e.g. {"message": "Hello"}');
-  }
+export function asObject(value: unknown, message = 'JSON body must be an object, e.g. {"message": "Hello"}'): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw httpErrors.badRequest('invalid_body', message);
   return value as Record<string, unknown>;
 }
 
@@ -31,10 +29,7 @@ export function requireMessage(body: Record<string, unknown>): string {
 export function invokePayload(body: Record<string, unknown>): Record<string, unknown> {
   const payload = body['payload'];
   if (payload === undefined) return body;
-  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
-    throw httpErrors.badRequest('invalid_body', '"payload" must be an object, e.g. {"payload": {"method": "increment", "params": {"by": 2}}}');
-  }
-  return payload as Record<string, unknown>;
+  return asObject(payload, '"payload" must be an object, e.g. {"payload": {"method": "increment", "params": {"by": 2}}}');
 }
 
 /** The generic envelope: `{"action": "chat" | "invoke" | "state", ...}`, chat by default. */

@@ -7,7 +7,7 @@ import { AgentPool, type AgentPoolOptions } from '../server/pool.ts';
 import { isTransport, type AgentTransport } from '../transports/transport.ts';
 import type { JsonObject } from '../types.ts';
 import { authorizeRequest, type Authorize } from './authorize.ts';
-import { checkDepth, JsonText, readJsonBody } from './body.ts';
+import { checkParsed, JsonText, readJsonBody } from './body.ts';
 import { applyCors, type CorsOptions } from './cors.ts';
 import { Deadlines } from './deadlines.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
@@ -276,7 +276,7 @@ export class AgentRouter {
   #withBody(exchange: Exchange, action: RouteAction, method: RouteMatch['method'], parsed: unknown): Promise<unknown> {
     if (method !== 'POST') return this.#withPayload(exchange, action, {});
     if (parsed instanceof JsonText) return this.#withPayload(exchange, action, asObject(parsed.parse(this.#bodyLimit)));
-    if (parsed !== undefined) return this.#withPayload(exchange, action, asObject(checkDepth(parsed)));
+    if (parsed !== undefined) return this.#withPayload(exchange, action, asObject(checkParsed(parsed)));
     return readJsonBody(exchange.req, this.#bodyLimit).then((body) => this.#withPayload(exchange, action, asObject(body)));
   }
 

@@ -129,9 +129,6 @@ export function createSSEParser(options: SSEParserOptions): SSEParser {
   };
 }
 
-/** Bytes read past the last event, so the connection can be reused; past this the body is cancelled. */
-const DRAIN_LIMIT = 64 * 1024;
-
 export interface ReadSSEOptions extends Omit<SSEParserOptions, 'onEvent'> {
   /**
    * True once the stream's last event was seen (`[DONE]`, `message_stop`).
@@ -166,7 +163,7 @@ export async function* readSSE(
     }
   } finally {
     if (finished) reader.releaseLock();
-    else if (options.complete?.() === true) void drain(reader);
+    else if (options.complete?.() === true) void drainReader(reader);
     else {
       await reader.cancel().catch(() => {});
       reader.releaseLock();
@@ -174,8 +171,16 @@ export async function* readSSE(
   }
 }
 
-/** Reads what is left of a body whose last event was seen, then lets go of it; never rejects. */
-async function drain(reader: ReadableStreamDefaultReader<string>): Promise<void> {
+/** Bytes (or characters) read past a body's last event, so its connection can be reused; past this it is cancelled. */
+const DRAIN_LIMIT = 64 * 1024;
+
+/**
+ * Reads what is left of a fetch body whose last event was seen (the chunked
+ * encoding's end, as a rule), so fetch can put the connection back in its
+ * pool, then lets go of the reader; never rejects. Shared by readSSE and
+ * HTTPTransport.
+ */
+export async function drainReader(reader: ReadableStreamDefaultReader<{ length: number }>): Promise<void> {
   try {
     for (let size = 0; size <= DRAIN_LIMIT; ) {
       const { done, value } = await reader.read();

@@ -1,5 +1,5 @@
 import { AgentRouterError, type UpstreamError } from '../errors.ts';
-import { createSSEParser } from '../sse/parser.ts';
+import { createSSEParser, drainReader } from '../sse/parser.ts';
 import { describeRemote } from './remote-url.ts';
 import type { Slots } from './slots.ts';
 import { allSlotsBusy, badResponse, incomplete, interrupted, statusError, streamFailed, timedOut, unreachable } from './upstream-errors.ts';
@@ -29,8 +29,6 @@ export interface CallRequest {
 
 /** A 4xx error body is relayed, so it is read; nothing longer than this is an error message. */
 const ERROR_BODY_LIMIT = 64 * 1024;
-/** Bytes read past `event: done` so the connection can go back to the pool; past this it is dropped. */
-const DRAIN_LIMIT = 64 * 1024;
 const noop = (): void => {};
 
 /**
@@ -134,7 +132,7 @@ export class RemoteCall {
       drained = true;
       // Not awaited: the caller has its whole reply at `done`, even from a remote that keeps the
       // response open after it; the rest is read in the background so the connection can be reused.
-      void this.#drain(reader);
+      void drainReader(reader).finally(() => this.finish());
     } finally {
       if (!drained) {
         await reader.cancel().catch(noop);
@@ -243,27 +241,6 @@ export class RemoteCall {
     // A fetch that ignores the signal may still hand over data after an abort.
     if (this.#controller.signal.aborted) throw this.#controller.signal.reason;
     return step;
-  }
-
-  /**
-   * After `event: done`: read the rest (only the chunked-encoding end, from a
-   * conforming remote; it nearly always came in the same read) so the
-   * connection goes back to the pool before the next call needs one.
-   */
-  async #drain(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<void> {
-    try {
-      let size = 0;
-      while (size <= DRAIN_LIMIT) {
-        const step = await reader.read();
-        if (step.done) return;
-        size += step.value.byteLength;
-      }
-      await reader.cancel();
-    } catch {
-      // the stream already succeeded; a remote that breaks off now changes nothing
-    } finally {
-      this.finish();
-    }
   }
 
   /** The error to throw: the abort reason (timeout or the caller's) wins over what fetch made of it. */
