@@ -211,7 +211,7 @@ function check(value: unknown, kind: Kind, label: string): void {
   if (ok) return;
   const expected = {
     seconds: `a number of seconds from 0 to ${MAX_TIMER}`,
-    idleSeconds: `a number of seconds from 0 to ${MAX_TIMER}, or Infinity`,
+    idleSeconds: `a number of seconds from 0 to ${MAX_TIMER} (0: never drop)`,
     positiveSeconds: `a number of seconds above 0, at most ${MAX_TIMER}`,
     count: 'a whole number >= 0',
     positiveCount: 'a whole number >= 1',

@@ -29,6 +29,8 @@ test('headersTimeout and requestTimeout follow a raised keepAliveTimeout unless 
 
 test('a bad value is a TypeError naming the option and what it must be', () => {
   assert.throws(() => resolveServerConfig({ idleTimeout: -1 }), { name: 'TypeError', message: /AgentServer: idleTimeout must be a number of seconds/ });
+  // A config file cannot write Infinity, so the message offers 0, which it can.
+  assert.throws(() => parseFileConfig({ idle_timeout: -1 }, 'config file c.json'), (error: Error) => /\(0: never drop\), got -1$/.test(error.message) && !/Infinity/.test(error.message));
   assert.throws(() => resolveServerConfig({ maxAgents: 1.5 }), { message: /maxAgents must be a whole number/ });
   assert.throws(() => resolveServerConfig({ maxAgents: 0 }), { message: /maxAgents must be a whole number >= 1, got 0/ });
   assert.throws(() => new AgentPool({ maxAgents: -1 }), { message: /maxAgents must be a whole number >= 1, got -1/ });
