@@ -5,7 +5,7 @@ import type { Storage } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject, TokenUsage } from '../types.ts';
 import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
 import { TurnCancel } from './cancel.ts';
-import { assertJson } from './json-check.ts';
+import { assertJson, assertJsonState } from './json-check.ts';
 import { AbortWatch, Mailbox } from './mailbox.ts';
 
 export interface AgentOptions<S extends JsonObject = JsonObject> {
@@ -648,7 +648,7 @@ export class Agent<S extends JsonObject = JsonObject> {
   #commit(append: ChatMessage[], inPlace = 0): Promise<void> | undefined {
     const state = this.#staged ?? this.#state;
     if (state === this.#state && append.length === 0) return undefined;
-    if (state !== this.#state) assertJson(state, `Agent ${JSON.stringify(this.id)}: state`);
+    if (state !== this.#state) assertJsonState(state, `Agent ${JSON.stringify(this.id)}: state`);
     const expectedVersion = this.#version;
     const turn = { expectedVersion, state, append };
     const sync = this.storage.sync;

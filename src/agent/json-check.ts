@@ -7,10 +7,25 @@
  * nothing) instead of being half-stored or breaking every later read.
  */
 export function assertJson(value: unknown, what: string): void {
+  check(value, what, false);
+}
+
+/**
+ * {@link assertJson}, and also refuses what JSON turns into something else
+ * through its `toJSON()` (a Date into a string, a Buffer into an object): a
+ * result may be sent that way, but state must read back as it was written,
+ * or the agent would find a Date in memory and a string after a restart.
+ */
+export function assertJsonState(value: unknown, what: string): void {
+  check(value, what, true);
+}
+
+function check(value: unknown, what: string, refuseToJSON: boolean): void {
   let problem: string | undefined;
   try {
-    JSON.stringify(value, (key, inner: unknown) => {
+    JSON.stringify(value, function (this: Record<string, unknown>, key, inner: unknown) {
       if (problem === undefined) problem = problemOf(inner, key);
+      if (problem === undefined && refuseToJSON && inner !== this[key] && hasToJSON(this[key])) problem = convertedBy(this[key], key);
       return problem === undefined ? inner : undefined;
     });
   } catch {
@@ -19,19 +34,33 @@ export function assertJson(value: unknown, what: string): void {
   if (problem !== undefined) throw new TypeError(`${what} is not JSON: it holds ${problem}`);
 }
 
+function at(key: string): string {
+  return key === '' ? '' : ` (key ${JSON.stringify(key.slice(0, 64))})`;
+}
+
 function problemOf(value: unknown, key: string): string | undefined {
-  const at = key === '' ? '' : ` (key ${JSON.stringify(key.slice(0, 64))})`;
   switch (typeof value) {
     case 'number':
-      return Number.isFinite(value) ? undefined : `${String(value)}${at}`;
+      return Number.isFinite(value) ? undefined : `${String(value)}${at(key)}`;
     case 'bigint':
-      return `a BigInt${at}`;
+      return `a BigInt${at(key)}`;
     case 'function':
     case 'symbol':
-      return `a ${typeof value}${at}`;
+      return `a ${typeof value}${at(key)}`;
     case 'object':
-      return value instanceof Map || value instanceof Set ? `a ${value.constructor.name}${at}` : undefined;
+      return value instanceof Map || value instanceof Set ? `a ${value.constructor.name}${at(key)}` : undefined;
     default:
       return undefined;
   }
+}
+
+function hasToJSON(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && typeof (value as { toJSON?: unknown }).toJSON === 'function';
+}
+
+/** `original` is what the holder has, before `toJSON()` replaced it. */
+function convertedBy(original: unknown, key: string): string {
+  if (original instanceof Date) return `a Date${at(key)}, which would come back as a string; store date.toISOString() or date.getTime()`;
+  const name = (original as { constructor?: { name?: string } } | null)?.constructor?.name;
+  return `${typeof name === 'string' && name !== '' ? `a ${name}` : 'a value'}${at(key)} that JSON stores as its toJSON(), so it would come back as something else`;
 }

@@ -352,7 +352,7 @@ test('a failing commit rejects chat and leaves history as it was', async () => {
 test('state and action results must be JSON: a turn that would store or answer anything else fails and changes nothing', async () => {
   const storage = new MemoryStorage();
   class Careless extends Agent {
-    static override actions = ['stash', 'answer'];
+    static override actions = ['stash', 'answer', 'when'];
     constructor(id: string) {
       super(id, { storage, initialState: { n: 0 } });
     }
@@ -364,6 +364,9 @@ test('state and action results must be JSON: a turn that would store or answer a
       await this.setState({ n: 1000 });
       return { when: 10n };
     }
+    async when(): Promise<Date> {
+      return new Date(0);
+    }
   }
   const agent = new Careless('careless-1');
   const cycle: Record<string, unknown> = {};
@@ -374,15 +377,19 @@ test('state and action results must be JSON: a turn that would store or answer a
     [{ deep: [1, Infinity] }, /Infinity \(key "1"\)/],
     [new Map([['a', 1]]), /a Map \(key "value"\)/],
     [cycle, /a circular reference/],
+    // What toJSON() would turn into something else: a Date read back as a string after a restart.
+    [new Date(0), /state is not JSON: it holds a Date \(key "value"\), which would come back as a string; store date.toISOString\(\)/],
+    [{ at: [Buffer.from('x')] }, /a Buffer \(key "0"\) that JSON stores as its toJSON\(\)/],
   ];
   for (const [value, message] of bad) {
     await assert.rejects(agent.invoke('stash', [value]), message);
   }
   await assert.rejects(agent.invoke('answer'), /action answer's result is not JSON: it holds a BigInt \(key "when"\)/);
+  assert.deepEqual(await agent.invoke('when'), new Date(0), 'a result may be a Date: it is sent once, as its ISO string');
   await assert.rejects(agent.setState({ n: Number.POSITIVE_INFINITY }), /Infinity/);
   assert.deepEqual(agent.state, { n: 0 });
   assert.equal(agent.version, 0, 'nothing was committed');
-  assert.equal(await agent.invoke('stash', [{ ok: [1, 'two', null] }]), 'stored');
+  assert.equal(await agent.invoke('stash', [{ ok: [1, 'two', null], at: new Date(0).toISOString() }]), 'stored');
   assert.equal((await storage.load('careless-1'))?.version, 1);
 });
 
