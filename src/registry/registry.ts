@@ -1,4 +1,4 @@
-import type { Agent } from '../agent/agent.ts';
+import { Agent } from '../agent/agent.ts';
 import { actionsOf } from '../agent/actions.ts';
 import { AgentNotFoundError } from '../errors.ts';
 import { isTransport, type AgentTransport } from '../transports/transport.ts';
@@ -38,7 +38,11 @@ export class AgentRegistry {
       throw new TypeError('AgentRegistry.register: pattern must be a string or a RegExp, e.g. "counter-[0-9]+"');
     }
     if (typeof target === 'function') actionsOf(target);
-    else if (!isTransport(target)) {
+    else if (target instanceof Agent) {
+      throw new TypeError(
+        `AgentRegistry.register: pass the Agent class, not an instance (register(pattern, ${target.constructor.name})): the registry makes one per id as new ${target.constructor.name}(agentId). To serve this one agent, use new AgentRouter(agent)`,
+      );
+    } else if (!isTransport(target)) {
       throw new TypeError(
         'AgentRegistry.register: target must be an Agent class (e.g. class Bot extends Agent) or a transport such as new HTTPTransport(url)',
       );

@@ -29,7 +29,14 @@ export interface AgentTransport {
   state(agentId: string, options?: TransportCallOptions): Promise<JsonObject>;
 }
 
-/** A registry target is local (an Agent class) when it is a function, remote otherwise. */
+/**
+ * A registry target is local (an Agent class) when it is a function, remote
+ * when it is an object with the four transport methods. An Agent instance
+ * has `chat` but its `state` is not a method, so it is not mistaken for one.
+ */
 export function isTransport(target: unknown): target is AgentTransport {
-  return typeof target === 'object' && target !== null && typeof (target as AgentTransport).chat === 'function';
+  if (typeof target !== 'object' || target === null) return false;
+  const methods = target as Record<keyof AgentTransport, unknown>;
+  return typeof methods.chat === 'function' && typeof methods.stream === 'function'
+    && typeof methods.invoke === 'function' && typeof methods.state === 'function';
 }

@@ -99,6 +99,10 @@ test('register refuses targets that are neither a class nor a transport', () => 
   const registry = new AgentRegistry();
   assert.throws(() => registry.register('x', {} as never), /Agent class .* or a transport/);
   assert.throws(() => registry.register(42 as never, Worker), /pattern must be a string or a RegExp/);
+  // An Agent instance has chat() and stream(), but was served as if it were a remote (the id sent as the message).
+  assert.throws(() => registry.register('inst', new Worker('inst') as never), /pass the Agent class, not an instance \(register\(pattern, Worker\)\).*new AgentRouter\(agent\)/);
+  assert.throws(() => registry.register('x', { chat: async () => '' } as never), /Agent class .* or a transport/, 'a transport has all four methods');
+  assert.deepEqual(registry._routes, []);
 });
 
 test('register checks the class actions up front', () => {
