@@ -56,4 +56,4 @@ export type { SSEEvent, SSEParser, SSEParserOptions } from './sse/parser.ts';
 export { AgentNotFoundError, AgentRouterError, LockLostError, ModelProviderError, UpstreamError, VersionConflictError, isAgentRouterError } from './errors.ts';
 
 // Shared types
-export type { ChatMessage, JsonObject, JsonPrimitive, JsonValue, TokenUsage } from './types.ts';
+export type { ChatMessage, JsonCompatible, JsonObject, JsonPrimitive, JsonState, JsonValue, TokenUsage } from './types.ts';

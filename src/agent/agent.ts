@@ -2,13 +2,13 @@ import { AgentRouterError, VersionConflictError } from '../errors.ts';
 import type { Model, ModelChunk, ModelRequest } from '../models/model.ts';
 import { MemoryStorage } from '../storage/memory.ts';
 import type { Storage } from '../storage/storage.ts';
-import type { ChatMessage, JsonObject, TokenUsage } from '../types.ts';
+import type { ChatMessage, JsonObject, JsonState, TokenUsage } from '../types.ts';
 import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
 import { TurnCancel } from './cancel.ts';
 import { assertJson, assertJsonState } from './json-check.ts';
 import { AbortWatch, Mailbox } from './mailbox.ts';
 
-export interface AgentOptions<S extends JsonObject = JsonObject> {
+export interface AgentOptions<S extends JsonState<S> = JsonObject> {
   /** What writes the replies; `echoModel()` for an offline demo. */
   model?: Model | undefined;
   /** The system prompt, sent with every turn. */
@@ -141,7 +141,7 @@ const SETTLED: Promise<void> = Promise.resolve();
  *   async increment({ by = 1 } = {}) { await this.setState({ count: this.state.count + by }); return this.state.count; }
  * }
  */
-export class Agent<S extends JsonObject = JsonObject> {
+export class Agent<S extends JsonState<S> = JsonObject> {
   /** Methods callable through `/invoke`; nothing else is. */
   static actions: readonly string[] = [];
 
@@ -650,7 +650,8 @@ export class Agent<S extends JsonObject = JsonObject> {
     if (state === this.#state && append.length === 0) return undefined;
     if (state !== this.#state) assertJsonState(state, `Agent ${JSON.stringify(this.id)}: state`);
     const expectedVersion = this.#version;
-    const turn = { expectedVersion, state, append };
+    // S is JSON by its bound and by assertJsonState; the bound is structural, so it takes the cast.
+    const turn = { expectedVersion, state: state as JsonObject, append };
     const sync = this.storage.sync;
     if (sync !== undefined) {
       let version: number;
