@@ -1,3 +1,5 @@
+/// <reference types="node" preserve="true" />
+// The declarations use node:http types: a project that does not list Node's types (tsconfig "types": []) gets them, or an error naming @types/node, instead of any.
 // Agents
 export { Agent } from './agent/agent.ts';
 export type { AgentOptions, StateUpdate, TurnOptions } from './agent/agent.ts';

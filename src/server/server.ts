@@ -1,4 +1,4 @@
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent } from '../agent/agent.ts';
 import { errorBody, httpErrors, statusOf } from '../errors.ts';
@@ -40,7 +40,7 @@ export class AgentServer {
   readonly #inFlight = new InFlight();
   /** Where the router's routes start (`/agent/`): those skip the server's own paths. */
   readonly #routerPath: string;
-  #http: http.Server | undefined;
+  #http: Server | undefined;
   #port: number | undefined;
   #host = '127.0.0.1';
   #closing: Promise<void> | undefined;
@@ -81,7 +81,7 @@ export class AgentServer {
   }
 
   /** The underlying `http.Server` once `serve` was called. */
-  get httpServer(): http.Server | undefined {
+  get httpServer(): Server | undefined {
     return this.#http;
   }
 
@@ -136,7 +136,7 @@ export class AgentServer {
     }
     if (typeof host !== 'string' || host === '') throw new TypeError('AgentServer.serve: host must be a string such as "127.0.0.1"');
     const { keepAliveTimeout, headersTimeout, requestTimeout } = this.config;
-    const server = http.createServer({
+    const server = createServer({
       keepAliveTimeout: keepAliveTimeout * 1000,
       headersTimeout: headersTimeout * 1000,
       requestTimeout: requestTimeout * 1000,

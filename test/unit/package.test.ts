@@ -57,7 +57,14 @@ test('package.json has no runtime dependencies', () => {
   assert.equal(pkg.peerDependencies, undefined);
   assert.equal(pkg.optionalDependencies, undefined);
   assert.equal(pkg.type, 'module');
-  assert.match(pkg.engines.node, />=20/);
+  assert.equal(pkg.engines.node, '^20.19.0 || >=22.12.0', 'the versions whose require() loads ES modules');
+});
+
+test('every subpath export has its types under typesVersions too, for TypeScript\'s legacy node10 resolution', () => {
+  const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+  const subpaths = Object.entries(pkg.exports as Record<string, { types?: string }>).filter(([key, value]) => key !== '.' && value.types !== undefined);
+  assert.ok(subpaths.length >= 3);
+  for (const [key, value] of subpaths) assert.deepEqual(pkg.typesVersions['*'][key.slice(2)], [value.types], key);
 });
 
 test('the built library imports nothing but node: modules and its own files', () => {
