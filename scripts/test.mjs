@@ -49,8 +49,10 @@ if (useTsx) {
   // lines), so coverage is measured on what tsc emits, with source maps.
   rmSync(path.join(root, '.build'), { recursive: true, force: true });
   run(bin('tsc'), ['-p', 'tsconfig.json']);
-  // The adapters against the frameworks' own types, without a body parser's type additions.
+  // The adapters against the frameworks' own types, without a body parser's type additions; which state types an Agent takes.
   run(bin('tsc'), ['-p', 'test/types/tsconfig.json']);
+  // The library without the DOM library's types, as a Node project without lib "DOM" reads them.
+  run(bin('tsc'), ['-p', 'test/types/tsconfig.no-dom.json']);
   run(bin('tsc'), ['-p', 'scripts/tsconfig.coverage.json']);
   const compiled = files.map((file) => path.join(root, '.build', path.relative(root, file)).replace(/\.ts$/, '.js'));
   run(bin('c8'), [

@@ -46,7 +46,7 @@ export type { AgentRecord, SharedStorage, Storage, SyncStorage, TurnCommit, Unlo
 
 // Transports
 export { HTTPTransport } from './transports/http.ts';
-export type { FetchLike, HTTPTransportCallOptions, HTTPTransportOptions } from './transports/http.ts';
+export type { FetchLike, HeadersInput, HTTPTransportCallOptions, HTTPTransportOptions } from './transports/http.ts';
 export { isTransport } from './transports/transport.ts';
 export type { AgentTransport, ChunkStream, TransportCallOptions } from './transports/transport.ts';
 

@@ -5,6 +5,9 @@ import type { Slots } from './slots.ts';
 import { allSlotsBusy, badResponse, incomplete, interrupted, statusError, streamFailed, timedOut, unreachable } from './upstream-errors.ts';
 import { Watchdog } from './watchdog.ts';
 
+/** What one read of a body gives; spelled through the reader, since the DOM library's name is not in Node's types. */
+type ReadResult = Awaited<ReturnType<ReadableStreamDefaultReader<Uint8Array>['read']>>;
+
 /** The `fetch` HTTPTransport calls: the global one, or any function shaped like it. */
 export type FetchLike = (input: URL, init: RequestInit) => Promise<Response>;
 
@@ -231,8 +234,8 @@ export class RemoteCall {
   }
 
   /** One read; a failure while the remote is sending means it broke off (or we aborted). */
-  async #read(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<ReadableStreamReadResult<Uint8Array>> {
-    let step: ReadableStreamReadResult<Uint8Array>;
+  async #read(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<ReadResult> {
+    let step: ReadResult;
     try {
       step = await reader.read();
     } catch (error) {

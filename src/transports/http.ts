@@ -7,13 +7,20 @@ import type { AgentTransport, ChunkStream, TransportCallOptions } from './transp
 
 export type { FetchLike } from './http-call.ts';
 
+/**
+ * What `new Headers()` takes: a record, a list of pairs or a Headers. Named
+ * through Node's own `Headers`, not the DOM library's `HeadersInit`, which a
+ * project without `lib: ["DOM"]` does not have.
+ */
+export type HeadersInput = ConstructorParameters<typeof Headers>[0];
+
 export interface HTTPTransportOptions {
   /**
    * The only caller-chosen headers sent to the remote, e.g.
    * `{ Authorization: 'Bearer <ACCESS_TOKEN>' }`. Nothing from an inbound
    * request is ever forwarded: the transport never sees it.
    */
-  headers?: HeadersInit | undefined;
+  headers?: HeadersInput | undefined;
   /**
    * Seconds the remote may stay silent: until the response headers arrive,
    * and between any two reads of the body (SSE `: ping` comments count), so a
