@@ -13,14 +13,16 @@ export interface AuthorizeContext {
 }
 
 /**
- * Decides whether a request may touch an agent. Return (or resolve) `true` or
- * nothing to allow; `false` to refuse with 403. Throw an error with `status`
- * 401 or 403 to refuse with that status and the error's message.
+ * Decides whether a request may touch an agent. Return (or resolve) `true` to
+ * allow, `false` to refuse with 403. Throw an error with `status` 401 or 403
+ * to refuse with that status and the error's message. Anything else
+ * (`undefined` from `req.user?.isAdmin`, `null`, `0`, `''`, an object) is a
+ * mistake in the hook: refused with 500 and logged, never taken as a yes.
  *
  * @example
  * authorize: (req, { agentId }) => agentId === `user-${userIdFromToken(req.headers.authorization)}`
  */
-export type Authorize = (request: IncomingMessage, context: AuthorizeContext) => boolean | void | Promise<boolean | void>;
+export type Authorize = (request: IncomingMessage, context: AuthorizeContext) => boolean | Promise<boolean>;
 
 export async function authorizeRequest(
   authorize: Authorize | undefined,
@@ -29,7 +31,7 @@ export async function authorizeRequest(
   action: AuthorizeContext['action'],
 ): Promise<void> {
   if (authorize === undefined) return;
-  let verdict: boolean | void;
+  let verdict: unknown;
   try {
     verdict = await authorize(req, { agentId, action });
   } catch (error) {
@@ -43,5 +45,13 @@ export async function authorizeRequest(
     }
     throw error;
   }
+  if (verdict === true) return;
   if (verdict === false) throw new AgentRouterError(403, 'forbidden', 'Forbidden');
+  // Fail closed: a hook that forgot to return, or returned something falsy but not false, must not let everyone in.
+  throw new TypeError(`authorize must return (or resolve) true to allow or false to refuse, got ${describe(verdict)}; e.g. return req.user?.isAdmin === true`);
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+  return value === null || typeof value !== 'object' ? String(value) : `an ${Array.isArray(value) ? 'array' : 'object'}`;
 }

@@ -405,6 +405,34 @@ test('authorize: false is 403, a thrown 401 is 401, and the agent is never touch
   assert.equal((await postJson(`${url}/user-1/chat`, { message: 'mine' }, { 'x-user': '1' })).body.response, 'mine');
 });
 
+test('authorize fails closed: only true lets a request through; undefined, null, 0, "" or an object is a 500 naming the mistake in the log', async (t) => {
+  const verdicts: unknown[] = [undefined, null, 0, '', Number.NaN, 'yes', { id: 1 }];
+  const logged: string[] = [];
+  let verdict: unknown;
+  const router = new AgentRouter(new Agent('bot', { model: echoModel(), storage: new MemoryStorage() }), {
+    // What a hook such as `(req) => req.user?.isAdmin` or `(req) => req.headers.authorization && check(...)` returns.
+    authorize: () => verdict as boolean,
+    logger: { error: (_message, error) => logged.push(String((error as Error).message)) },
+  });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  for (const [i, value] of verdicts.entries()) {
+    verdict = value;
+    const reply = await postJson(`${url}/chat`, { message: 'hello' });
+    assert.deepEqual([reply.status, reply.body], [500, { error: 'Internal error', code: 'internal_error' }], String(value));
+    assert.match(logged[i] ?? '', /^authorize must return \(or resolve\) true to allow or false to refuse, got /);
+  }
+  assert.match(logged[0] ?? '', /got undefined; e\.g\. return req\.user\?\.isAdmin === true$/);
+  assert.equal((await getJson(`${url}/state`)).status, 500);
+  verdict = true;
+  assert.equal((await postJson(`${url}/chat`, { message: 'hello' })).status, 200);
+  verdict = false;
+  assert.equal((await postJson(`${url}/chat`, { message: 'hello' })).status, 403);
+  verdict = true;
+  assert.equal((await postJson(`${url}/chat`, { message: 'again' })).body.response, 'again');
+  assert.equal(logged.length, verdicts.length + 1);
+});
+
 /** A request with a raw path (fetch would normalize dot segments) and a text reply. */
 function raw(url: string, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
