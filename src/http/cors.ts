@@ -14,6 +14,17 @@ export interface CorsOptions {
 
 const DEFAULT_HEADERS = 'content-type, authorization, accept, last-event-id';
 
+/**
+ * Refuses `origins: '*'` with `credentials: true`. Browsers refuse a literal
+ * `*` with credentials, so honouring it means echoing every origin: any
+ * website could then send its visitors' cookies and read the answers.
+ */
+export function checkCors(cors: CorsOptions, where: string): void {
+  if (cors.origins === '*' && cors.credentials === true) {
+    throw new TypeError(`${where}: cors origins '*' with credentials: true would let any website send its visitors' cookies and read the answers; list the origins (['https://app.example.com']) or pass a function that checks them`);
+  }
+}
+
 /** Adds `Origin` to the `Vary` header, keeping what a host set there (`Accept-Language`, say). */
 function varyOnOrigin(res: ServerResponse): void {
   const current = res.getHeader('Vary');

@@ -8,7 +8,7 @@ import { isTransport, type AgentTransport } from '../transports/transport.ts';
 import type { JsonObject } from '../types.ts';
 import { authorizeRequest, type Authorize } from './authorize.ts';
 import { checkParsed, JsonText, readJsonBody } from './body.ts';
-import { applyCors, type CorsOptions } from './cors.ts';
+import { applyCors, checkCors, type CorsOptions } from './cors.ts';
 import { Deadlines } from './deadlines.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
 import { asObject, invokePayload, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
@@ -167,6 +167,7 @@ export class AgentRouter {
     if (target instanceof AgentRegistry) this.#registry = target;
     else if (target instanceof Agent) this.#agent = target;
     else throw new TypeError('AgentRouter: the first argument must be an Agent or an AgentRegistry');
+    if (options.cors !== undefined) checkCors(options.cors, 'AgentRouter');
     this.options = options;
     this.prefix = normalizePrefix(options.prefix);
     this.#bodyLimit = options.bodyLimit ?? 1024 * 1024;

@@ -56,6 +56,20 @@ test('CORS is off by default: no CORS headers, OPTIONS is 405', async (t) => {
   await preflight.body?.cancel();
 });
 
+test('CORS: origins "*" with credentials is refused when the router is made (it would echo every origin with cookies allowed)', async (t) => {
+  assert.throws(() => new AgentRouter(new AgentRegistry(), { cors: { origins: '*', credentials: true } }), {
+    name: 'TypeError',
+    message: /AgentRouter: cors origins '\*' with credentials: true would let any website send its visitors' cookies.*list the origins/,
+  });
+  // '*' alone, and credentials with a list, stay allowed.
+  const { url } = await serve(t, { cors: { origins: '*' } });
+  const reply = await fetch(`${url}/a/state`, { headers: { origin: 'https://any.example' } });
+  assert.equal(reply.status, 200);
+  assert.equal(reply.headers.get('access-control-allow-origin'), 'https://any.example');
+  assert.equal(reply.headers.get('access-control-allow-credentials'), null);
+  await reply.body?.cancel();
+});
+
 test('CORS: allowed origins are echoed and preflights answered; others get no CORS headers', async (t) => {
   const { url } = await serve(t, { cors: { origins: ['https://app.example'], credentials: true, maxAge: 60 } });
   const preflight = await fetch(`${url}/a/chat`, {
