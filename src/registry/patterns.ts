@@ -16,55 +16,125 @@ export function compilePattern(pattern: string | RegExp, allowBacktracking: bool
       cause: error,
     });
   }
-  if (!allowBacktracking && canBacktrackBadly(source)) {
+  if (!allowBacktracking && canBacktrackBadly(source, flags)) {
     throw new TypeError(
-      `AgentRegistry.register: pattern ${String(pattern)} repeats a group that can match the same text more than one way ` +
-        '(a quantifier inside it, or alternatives that may overlap), which can backtrack catastrophically on hostile ids; ' +
-        'rewrite it (e.g. (a+)+ as a+, (a|ab)* as [ab]*), or pass { allowBacktracking: true } if you have checked it',
+      `AgentRegistry.register: pattern ${String(pattern)} can backtrack catastrophically on hostile ids: it repeats a group ` +
+        'that can match the same text more than one way (a quantifier inside it, or alternatives that may overlap), or has ' +
+        'three or more unbounded repeats that can match the same characters (.*-.*-.*), whose cost grows with a power of the ' +
+        'id\'s length; rewrite it (e.g. (a+)+ as a+, (a|ab)* as [ab]*, .*-.*-.* as [^-]*-[^-]*-.*), or pass { allowBacktracking: true } if you have checked it',
     );
   }
   return compiled;
 }
 
 /**
- * True when a repeated group can match the same text in more than one way,
- * the shape of exponential backtracking: a quantifier inside a quantified
- * group (`(a+)+`, `(\d*x)*`, `(?:a{2,})+`), or alternatives inside one that
- * may overlap (`(a|a)*`, `(\w|\d)+`, `((a|ab)c)*`). Alternatives count as
- * safe only when each is a plain literal and none is a prefix of another
- * (`(foo|bar|baz)+`); anything else is refused, conservatively.
+ * True when matching can cost exponential or high polynomial time:
+ * - a repeated group that can match the same text in more than one way: a
+ *   quantifier inside a quantified group (`(a+)+`, `(\d*x)*`, `(?:a?a?)+`,
+ *   `(?:a{2,})+`), or alternatives inside one that may overlap (`(a|a)*`,
+ *   `(\w|\d)+`, `((a|ab)c)*`). Alternatives count as safe only when each is
+ *   a plain literal and none is a prefix of another (`(foo|bar|baz)+`);
+ *   anything else is refused, conservatively.
+ * - three or more unbounded repeats that share a character (`.*-.*-.*`,
+ *   `\d+\d+\d+`): a failing match tries every way to split the id between
+ *   them, about n^3 steps for three (25 ms at 256 characters), n^4 for four
+ *   (seconds). Two cost n^2, under a millisecond.
  */
-export function canBacktrackBadly(source: string): boolean {
+export function canBacktrackBadly(source: string, flags = ''): boolean {
   // Per open group: does it contain a quantifier or an ambiguous alternation, where it started, and its top-level `|`s.
   const groups: Array<{ risky: boolean; start: number; bars: number[] }> = [];
+  /** The atom each unbounded repeat applies to (`.`, `\d`, `[a-z]`; `null` for a group: any character). */
+  const repeated: Array<string | null> = [];
   let inClass = false;
+  let classStart = -1;
+  /** Where the last atom began: a repeat after it applies to source.slice(atomStart, i). */
+  let atomStart = -1;
   for (let i = 0; i < source.length; i++) {
     const char = source[i];
     if (char === '\\') {
+      if (!inClass) atomStart = i;
       i++;
       continue;
     }
     if (inClass) {
-      if (char === ']') inClass = false;
+      if (char === ']') {
+        inClass = false;
+        atomStart = classStart;
+      }
       continue;
     }
     const group = groups[groups.length - 1];
-    if (char === '[') inClass = true;
-    else if (char === '(') groups.push({ risky: false, start: i + 1, bars: [] });
-    else if (char === '|') group?.bars.push(i);
+    const quantifier = quantifierAt(source, i);
+    if (char === '[') {
+      inClass = true;
+      classStart = i;
+    } else if (char === '(') {
+      groups.push({ risky: false, start: i + 1, bars: [] });
+      // `(?:`, `(?<name>`: the `?` is syntax, not a quantifier.
+      if (source[i + 1] === '?') i++;
+    } else if (char === '|') group?.bars.push(i);
     else if (char === ')') {
       const closed = groups.pop();
+      atomStart = -1;
       if (closed === undefined) continue;
       const risky = closed.risky || (closed.bars.length > 0 && !distinctLiterals(alternatives(source, closed.start, closed.bars, i)));
-      const quantified = isQuantifier(source, i + 1);
-      if (quantified && risky) return true;
+      const repeats = quantifierAt(source, i + 1);
+      if (repeats === 'repeats' && risky) return true;
       const parent = groups[groups.length - 1];
-      if (parent !== undefined && (quantified || risky)) parent.risky = true;
-    } else if (group !== undefined && isQuantifier(source, i)) {
-      group.risky = true;
+      if (parent !== undefined && (repeats !== undefined || risky)) parent.risky = true;
+    } else if (quantifier !== undefined) {
+      if (group !== undefined) group.risky = true;
+      if (quantifier === 'repeats' && unbounded(source, i)) repeated.push(atomStart < 0 || source[i - 1] === ')' ? null : source.slice(atomStart, i));
+      i = quantifierEnd(source, i);
+    } else {
+      atomStart = i;
     }
   }
-  return false;
+  return sharedByThree(repeated, flags);
+}
+
+/** `'repeats'` for `*`, `+`, `{n,}` and `{n,m}` with m > 1; `'optional'` for `?` and `{0,1}`; else undefined. */
+function quantifierAt(source: string, index: number): 'repeats' | 'optional' | undefined {
+  const char = source[index];
+  if (char === '*' || char === '+') return 'repeats';
+  if (char === '?') return 'optional';
+  if (char !== '{') return undefined;
+  const match = /^\{(\d+)(,(\d*))?\}/.exec(source.slice(index));
+  if (match === null) return undefined;
+  const most = match[2] === undefined ? Number(match[1]) : match[3] === '' ? Infinity : Number(match[3]);
+  return most > 1 ? 'repeats' : 'optional';
+}
+
+/** `*`, `+`, `{n,}`, or `{n,m}` with a wide range (at least 32 more): a repeat whose share of the id is not bounded by the pattern. */
+function unbounded(source: string, index: number): boolean {
+  const match = /^\{(\d+)(,(\d*))?\}/.exec(source.slice(index));
+  if (match === null) return true;
+  return match[2] !== undefined && (match[3] === '' || Number(match[3]) - Number(match[1]) >= 32);
+}
+
+/** The last index of the quantifier at `index`, with its lazy or possessive-looking `?` after it. */
+function quantifierEnd(source: string, index: number): number {
+  let end = source[index] === '{' ? source.indexOf('}', index) : index;
+  if (source[end + 1] === '?') end++;
+  return end;
+}
+
+/** Characters that stand for the rest when checking which atoms overlap: ASCII, and a few beyond it. */
+const PROBES = [...Array.from({ length: 128 }, (_, code) => String.fromCharCode(code)), '\u00e9', '\u00a0', '\u2028', '\u4e2d', '\u{1f600}'];
+
+/** True when some character is matched by three or more of the repeated atoms. */
+function sharedByThree(atoms: Array<string | null>, flags: string): boolean {
+  if (atoms.length < 3) return false;
+  const tests = atoms.map((atom) => {
+    if (atom === null) return () => true;
+    try {
+      const regex = new RegExp(`^(?:${atom})$`, flags.replace(/[gy]/g, ''));
+      return (probe: string) => regex.test(probe);
+    } catch {
+      return () => true;
+    }
+  });
+  return PROBES.some((probe) => tests.filter((matches) => matches(probe)).length >= 3);
 }
 
 function alternatives(source: string, start: number, bars: number[], end: number): string[] {
@@ -84,15 +154,4 @@ function distinctLiterals(branches: string[]): boolean {
   if (!branches.every((branch) => /^[A-Za-z0-9_-]+$/.test(branch))) return false;
   const lower = branches.map((branch) => branch.toLowerCase());
   return lower.every((branch, i) => lower.every((other, j) => i === j || !other.startsWith(branch)));
-}
-
-/** `*`, `+`, or `{n,}` / `{n,m}` with m > 1 at `index` (`?` and `{1}` cannot repeat). */
-function isQuantifier(source: string, index: number): boolean {
-  const char = source[index];
-  if (char === '*' || char === '+') return true;
-  if (char !== '{') return false;
-  const match = /^\{(\d+)(,(\d*))?\}/.exec(source.slice(index));
-  if (match === null) return false;
-  if (match[2] === undefined) return Number(match[1]) > 1;
-  return match[3] === '' || Number(match[3]) > 1;
 }

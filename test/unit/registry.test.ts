@@ -86,11 +86,19 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
     '(a+)+', '(\\d*x)*', '(?:a{2,})+', '((ab)+c)*', '(a|b+){2,5}',
     // alternatives under a quantifier that can match the same text more than one way
     '(a|a)*', '(a|ab)*', '(\\w|\\d)+', '((a|a)b)*', '(?:x|X)+', '(?<n>a|ab)+', '(.|a)*',
+    // an optional part inside a repeated group: each repeat may match nothing, or the same text two ways
+    '(?:a?a?)+', 'x-(?:a?a?)+', 'user-(?:[a-z0-9]?[a-z0-9]?)+', '(?:a{0,1}b?)*',
+    // three unbounded repeats that share characters: n^3 steps and up on a failing id
+    'org-.*-.*-.*-bot', '\\d+\\d+\\d+', 'a*a*a*a*b', 'user-[a-z0-9-]+-[a-z0-9-]+-[a-z0-9-]+-x', '.*x.*y.*',
+    '[a-z]{1,100}[a-z]{1,100}[a-z]{1,100}', '(?:ab)+-.*-.*', '\\w+\\S+.+',
   ];
   for (const source of dangerous) assert.equal(canBacktrackBadly(source), true, source);
   const fine = [
     '.*', 'worker-[0-9]+', '(foo|bar)+', '(a+)?', '[(a+)]+', '\\(a+\\)+', '(ab){3}', 'user-[a-f0-9]{8}',
     '(support|sales)-.*', '(?<n>ab|ac)+', '(a|a)', '(?:foo|bar|baz)+', '[a|a]*', 'a\\|a*',
+    // two overlapping repeats cost n^2 (under a millisecond at 256 characters); disjoint ones never overlap
+    'org-.*-.*-bot', '[a-z]+-[0-9]+-[a-z]+-[0-9]+', 'colou?r-.*', 'user-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-.*', '.*?-x',
+    '[a-z]{2,10}[a-z]{2,10}[a-z]{2,10}', 'a*?b+?', '\\d+-\\d+\\.[a-z]+',
   ];
   for (const source of fine) assert.equal(canBacktrackBadly(source), false, source);
 });
