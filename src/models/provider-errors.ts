@@ -178,13 +178,33 @@ export function parseRetryAfter(headers: Headers, now: number = Date.now()): num
 }
 
 /**
- * Cuts secrets out of a provider message. OpenAI's 401 echoes the key it got
- * ("Incorrect API key provided: sk-abc***xyz"), so `sk-` tokens are masked too.
+ * Cuts secrets out of a provider message. Providers echo the key they got,
+ * often masked or cut ("Incorrect API key provided: sk-abc***xyz",
+ * "gsk_LIVE0123...CRET"), and a message is cut to 300 characters before it
+ * gets here, which can split a key. So a token goes when it shares any 8
+ * characters in a row with a secret (case aside), or looks like a key
+ * (`sk-`, `gsk_`, `xai-`, `hf_`, `AIza`), not only when it is the whole key.
  */
 export function redact(text: string, secrets: readonly string[]): string {
+  const windows = new Set<string>();
+  for (const secret of secrets) {
+    const lower = secret.toLowerCase();
+    for (let i = 0; i + WINDOW <= lower.length; i++) windows.add(lower.slice(i, i + WINDOW));
+  }
   let out = text;
   for (const secret of secrets) if (secret.length > 0) out = out.split(secret).join('[redacted]');
-  return out.replace(/\bsk-[\w*-]+/g, 'sk-[redacted]');
+  return out.replace(TOKEN, (token) => (KEY_LIKE.test(token) || sharesWindow(token.toLowerCase(), windows) ? '[redacted]' : token));
+}
+
+const WINDOW = 8;
+/** A run of characters a key or a masked key is made of. */
+const TOKEN = /[\w*.~+/=-]{8,}/g;
+const KEY_LIKE = /^(?:sk-|sk_|gsk_|xai-|hf_|AIza)/;
+
+function sharesWindow(token: string, windows: ReadonlySet<string>): boolean {
+  if (windows.size === 0) return false;
+  for (let i = 0; i + WINDOW <= token.length; i++) if (windows.has(token.slice(i, i + WINDOW))) return true;
+  return false;
 }
 
 export function isObject(value: unknown): value is Record<string, unknown> {

@@ -67,10 +67,16 @@ test('providerMessage reads nested errors, bare strings and plain text', () => {
   assert.deepEqual(providerMessage('{"error": {"code": 1}}'), { message: undefined, type: undefined });
 });
 
-test('redact removes the key and masked sk- keys', () => {
+test('redact removes the key, any part of it 8 characters long, and what looks like a key', () => {
   assert.equal(redact('bad key abc123SECRET here', ['abc123SECRET']), 'bad key [redacted] here');
-  assert.equal(redact('Incorrect API key provided: sk-proj-****abcd.', []), 'Incorrect API key provided: sk-[redacted].');
+  assert.equal(redact('Incorrect API key provided: sk-proj-****abcd.', []), 'Incorrect API key provided: [redacted]');
   assert.equal(redact('a task-force', ['']), 'a task-force');
+  // Echoed in part: cut by the 300-character limit, masked in the middle, upper-cased.
+  const key = 'gsk_LIVE0123456789abcdefSECRET';
+  assert.equal(redact('bad key gsk_LIVE012', [key]), 'bad key [redacted]');
+  assert.equal(redact('key gsk_LIVE0123456789ab...CRET is invalid', [key]), 'key [redacted] is invalid');
+  assert.equal(redact('key GSK_LIVE0123456789ABCDEFSECRET', [key]), 'key [redacted]');
+  assert.equal(redact('key xai-AAAABBBBCCCC, model gpt-4o-mini, https://api.example.com/v1', []), 'key [redacted], model gpt-4o-mini, https://api.example.com/v1');
 });
 
 test('an error page that is not JSON still reaches the message, cut short', async () => {
