@@ -42,7 +42,7 @@ export async function openStorage(choice: DemoStorage, cwd: string, log: Log): P
 
 async function openFile(dir: string, cwd: string): Promise<OpenedStorage> {
   try {
-    await mkdir(dir, { recursive: true });
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     await access(dir, constants.W_OK);
   } catch (error) {
     const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;

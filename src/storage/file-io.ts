@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { BigIntStats } from 'node:fs';
+import { constants } from 'node:fs';
 import { open, rename, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { EMPTY_VIEW, scanJournal } from './file-journal.ts';
@@ -86,12 +87,23 @@ export function readWhole(file: string, agentId: string): Promise<{ journal: Par
 }
 
 /**
+ * Journals hold conversations: readable by their owner only (directories
+ * 0700, files 0600, as created). A journal that is a symlink is refused
+ * (ELOOP) rather than followed, so a link planted in the directory cannot
+ * make a torn-tail repair truncate, or an append write to, another file.
+ */
+const PRIVATE = 0o600;
+const NOFOLLOW = constants.O_NOFOLLOW ?? 0;
+const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | NOFOLLOW;
+const READ = constants.O_RDONLY | NOFOLLOW;
+
+/**
  * Appends one line after cutting off a torn tail (a crashed writer's half
  * line), flushing it when asked; resolves the file's identity afterwards.
  * `view` must have been read under the id's lock, so no writer added since.
  */
 export async function appendLine(file: string, view: CachedView, line: string, fsync: boolean): Promise<BigIntStats> {
-  const handle = await open(file, 'a');
+  const handle = await open(file, APPEND, PRIVATE);
   try {
     if (view.size > BigInt(view.validBytes)) await handle.truncate(view.validBytes);
     await handle.writeFile(line);
@@ -105,7 +117,7 @@ export async function appendLine(file: string, view: CachedView, line: string, f
 /** Replaces the journal by `content` atomically: temp file, flush, rename, flush the directory. */
 export async function replaceFile(file: string, content: string): Promise<BigIntStats> {
   const temp = `${file}.${randomUUID()}.tmp`;
-  const handle = await open(temp, 'wx');
+  const handle = await open(temp, 'wx', PRIVATE);
   let info: BigIntStats;
   try {
     await handle.writeFile(content);
@@ -172,7 +184,7 @@ async function withOpen<T>(file: string, read: (handle: Handle) => Promise<T>): 
 
 async function openIfExists(file: string): Promise<Handle | undefined> {
   try {
-    return await open(file, 'r');
+    return await open(file, READ);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;

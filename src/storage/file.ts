@@ -240,7 +240,8 @@ export class FileStorage implements Storage {
   }
 
   #ensureDir(): Promise<void> {
-    this.#ready ??= mkdir(this.dir, { recursive: true }).then(
+    // 0700: the journals hold conversations (see file-io.ts). An existing directory keeps its mode.
+    this.#ready ??= mkdir(this.dir, { recursive: true, mode: 0o700 }).then(
       () => undefined,
       (error: unknown) => {
         this.#ready = undefined;

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { appendFile, mkdtemp, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { appendFile, mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { mock, test } from 'node:test';
@@ -164,6 +164,26 @@ test('a directory removed under a running storage is made again at the next writ
   await rm(dir, { recursive: true, force: true });
   const unlock = await storage.lock('gus'); // a turn takes the lock first
   await unlock();
+});
+
+test('journals are private (directory 0700, files 0600) and a journal that is a symlink is refused, its target untouched', { skip: process.platform === 'win32' ? 'POSIX modes and O_NOFOLLOW' : false }, async (t) => {
+  const root = await tempDir(t);
+  const dir = path.join(root, 'data');
+  const storage = open(t, dir);
+  await turns(storage, 'amy', 1);
+  assert.equal((await stat(dir)).mode & 0o777, 0o700);
+  const journal = path.join(dir, `${journalBaseName('amy')}.jsonl`);
+  assert.equal((await stat(journal)).mode & 0o777, 0o600);
+  await storage.compact('amy');
+  assert.equal((await stat(journal)).mode & 0o777, 0o600, 'a compacted journal too');
+
+  // A link planted under bob's journal name, pointing at a file the process may write.
+  const target = path.join(root, 'precious.txt');
+  await writeFile(target, 'original');
+  await symlink(target, path.join(dir, `${journalBaseName('bob')}.jsonl`));
+  await assert.rejects(storage.load('bob'), { code: 'ELOOP' });
+  await assert.rejects(turns(storage, 'bob', 1), { code: 'ELOOP' });
+  assert.equal(await readFile(target, 'utf8'), 'original');
 });
 
 test('ids map to safe, distinct file names: no escape from the directory, no device names, no case collisions', async (t) => {
