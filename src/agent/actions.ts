@@ -43,8 +43,19 @@ export function unknownMethod(agentId: string, method: string): AgentRouterError
   );
 }
 
+/**
+ * Positional arguments an action may get. Spreading more overflows the stack
+ * (500,000 did), and no action takes that many: a list is one argument,
+ * `[[...]]`.
+ */
+export const MAX_ARGUMENTS = 256;
+
 /** `params` on the wire: an array is positional, an object one argument, absent none. */
 export function actionArguments(params: unknown): unknown[] {
   if (params === undefined || params === null) return [];
-  return Array.isArray(params) ? params : [params];
+  if (!Array.isArray(params)) return [params];
+  if (params.length > MAX_ARGUMENTS) {
+    throw new AgentRouterError(400, 'too_many_params', `"params" holds ${params.length} positional arguments, more than ${MAX_ARGUMENTS}; pass a list as one argument: {"params": [[...]]}`);
+  }
+  return params;
 }

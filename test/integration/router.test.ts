@@ -80,6 +80,11 @@ test('registry: one live instance per id keeps state and history across requests
   assert.deepEqual((await postJson(`${base}/invoke`, { method: 'increment', params: { by: 5 } })).body, { agent_id: 'counter-1', result: 5 });
   assert.deepEqual((await postJson(`${base}/invoke`, { payload: { method: 'increment', params: { by: 5 } } })).body.result, 10);
   assert.deepEqual((await postJson(`${base}/invoke`, { method: 'add', params: [2, 3] })).body.result, 5);
+  // Spread as arguments, half a million overflowed the stack (a 500); past 256 it is the caller's mistake.
+  assert.equal((await postJson(`${base}/invoke`, { method: 'add', params: Array(256).fill(1) })).status, 200);
+  const tooMany = await postJson(`${base}/invoke`, { method: 'add', params: Array(500_000).fill(1) });
+  assert.deepEqual([tooMany.status, tooMany.body.code], [400, 'too_many_params']);
+  assert.match(tooMany.body.error, /"params" holds 500000 positional arguments, more than 256; pass a list as one argument/);
   assert.deepEqual((await postJson(`${base}/invoke`, { method: 'reset' })).body, { agent_id: 'counter-1', result: null });
   assert.deepEqual((await postJson(`${base}/invoke`, { method: 'increment' })).body.result, 1);
   assert.deepEqual((await getJson(`${base}/state`)).body, { agent_id: 'counter-1', state: { count: 1, log: [] } });
