@@ -40,9 +40,17 @@ export class SSEWriter {
   #ended = false;
   /** Frames sent this tick, not yet written. */
   #pending: string | undefined;
+  /**
+   * `res.flush()` where a compression middleware added one (Express's
+   * `compression()`): it gzips event streams and holds every frame until the
+   * response ends unless flushed after each write.
+   */
+  readonly #flushCompressor: (() => void) | undefined;
 
   constructor(res: ServerResponse, options: SSEWriterOptions = {}) {
     this.#res = res;
+    const flush = (res as { flush?: unknown }).flush;
+    this.#flushCompressor = typeof flush === 'function' ? () => flush.call(res) : undefined;
     if (options.headers !== undefined) for (const name in options.headers) res.setHeader(name, options.headers[name] as string);
     // writeHead with an object, not setHeader: with no header set before (CORS, a host's), Node
     // writes these straight into the head and keeps no header map for the stream's life.
@@ -96,7 +104,9 @@ export class SSEWriter {
     if (pending === undefined) return true;
     this.#pending = undefined;
     if (!this.open) return true;
-    return this.#res.write(pending);
+    const written = this.#res.write(pending);
+    this.#flushCompressor?.();
+    return written;
   }
 
   #drained(): Promise<void> {
@@ -115,7 +125,10 @@ export class SSEWriter {
   ping(): void {
     if (!this.open) return this.#stopPing();
     // Only an idle stream needs a ping; one that is sending is kept open by its data.
-    if (!this.#wroteSincePing && this.#res.writableLength === 0) this.#res.write(formatComment('ping'));
+    if (!this.#wroteSincePing && this.#res.writableLength === 0) {
+      this.#res.write(formatComment('ping'));
+      this.#flushCompressor?.();
+    }
     this.#wroteSincePing = false;
   }
 

@@ -1,11 +1,15 @@
 // toExpress against the real Express 4 and 5 (npm aliases express4, express5).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import compression from 'compression';
 import express4 from 'express4';
 import express5 from 'express5';
 import { toExpress } from '../../src/adapters/express.ts';
+import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/http/router.ts';
+import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
+import { deferred } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { assertError, BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post } from './adapters-shared.ts';
 
@@ -99,6 +103,52 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     }
     await assertError(await post(`${url}/drained/counter-1/chat`, { message: 'lost' }), 500, 'internal_error');
     assert.equal((logged[0] as { code?: string }).code, 'body_already_read');
+  });
+
+  test(`${name}: behind compression(), a stream's events arrive as they are sent (gzipped, flushed per write), not all at the end`, async (t) => {
+    const release = deferred();
+    const registry = new AgentRegistry();
+    registry.register('.*', class extends Agent {
+      constructor(id: string) {
+        super(id, {
+          model: scriptedModel(async function* () {
+            yield 'first';
+            await release.promise;
+            yield ' last';
+          }),
+        });
+      }
+    });
+    const app = express();
+    app.use(compression());
+    app.use('/api', toExpress(new AgentRouter(registry)));
+    const { url, close } = await listen(app);
+    t.after(close);
+    t.after(() => release.resolve());
+    const res = await fetch(`${url}/api/bot-1/chat?stream=true`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip' },
+      body: JSON.stringify({ message: 'hi' }),
+    });
+    assert.equal(res.headers.get('content-encoding'), 'gzip', 'compressed, as compression() chose');
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let seen = '';
+    // The model holds its last chunk until the first has reached the client: before, nothing came until the end.
+    const timeout = setTimeout(() => void reader.cancel(new Error('the first event did not arrive')), 5000);
+    while (!seen.includes('data: first\n\n')) {
+      const { done, value } = await reader.read();
+      assert.equal(done, false, `the stream ended before its first event arrived: ${JSON.stringify(seen)}`);
+      seen += decoder.decode(value, { stream: true });
+    }
+    clearTimeout(timeout);
+    release.resolve();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      seen += decoder.decode(value, { stream: true });
+    }
+    assert.equal(seen, 'data: first\n\ndata:  last\n\nevent: done\ndata: [DONE]\n\n');
   });
 
   test(`${name}: an error thrown out of the router goes to next(err)`, async (t) => {

@@ -5,3 +5,4 @@ declare module 'express5';
 declare module 'koa2';
 declare module 'koa3';
 declare module 'autocannon';
+declare module 'compression';
