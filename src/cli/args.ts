@@ -7,7 +7,7 @@ export class UsageError extends Error {
 }
 
 export interface CliArgs {
-  command: 'serve' | 'help';
+  command: 'serve' | 'help' | 'version';
   /** The module to serve, as given (resolved from the working directory later). */
   module: string | undefined;
   port: number | undefined;
@@ -20,7 +20,7 @@ export interface CliArgs {
 
 /**
  * Parses `agent-router [serve] [module] [--port n] [--host h] [--config file]
- * [--data-dir dir | --storage spec] [--help]`. `serve` is the default command, so
+ * [--data-dir dir | --storage spec] [--help] [--version]`. `serve` is the default command, so
  * `agent-router app.js` serves app.js.
  */
 export function parseCliArgs(argv: readonly string[]): CliArgs {
@@ -37,6 +37,7 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
         'data-dir': { type: 'string' },
         storage: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
       },
     });
   } catch (error) {
@@ -51,6 +52,7 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     command = 'help';
   }
   if (values.help === true) command = 'help';
+  else if (values.version === true) command = 'version';
   if (words.length > 1) throw new UsageError(`serve takes one module, got ${words.length}: ${words.join(' ')}`);
   const module = words[0];
   const dataDir = nonEmpty(values['data-dir'], '--data-dir');

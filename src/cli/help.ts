@@ -33,6 +33,7 @@ Options:
                         (or ioredis); rediss:// for TLS; ?prefix=p optional
                       Not with a module: a module chooses its own storage.
   -h, --help          show this help
+  -v, --version       print the version
 
 Flags beat the config file. SIGINT or SIGTERM shuts down gracefully:
 running turns and streams get shutdown_timeout seconds (default 10) to finish.

@@ -1,4 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { readConfigFile, type AgentServerConfig, type FileConfig } from '../server/config.ts';
 import { AgentServer } from '../server/server.ts';
 import { parseCliArgs, parsePort, UsageError, type CliArgs } from './args.ts';
@@ -21,6 +23,10 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     const args = parseCliArgs(argv);
     if (args.command === 'help') {
       process.stdout.write(HELP);
+      return 0;
+    }
+    if (args.command === 'version') {
+      process.stdout.write(`${NAME} ${await packageVersion()}\n`);
       return 0;
     }
     await serve(args, env, cwd);
@@ -128,4 +134,17 @@ function inspectCause(error: unknown): string {
 
 function warn(message: string): void {
   process.stderr.write(`${NAME}: note: ${message}\n`);
+}
+
+/** The version in the package's own package.json, the nearest one above this file named agent-router. */
+async function packageVersion(): Promise<string> {
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
+    try {
+      const pkg = JSON.parse(await readFile(path.join(dir, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown };
+      if (pkg.name === NAME && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // None here (or unreadable): look further up.
+    }
+    if (path.dirname(dir) === dir) return 'unknown';
+  }
 }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -164,6 +164,15 @@ test('SIGTERM still shuts down gracefully, exit 0, when whoever read stdout has 
   cli.child.kill('SIGTERM');
   assert.deepEqual(await cli.exited, { code: 0, signal: null });
   assert.doesNotMatch(cli.stderr(), /EPIPE/);
+});
+
+test('--version prints the package\'s version and exits 0', async (t) => {
+  const { version } = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  for (const flag of ['--version', '-v']) {
+    const cli = runCli(t, [flag]);
+    assert.deepEqual(await cli.exited, { code: 0, signal: null });
+    assert.equal(cli.stdout(), `agent-router ${version}\n`);
+  }
 });
 
 test('--help prints usage and exits 0', async (t) => {
