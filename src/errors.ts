@@ -23,7 +23,7 @@ export class AgentRouterError extends Error {
     status: number,
     code: string,
     message: string,
-    options: { cause?: unknown; expose?: boolean; headers?: Record<string, string>; publicMessage?: string } = {},
+    options: { cause?: unknown; expose?: boolean | undefined; headers?: Record<string, string> | undefined; publicMessage?: string | undefined } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     // Checked here, where the mistake is, rather than when Node refuses to write the answer.

@@ -13,7 +13,7 @@ export { AgentRouter } from './http/router.ts';
 export type { AgentRouterOptions, Logger, RequestHint } from './http/router.ts';
 export type { Authorize, AuthorizeContext } from './http/authorize.ts';
 export type { CorsOptions } from './http/cors.ts';
-export type { OpenAPIDocument, OpenAPIOperation } from './http/openapi.ts';
+export type { OpenAPIDocument, OpenAPIOperation, Schema } from './http/openapi.ts';
 
 // Standalone server
 export { AgentServer } from './server/server.ts';
@@ -33,6 +33,7 @@ export { anthropicModel } from './models/anthropic.ts';
 export type { AnthropicModelOptions } from './models/anthropic.ts';
 export type { ProviderHTTPOptions } from './models/provider-http.ts';
 export { modelFromEnv } from './models/from-env.ts';
+export type { Env } from './models/from-env.ts';
 
 // Storage
 export { MemoryStorage } from './storage/memory.ts';
@@ -52,7 +53,7 @@ export type { AgentTransport, ChunkStream, TransportCallOptions } from './transp
 
 // Server-Sent Events
 export { createSSEParser, readSSE } from './sse/parser.ts';
-export type { SSEEvent, SSEParser, SSEParserOptions } from './sse/parser.ts';
+export type { ReadSSEOptions, SSEEvent, SSEParser, SSEParserOptions } from './sse/parser.ts';
 
 // Errors
 export { AgentNotFoundError, AgentRouterError, LockLostError, ModelProviderError, UpstreamError, VersionConflictError, isAgentRouterError } from './errors.ts';

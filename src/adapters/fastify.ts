@@ -6,7 +6,7 @@ import { applyCors } from '../http/cors.ts';
 import { mediaType } from '../http/path.ts';
 import { bodyLimitOf, parsedBody } from './common.ts';
 import type { FastifyErrorLike, FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
-export type { FastifyInstanceLike, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
+export type { FastifyErrorLike, FastifyInstanceLike, FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
 
 const METHODS: FastifyMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 

@@ -31,13 +31,14 @@ export interface TurnOptions {
  * The router's way to hand a turn its TurnCancel instead of a `signal`, so
  * that no AbortController is made unless something asks for a signal.
  * Internal: not exported from the package.
+ * @internal
  */
 export const turnCancel: unique symbol = Symbol('agent-router.turnCancel');
 
-/** The internal push-style chat turn the router streams with; see `Agent[chatInto]`. */
+/** The internal push-style chat turn the router streams with; see `Agent[chatInto]`. @internal */
 export const chatInto: unique symbol = Symbol('agent-router.chatInto');
 
-/** The internal synchronous read of committed state the router answers GET state with; see `Agent[committedState]`. */
+/** The internal synchronous read of committed state the router answers GET state with; see `Agent[committedState]`. @internal */
 export const committedState: unique symbol = Symbol('agent-router.committedState');
 
 const requestCancel = Symbol('agent-router.requestCancel');
@@ -136,7 +137,7 @@ const SETTLED: Promise<void> = Promise.resolve();
  *
  * @example
  * class Counter extends Agent<{ count: number }> {
- *   static actions = ['increment'];
+ *   static override actions = ['increment'];
  *   constructor(id: string) { super(id, { model: echoModel(), initialState: { count: 0 } }); }
  *   async increment({ by = 1 } = {}) { await this.setState({ count: this.state.count + by }); return this.state.count; }
  * }

@@ -1,6 +1,5 @@
 import type { IncomingMessage } from 'node:http';
 import { AgentRouterError } from '../errors.ts';
-import type { RouteAction } from './routes.ts';
 
 /**
  * What the hook is asked about: which agent, and which action. The generic
@@ -9,7 +8,7 @@ import type { RouteAction } from './routes.ts';
  */
 export interface AuthorizeContext {
   agentId: string;
-  action: Exclude<RouteAction, 'request'> | 'list';
+  action: 'chat' | 'invoke' | 'state' | 'list';
 }
 
 /**

@@ -24,6 +24,8 @@ export interface OpenAPIRouterInfo {
 export interface OpenAPIDocument {
   openapi: '3.1.0';
   info: { title: string; version: string; description?: string };
+  /** Not set by the router: add your own (`doc.servers = [{ url: '/api' }]`) when it is mounted under a path. */
+  servers?: Array<{ url: string; description?: string }>;
   tags?: Array<{ name: string }>;
   paths: Record<string, Record<string, OpenAPIOperation>>;
   components: { schemas: Record<string, Schema> };
@@ -38,7 +40,8 @@ export interface OpenAPIOperation {
   responses: Record<string, object>;
 }
 
-type Schema = Record<string, unknown>;
+/** A JSON Schema object, as OpenAPI 3.1 holds them. */
+export type Schema = Record<string, unknown>;
 
 const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: Schema): object => ({ 'application/json': { schema } });

@@ -59,7 +59,7 @@ export interface RequestHint {
   signal?: AbortSignal | undefined;
 }
 
-/** The internal entry AgentServer and the Fastify plugin answer through; see `AgentRouter[serveRequest]`. */
+/** The internal entry AgentServer and the Fastify plugin answer through; see `AgentRouter[serveRequest]`. @internal */
 export const serveRequest: unique symbol = Symbol('agent-router.serveRequest');
 
 /** What an action returns when it answered synchronously. */

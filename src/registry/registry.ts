@@ -28,9 +28,9 @@ const CACHE_SIZE = 10_000;
  * registry.register('remote-.*', new HTTPTransport('http://10.0.0.5:8080/agent'));
  */
 export class AgentRegistry {
-  /** The routes in registration order, as `[pattern, target]`, the pattern as given. */
-  readonly _routes: Array<[string | RegExp, RegistryTarget]> = [];
+  readonly #patterns: Array<string | RegExp> = [];
   readonly #compiled: RegExp[] = [];
+  readonly #targets: RegistryTarget[] = [];
   readonly #cache = new Map<string, RegistryTarget>();
 
   register(pattern: string | RegExp, target: RegistryTarget, options: RegisterOptions = {}): void {
@@ -48,8 +48,14 @@ export class AgentRegistry {
       );
     }
     this.#compiled.push(compilePattern(pattern, options.allowBacktracking === true));
-    this._routes.push([pattern, target]);
+    this.#patterns.push(pattern);
+    this.#targets.push(target);
     this.#cache.clear();
+  }
+
+  /** The routes in registration order, as `[pattern, target]`, the pattern as given: a copy (add with register). */
+  get _routes(): Array<[string | RegExp, RegistryTarget]> {
+    return this.#patterns.map((pattern, i) => [pattern, this.#targets[i] as RegistryTarget]);
   }
 
   /** The target of the first pattern matching the whole id; throws AgentNotFoundError if none does. */
@@ -58,7 +64,7 @@ export class AgentRegistry {
     if (cached !== undefined) return cached;
     for (let i = 0; i < this.#compiled.length; i++) {
       if (!(this.#compiled[i] as RegExp).test(agentId)) continue;
-      const target = (this._routes[i] as [string | RegExp, RegistryTarget])[1];
+      const target = this.#targets[i] as RegistryTarget;
       if (this.#cache.size >= CACHE_SIZE) this.#cache.delete(this.#cache.keys().next().value as string);
       this.#cache.set(agentId, target);
       return target;

@@ -21,7 +21,7 @@ export interface AgentPoolOptions {
   onEvict?: ((agent: Agent<any>, reason: EvictReason) => unknown) | undefined;
   /** Where a hook's failure is reported. @defaultValue console */
   logger?: Logger | undefined;
-  /** Milliseconds now; injectable for tests. @defaultValue Date.now */
+  /** Milliseconds now; injectable for tests. @defaultValue Date.now @internal */
   now?: (() => number) | undefined;
 }
 

@@ -40,9 +40,9 @@ export interface FileStorageOptions {
    * @defaultValue 1048576 (1 MiB)
    */
   compactAfterBytes?: number | undefined;
-  /** Keep held locks alive (default true). `false` acts like a holder that died: for tests. */
+  /** Keep held locks alive (default true). `false` acts like a holder that died: for tests. @internal */
   renewLease?: boolean | undefined;
-  /** The clock for lock expiry, in milliseconds since the epoch: for tests. @defaultValue Date.now */
+  /** The clock for lock expiry, in milliseconds since the epoch: for tests. @defaultValue Date.now @internal */
   now?: (() => number) | undefined;
 }
 

@@ -50,7 +50,7 @@ export interface PostgresStorageOptions {
   leaseSeconds?: number | undefined;
   /** Run the DDL (`CREATE ... IF NOT EXISTS`) on first use. @defaultValue true */
   createTables?: boolean | undefined;
-  /** Ping held lock sessions (default true). `false` acts like a holder that hung: for tests. */
+  /** Ping held lock sessions (default true). `false` acts like a holder that hung: for tests. @internal */
   renewLease?: boolean | undefined;
 }
 

@@ -20,7 +20,7 @@ export interface RedisStorageOptions {
    * @defaultValue 30
    */
   leaseSeconds?: number | undefined;
-  /** Extend held leases (default true). `false` acts like a holder that died: for tests. */
+  /** Extend held leases (default true). `false` acts like a holder that died: for tests. @internal */
   renewLease?: boolean | undefined;
 }
 

@@ -54,6 +54,10 @@ test('the first registered match wins and _routes keeps registration order', () 
   assert.equal(registry.resolve('anything'), Worker);
   assert.deepEqual(registry._routes.map(([pattern]) => pattern), ['remote-.*', '.*']);
   assert.equal(registry._routes[0]?.[1], remote);
+  // A copy: emptying it used to leave resolve() reading routes that were gone (a raw TypeError).
+  registry._routes.length = 0;
+  assert.equal(registry.resolve('remote-8'), remote);
+  assert.equal(registry._routes.length, 2);
 });
 
 test('resolve throws AgentNotFoundError naming the id', () => {
