@@ -20,6 +20,15 @@ export interface AgentOptions<S extends JsonState<S> = JsonObject> {
   storage?: Storage | undefined;
   /** State of an agent never stored before; copied, never shared between instances. */
   initialState?: S | undefined;
+  /**
+   * How many of the latest messages the model is sent with each turn, the
+   * new one included; the window starts at a user message (a provider
+   * refuses a conversation that opens with a reply). The whole history is
+   * still kept and stored. Without it, a long conversation outgrows the
+   * model's context window and every later turn fails.
+   * @defaultValue all of them
+   */
+  lastMessages?: number | undefined;
 }
 
 export interface TurnOptions {
@@ -150,6 +159,8 @@ export class Agent<S extends JsonState<S> = JsonObject> {
   model: Model | undefined;
   system: string | undefined;
   readonly storage: Storage;
+  /** See {@link AgentOptions.lastMessages}; undefined sends the whole history. */
+  readonly lastMessages: number | undefined;
 
   #state: S;
   /** The state an agent never stored starts from; again after its record was deleted from storage. */
@@ -185,6 +196,11 @@ export class Agent<S extends JsonState<S> = JsonObject> {
     this.model = model;
     this.system = options.system;
     this.storage = options.storage ?? processStorage;
+    const last = options.lastMessages;
+    if (last !== undefined && !(Number.isSafeInteger(last) && last >= 1)) {
+      throw new TypeError(`Agent: lastMessages must be a whole number >= 1 (the messages the model is sent each turn), got ${String(last)}`);
+    }
+    this.lastMessages = last;
     this.#state = this.#initialState = checkState(structuredClone(options.initialState ?? {}), 'initialState') as S;
     actionsOf(this.constructor as typeof Agent);
   }
@@ -475,11 +491,20 @@ export class Agent<S extends JsonState<S> = JsonObject> {
     if (history.length === 0) history = this.#messages = [user];
     else history.push(user);
     this.#pendingUser = true;
-    const request = modelRequest(this.system, history, cancel);
+    const request = modelRequest(this.system, this.#window(history), cancel);
     return {
       session, cancel, own, model, request, user,
       chunks: undefined, finished: false, text: '', parts: undefined, usage: undefined, completed: false,
     };
+  }
+
+  /** The latest `lastMessages` of the history, from a user message on: what the model is sent. */
+  #window(history: ChatMessage[]): readonly ChatMessage[] {
+    const last = this.lastMessages;
+    if (last === undefined || history.length <= last) return history;
+    let start = history.length - last;
+    while (start < history.length - 1 && (history[start] as ChatMessage).role !== 'user') start++;
+    return history.slice(start);
   }
 
   /** Checks one model chunk; returns the text to pass on, if any (kept in the reply). */

@@ -410,6 +410,31 @@ test('authorize: false is 403, a thrown 401 is 401, and the agent is never touch
   assert.equal((await postJson(`${url}/user-1/chat`, { message: 'mine' }, { 'x-user': '1' })).body.response, 'mine');
 });
 
+test('lastMessages: the model is sent the latest messages from a user message on; the whole history is still kept', async (t) => {
+  const sent: string[][] = [];
+  const storage = new MemoryStorage();
+  const agent = new Agent('windowed', {
+    storage,
+    lastMessages: 4,
+    model: scriptedModel(({ messages }) => {
+      sent.push(messages.map((message) => `${message.role[0]}:${message.content}`));
+      return `re ${messages[messages.length - 1]?.content}`;
+    }),
+  });
+  const { url, close } = await listen(new AgentRouter(agent).toRequestListener());
+  t.after(close);
+  for (const message of ['one', 'two', 'three', 'four']) assert.equal((await postJson(`${url}/chat`, { message })).status, 200);
+  assert.deepEqual(sent, [
+    ['u:one'],
+    ['u:one', 'a:re one', 'u:two'],
+    // The last four would open with a reply, which providers refuse: the window starts at the next user message.
+    ['u:two', 'a:re two', 'u:three'],
+    ['u:three', 'a:re three', 'u:four'],
+  ]);
+  assert.equal((await storage.load('windowed'))?.messages.length, 8, 'storage keeps every message');
+  assert.throws(() => new Agent('x', { lastMessages: 0 }), /lastMessages must be a whole number >= 1/);
+});
+
 test('authorize fails closed: only true lets a request through; undefined, null, 0, "" or an object is a 500 naming the mistake in the log', async (t) => {
   const verdicts: unknown[] = [undefined, null, 0, '', Number.NaN, 'yes', { id: 1 }];
   const logged: string[] = [];
