@@ -167,7 +167,8 @@ test('SIGTERM still shuts down gracefully, exit 0, when whoever read stdout has 
 });
 
 test('--version prints the package\'s version and exits 0', async (t) => {
-  const { version } = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  // From the working directory: the compiled tests run from .build/, which has no package.json.
+  const { version } = JSON.parse(await readFile(path.join(process.cwd(), 'package.json'), 'utf8')) as { version: string };
   for (const flag of ['--version', '-v']) {
     const cli = runCli(t, [flag]);
     assert.deepEqual(await cli.exited, { code: 0, signal: null });
