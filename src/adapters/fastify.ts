@@ -1,5 +1,5 @@
 /// <reference types="node" preserve="true" />
-// The declarations use node:http types: a project that does not list Node's types (tsconfig "types": []) gets them, or an error naming @types/node, instead of any.
+// Node's types for these declarations, as in index.ts.
 import { httpErrors, type AgentRouterError } from '../errors.ts';
 import { serveRequest, type AgentRouter } from '../http/router.ts';
 import { applyCors } from '../http/cors.ts';

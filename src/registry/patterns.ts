@@ -47,7 +47,7 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
   const repeated: Array<string | null> = [];
   let inClass = false;
   let classStart = -1;
-  /** Where the last atom began: a repeat after it applies to source.slice(atomStart, i). */
+  /** Where the last atom began (-1 after a group): a repeat after it applies to source.slice(atomStart, i). */
   let atomStart = -1;
   for (let i = 0; i < source.length; i++) {
     const char = source[i];
@@ -84,7 +84,7 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
       if (parent !== undefined && (repeats !== undefined || risky)) parent.risky = true;
     } else if (quantifier !== undefined) {
       if (group !== undefined) group.risky = true;
-      if (quantifier === 'repeats' && unbounded(source, i)) repeated.push(atomStart < 0 || source[i - 1] === ')' ? null : source.slice(atomStart, i));
+      if (quantifier === 'repeats' && unbounded(source, i)) repeated.push(atomStart < 0 ? null : source.slice(atomStart, i));
       i = quantifierEnd(source, i);
     } else {
       atomStart = i;
