@@ -20,7 +20,7 @@ export function compilePattern(pattern: string | RegExp, allowBacktracking: bool
     throw new TypeError(
       `AgentRegistry.register: pattern ${String(pattern)} can backtrack catastrophically on hostile ids: it repeats a group ` +
         'that can match the same text more than one way (a quantifier inside it, or alternatives that may overlap), or has ' +
-        'three or more unbounded repeats that can match the same characters (.*-.*-.*), whose cost grows with a power of the ' +
+        'three or more unbounded repeats in a row that can give up text to each other (.*-.*-.*), whose cost grows with a power of the ' +
         'id\'s length; rewrite it (e.g. (a+)+ as a+, (a|ab)* as [ab]*, .*-.*-.* as [^-]*-[^-]*-.*), or pass { allowBacktracking: true } if you have checked it',
     );
   }
@@ -35,31 +35,32 @@ export function compilePattern(pattern: string | RegExp, allowBacktracking: bool
  *   `(\w|\d)+`, `((a|ab)c)*`). Alternatives count as safe only when each is
  *   a plain literal and none is a prefix of another (`(foo|bar|baz)+`);
  *   anything else is refused, conservatively.
- * - three or more unbounded repeats that share a character (`.*-.*-.*`,
- *   `\d+\d+\d+`): a failing match tries every way to split the id between
- *   them, about n^3 steps for three (25 ms at 256 characters), n^4 for four
- *   (seconds). Two cost n^2, under a millisecond.
+ * - three or more unbounded repeats in a row, each able to give up text to
+ *   the next (`.*-.*-.*`, `\d+\d+\d+`; see chainOfThree): a failing match
+ *   tries every way to split the id between them, about n^3 steps for three
+ *   (25 ms at 256 characters), n^4 for four (seconds). Two cost n^2, under
+ *   a millisecond.
  */
 export function canBacktrackBadly(source: string, flags = ''): boolean {
   // Per open group: does it contain a quantifier or an ambiguous alternation, where it started, and its top-level `|`s.
   const groups: Array<{ risky: boolean; start: number; bars: number[] }> = [];
-  /** The atom each unbounded repeat applies to (`.`, `\d`, `[a-z]`; `null` for a group: any character). */
-  const repeated: Array<string | null> = [];
+  const repeated: Repeat[] = [];
   let inClass = false;
   let classStart = -1;
-  /** Where the last atom began (-1 after a group): a repeat after it applies to source.slice(atomStart, i). */
+  /** Where the last atom began: a repeat after it applies to source.slice(atomStart, i); a group if atomIsGroup. */
   let atomStart = -1;
+  let atomIsGroup = false;
   for (let i = 0; i < source.length; i++) {
     const char = source[i];
     if (char === '\\') {
-      if (!inClass) atomStart = i;
+      if (!inClass) [atomStart, atomIsGroup] = [i, false];
       i++;
       continue;
     }
     if (inClass) {
       if (char === ']') {
         inClass = false;
-        atomStart = classStart;
+        [atomStart, atomIsGroup] = [classStart, false];
       }
       continue;
     }
@@ -75,8 +76,9 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
     } else if (char === '|') group?.bars.push(i);
     else if (char === ')') {
       const closed = groups.pop();
-      atomStart = -1;
       if (closed === undefined) continue;
+      // The group's `(`, for the text between repeats (below); `start` is just past it.
+      [atomStart, atomIsGroup] = [closed.start - 1, true];
       const risky = closed.risky || (closed.bars.length > 0 && !distinctLiterals(alternatives(source, closed.start, closed.bars, i)));
       const repeats = quantifierAt(source, i + 1);
       if (repeats === 'repeats' && risky) return true;
@@ -84,13 +86,23 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
       if (parent !== undefined && (repeats !== undefined || risky)) parent.risky = true;
     } else if (quantifier !== undefined) {
       if (group !== undefined) group.risky = true;
-      if (quantifier === 'repeats' && unbounded(source, i)) repeated.push(atomStart < 0 ? null : source.slice(atomStart, i));
-      i = quantifierEnd(source, i);
+      const end = quantifierEnd(source, i);
+      if (quantifier === 'repeats' && unbounded(source, i) && atomStart >= 0) {
+        repeated.push({ atom: atomIsGroup ? undefined : source.slice(atomStart, i), start: atomStart, end: end + 1 });
+      }
+      i = end;
     } else {
-      atomStart = i;
+      [atomStart, atomIsGroup] = [i, false];
     }
   }
-  return sharedByThree(repeated, flags);
+  return chainOfThree(repeated, source, flags);
+}
+
+/** An unbounded repeat: its atom (undefined for a group, taken to match anything) and where it starts and ends in the source. */
+interface Repeat {
+  atom: string | undefined;
+  start: number;
+  end: number;
 }
 
 /** `'repeats'` for `*`, `+`, `{n,}` and `{n,m}` with m > 1; `'optional'` for `?` and `{0,1}`; else undefined. */
@@ -119,22 +131,45 @@ function quantifierEnd(source: string, index: number): number {
   return end;
 }
 
-/** Characters that stand for the rest when checking which atoms overlap: ASCII, and a few beyond it. */
+/** Characters that stand for the rest when checking what an atom matches: ASCII, and a few beyond it. */
 const PROBES = [...Array.from({ length: 128 }, (_, code) => String.fromCharCode(code)), '\u00e9', '\u00a0', '\u2028', '\u4e2d', '\u{1f600}'];
 
-/** True when some character is matched by three or more of the repeated atoms. */
-function sharedByThree(atoms: Array<string | null>, flags: string): boolean {
-  if (atoms.length < 3) return false;
-  const tests = atoms.map((atom) => {
-    if (atom === null) return () => true;
-    try {
-      const regex = new RegExp(`^(?:${atom})$`, flags.replace(/[gy]/g, ''));
-      return (probe: string) => regex.test(probe);
-    } catch {
-      return () => true;
-    }
-  });
-  return PROBES.some((probe) => tests.filter((matches) => matches(probe)).length >= 3);
+/**
+ * True when three repeats follow one another, each able to give up text to
+ * the next: it can match what stands between them, and the two share a
+ * character (`.*-.*-.*`, `\d+\d+\d+`). A failing id then tries every way to
+ * split itself between them. A repeat that cannot cross its separator
+ * (`[^-]*-[^-]*-.*`, `[a-z]+-[0-9]+-[a-z]+`) ends the chain: its extent is
+ * forced. What stands between is read conservatively: anything but plain
+ * characters and group brackets counts as crossable, a `|` as a break.
+ */
+function chainOfThree(repeats: Repeat[], source: string, flags: string): boolean {
+  const matchers = repeats.map((repeat) => matcherOf(repeat.atom, flags));
+  let chain = 1;
+  for (let i = 1; i < repeats.length; i++) {
+    const before = matchers[i - 1] as Matcher;
+    const gap = source.slice((repeats[i - 1] as Repeat).end, (repeats[i] as Repeat).start).replace(GROUP_SYNTAX, '');
+    const crossable = !gap.includes('|') && (/[\\[\].?*+{}^$]/.test(gap) || [...gap].every(before));
+    const linked = crossable && PROBES.some((probe) => before(probe) && (matchers[i] as Matcher)(probe));
+    chain = linked ? chain + 1 : 1;
+    if (chain >= 3) return true;
+  }
+  return false;
+}
+
+type Matcher = (char: string) => boolean;
+
+/** Group brackets between two repeats: they match nothing themselves. */
+const GROUP_SYNTAX = /\(\?(?::|<[A-Za-z_$][\w$]*>)|[()]/g;
+
+function matcherOf(atom: string | undefined, flags: string): Matcher {
+  if (atom === undefined) return () => true;
+  try {
+    const regex = new RegExp(`^(?:${atom})$`, flags.replace(/[gy]/g, ''));
+    return (char) => regex.test(char);
+  } catch {
+    return () => true;
+  }
 }
 
 function alternatives(source: string, start: number, bars: number[], end: number): string[] {

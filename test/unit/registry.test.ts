@@ -94,7 +94,7 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
     '(?:a?a?)+', 'x-(?:a?a?)+', 'user-(?:[a-z0-9]?[a-z0-9]?)+', '(?:a{0,1}b?)*',
     // three unbounded repeats that share characters: n^3 steps and up on a failing id
     'org-.*-.*-.*-bot', '\\d+\\d+\\d+', 'a*a*a*a*b', 'user-[a-z0-9-]+-[a-z0-9-]+-[a-z0-9-]+-x', '.*x.*y.*',
-    '[a-z]{1,100}[a-z]{1,100}[a-z]{1,100}', '(?:ab)+-.*-.*', '\\w+\\S+.+',
+    '[a-z]{1,100}[a-z]{1,100}[a-z]{1,100}', '(?:ab)+-.*-.*', '\\w+\\S+.+', '(.*)-(.*)-(.*)', '.*[-_].*[-_].*',
   ];
   for (const source of dangerous) assert.equal(canBacktrackBadly(source), true, source);
   const fine = [
@@ -103,6 +103,8 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
     // two overlapping repeats cost n^2 (under a millisecond at 256 characters); disjoint ones never overlap
     'org-.*-.*-bot', '[a-z]+-[0-9]+-[a-z]+-[0-9]+', 'colou?r-.*', 'user-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-.*', '.*?-x',
     '[a-z]{2,10}[a-z]{2,10}[a-z]{2,10}', 'a*?b+?', '\\d+-\\d+\\.[a-z]+',
+    // a repeat that cannot cross its separator has a forced extent: the chain breaks there
+    '[^-]*-[^-]*-.*', '[^-]*-[^-]*-[^-]*', '.*-[0-9]+-.*', 'foo-.*|bar-.*|baz-.*', '(?:[^/]+)/(?:[^/]+)/.*',
   ];
   for (const source of fine) assert.equal(canBacktrackBadly(source), false, source);
 });
