@@ -191,14 +191,20 @@ export function redact(text: string, secrets: readonly string[]): string {
     const lower = secret.toLowerCase();
     for (let i = 0; i + WINDOW <= lower.length; i++) windows.add(lower.slice(i, i + WINDOW));
   }
+  const ends = secrets.filter((secret) => secret.length >= WINDOW).map((secret) => secret.toLowerCase());
   let out = text;
   for (const secret of secrets) if (secret.length > 0) out = out.split(secret).join('[redacted]');
-  return out.replace(TOKEN, (token) => (KEY_LIKE.test(token) || sharesWindow(token.toLowerCase(), windows) ? '[redacted]' : token));
+  return out.replace(TOKEN, (token) => {
+    const lower = token.toLowerCase();
+    // A short token counts when it is the start of a key: what the 300-character cut left of one.
+    const keyStart = ends.some((secret) => secret.startsWith(lower));
+    return KEY_LIKE.test(token) || keyStart || sharesWindow(lower, windows) ? '[redacted]' : token;
+  });
 }
 
 const WINDOW = 8;
 /** A run of characters a key or a masked key is made of. */
-const TOKEN = /[\w*.~+/=-]{8,}/g;
+const TOKEN = /[\w*.~+/=-]{4,}/g;
 const KEY_LIKE = /^(?:sk-|sk_|gsk_|xai-|hf_|AIza)/;
 
 function sharesWindow(token: string, windows: ReadonlySet<string>): boolean {

@@ -74,6 +74,8 @@ test('redact removes the key, any part of it 8 characters long, and what looks l
   // Echoed in part: cut by the 300-character limit, masked in the middle, upper-cased.
   const key = 'gsk_LIVE0123456789abcdefSECRET';
   assert.equal(redact('bad key gsk_LIVE012', [key]), 'bad key [redacted]');
+  assert.equal(redact('bad key gsk_L', [key]), 'bad key [redacted]', 'what a cut left of its start');
+  assert.equal(redact('the model gpt-4o was not found', [key]), 'the model gpt-4o was not found');
   assert.equal(redact('key gsk_LIVE0123456789ab...CRET is invalid', [key]), 'key [redacted] is invalid');
   assert.equal(redact('key GSK_LIVE0123456789ABCDEFSECRET', [key]), 'key [redacted]');
   assert.equal(redact('key xai-AAAABBBBCCCC, model gpt-4o-mini, https://api.example.com/v1', []), 'key [redacted], model gpt-4o-mini, https://api.example.com/v1');
