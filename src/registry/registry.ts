@@ -37,8 +37,13 @@ export class AgentRegistry {
     if (typeof pattern !== 'string' && !(pattern instanceof RegExp)) {
       throw new TypeError('AgentRegistry.register: pattern must be a string or a RegExp, e.g. "counter-[0-9]+"');
     }
-    if (typeof target === 'function') actionsOf(target);
-    else if (target instanceof Agent) {
+    if (typeof target === 'function') {
+      // A plain function or a class of its own would only fail at its first request, as a 500.
+      if (target !== Agent && !(target.prototype instanceof Agent)) {
+        throw new TypeError(`AgentRegistry.register: target ${target.name || '(anonymous function)'} is a function but not an Agent class; pass a class that extends Agent (class Bot extends Agent { ... })`);
+      }
+      actionsOf(target);
+    } else if (target instanceof Agent) {
       throw new TypeError(
         `AgentRegistry.register: pass the Agent class, not an instance (register(pattern, ${target.constructor.name})): the registry makes one per id as new ${target.constructor.name}(agentId). To serve this one agent, use new AgentRouter(agent)`,
       );
