@@ -37,8 +37,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
 }
 
 async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promise<void> {
-  const configPath = args.config === undefined ? undefined : path.resolve(cwd, args.config);
-  const file: FileConfig = configPath === undefined ? { server: {} } : await readConfigFile(configPath);
+  const file: FileConfig = args.config === undefined ? { server: {} } : await readConfigFile(path.resolve(cwd, args.config));
   const port = args.port ?? file.port ?? (env['PORT'] ? parsePort(env['PORT'], 'the PORT variable') : 8080);
   const host = args.host ?? file.host ?? '127.0.0.1';
   const config: AgentServerConfig = file.server;
@@ -47,7 +46,7 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
   let banner = '';
   let cleanup: () => Promise<void> = async () => {};
   if (args.module === undefined) {
-    const where = demoStorage(args, file, `config file ${args.config}`, cwd, configPath === undefined ? cwd : path.dirname(configPath));
+    const where = demoStorage(args, file, `config file ${args.config}`, cwd);
     const defaults = await embeddedDefaults(where, env, cwd, (line) => process.stderr.write(`${NAME}: ${line}\n`));
     cleanup = defaults.closeStorage;
     try {

@@ -112,23 +112,20 @@ export type DemoStorage = Exclude<StorageSpec, { kind: 'file' }> | { kind: 'file
 
 /**
  * Chooses the demo's storage: the `--storage` or `--data-dir` flag, else the
- * config file's `storage` or `data_dir`, else files in `./.data`. A flag's
- * relative directory resolves from `cwd`; a config file's from the file's own
- * folder, as tsconfig and compose files do, so the file works from anywhere.
- * A config file setting both, or a bad `storage` there, is a TypeError naming
- * the file (like every config error).
+ * config file's `storage` or `data_dir`, else files in `./.data`. Relative
+ * directories resolve from `cwd`. A config file setting both, or a bad
+ * `storage` there, is a TypeError naming the file (like every config error).
  */
 export function demoStorage(
   flags: { storage: StorageSpec | undefined; dataDir: string | undefined },
   file: { storage?: string | undefined; dataDir?: string | undefined },
   where: string,
   cwd: string,
-  configDir: string = cwd,
 ): DemoStorage {
-  const inDir = (dir: string, from = cwd): DemoStorage => ({ kind: 'file', dir: path.resolve(from, dir) });
+  const inDir = (dir: string): DemoStorage => ({ kind: 'file', dir: path.resolve(cwd, dir) });
   if (flags.storage !== undefined) return flags.storage.kind === 'file' ? inDir(flags.storage.dir) : flags.storage;
   if (flags.dataDir !== undefined) return inDir(flags.dataDir);
-  if (file.storage === undefined) return file.dataDir === undefined ? inDir('.data') : inDir(file.dataDir, configDir);
+  if (file.storage === undefined) return inDir(file.dataDir ?? '.data');
   if (file.dataDir !== undefined) throw new TypeError(`${where}: set storage or data_dir, not both ("data_dir": "x" is "storage": "file:x")`);
   let spec: StorageSpec;
   try {
@@ -136,5 +133,5 @@ export function demoStorage(
   } catch (error) {
     throw new TypeError((error as Error).message, { cause: error });
   }
-  return spec.kind === 'file' ? inDir(spec.dir, configDir) : spec;
+  return spec.kind === 'file' ? inDir(spec.dir) : spec;
 }

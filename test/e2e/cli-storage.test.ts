@@ -172,22 +172,6 @@ test('--storage memory forgets on restart; "storage" in a config file works like
   assert.deepEqual(await module.exited, { code: 0, signal: null });
 });
 
-test('a config file\'s data_dir is relative to the file, so the same file works from any directory', async (t) => {
-  const dir = await emptyProject(t);
-  await mkdir(path.join(dir, 'deploy'));
-  await writeFile(path.join(dir, 'deploy', 'server.json'), JSON.stringify({ data_dir: 'state' }));
-  const first = runCli(t, ['serve', '--port', '0', '--config', 'deploy/server.json'], dir);
-  const url = await listening(first);
-  assert.equal(await increment(url, 'counter-c', 5), 5);
-  await stop(first);
-  assert.deepEqual(await readdir(dir), ['deploy'], 'nothing written in the working directory');
-  assert.deepEqual((await readdir(path.join(dir, 'deploy'))).sort(), ['server.json', 'state']);
-  // Run from inside the folder: the same file finds the same data.
-  const second = runCli(t, ['serve', '--port', '0', '--config', 'server.json'], path.join(dir, 'deploy'));
-  assert.equal(await count(await listening(second), 'counter-c'), 5);
-  await stop(second);
-});
-
 test('--storage file:<dir> is --data-dir <dir>', async (t) => {
   const dir = await emptyProject(t);
   const first = runCli(t, ['serve', '--port', '0', '--storage', 'file:agents'], dir);

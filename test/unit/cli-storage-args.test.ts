@@ -83,7 +83,7 @@ test('redact strips everything up to the last @ after the scheme', () => {
   assert.equal(redact('not a url @ all'), 'not a url @ all');
 });
 
-test('the demo storage: a flag, then the config file, then ./.data; relative directories from cwd, or from the config file\'s folder', () => {
+test('the demo storage: a flag, then the config file, then ./.data; relative directories from cwd', () => {
   const cwd = path.resolve('/srv/app');
   const none = { storage: undefined, dataDir: undefined };
   const where = 'config file c.json';
@@ -96,11 +96,6 @@ test('the demo storage: a flag, then the config file, then ./.data; relative dir
   assert.deepEqual(demoStorage({ storage: { kind: 'memory' }, dataDir: undefined }, { dataDir: 'd' }, where, cwd), { kind: 'memory' });
   assert.throws(() => demoStorage(none, { storage: 'memory', dataDir: 'd' }, where, cwd), { name: 'TypeError', message: /^config file c\.json: set storage or data_dir, not both/ });
   assert.throws(() => demoStorage(none, { storage: 'mongodb://u:pw@h/x' }, where, cwd), { name: 'TypeError', message: /^config file c\.json: storage must be memory, .*; got "mongodb:\/\/h\/x"$/ });
-  const configDir = path.resolve('/etc/agents');
-  assert.deepEqual(demoStorage(none, { dataDir: 'd' }, where, cwd, configDir), { kind: 'file', dir: path.join(configDir, 'd') }, 'a config file\'s directory is relative to the file');
-  assert.deepEqual(demoStorage(none, { storage: 'file:e' }, where, cwd, configDir), { kind: 'file', dir: path.join(configDir, 'e') });
-  assert.deepEqual(demoStorage({ storage: undefined, dataDir: 'f' }, {}, where, cwd, configDir), { kind: 'file', dir: path.join(cwd, 'f') }, 'a flag\'s is relative to cwd');
-  assert.deepEqual(demoStorage(none, {}, where, cwd, configDir), { kind: 'file', dir: path.join(cwd, '.data') }, 'the default stays in cwd');
   const remote = demoStorage(none, { storage: 'postgres://h/db' }, where, cwd);
   assert.equal(remote.kind === 'postgres' && remote.source, 'config file c.json: storage', 'messages name the config file');
 });
