@@ -19,7 +19,10 @@ export type JsonCompatible<T> = T extends JsonPrimitive
         ? { [K in keyof T]: JsonCompatible<T[K]> }
         : never;
 
-/** The bound of an agent's state type: an object whose every field is {@link JsonCompatible}. */
+/**
+ * The bound of an agent's state type, with {@link JsonObject} (the bound generic code written as
+ * `S extends JsonObject` passes on): an object whose every field is {@link JsonCompatible}.
+ */
 export type JsonState<S> = { [K in keyof S]: JsonCompatible<S[K]> };
 
 /** Token counts a model provider reported for one reply. */

@@ -8,7 +8,7 @@ import { TurnCancel } from './cancel.ts';
 import { assertJson, assertJsonState } from './json-check.ts';
 import { AbortWatch, Mailbox } from './mailbox.ts';
 
-export interface AgentOptions<S extends JsonState<S> = JsonObject> {
+export interface AgentOptions<S extends JsonObject | JsonState<S> = JsonObject> {
   /** What writes the replies; `echoModel()` for an offline demo. */
   model?: Model | undefined;
   /** The system prompt, sent with every turn. */
@@ -151,7 +151,7 @@ const SETTLED: Promise<void> = Promise.resolve();
  *   async increment({ by = 1 } = {}) { await this.setState({ count: this.state.count + by }); return this.state.count; }
  * }
  */
-export class Agent<S extends JsonState<S> = JsonObject> {
+export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   /** Methods callable through `/invoke`; nothing else is. */
   static actions: readonly string[] = [];
 

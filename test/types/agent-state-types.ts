@@ -1,7 +1,8 @@
 // Compiled by `tsc` (npm test's type-check), never run: which state types an
 // Agent accepts. Each @ts-expect-error fails the build if the line compiles.
-import { Agent } from '../../src/agent/agent.ts';
+import { Agent, type AgentOptions } from '../../src/agent/agent.ts';
 import { echoModel } from '../../src/models/echo.ts';
+import type { JsonObject } from '../../src/types.ts';
 
 interface User { name: string; tags: readonly string[] }
 interface CartState { items: string[]; total: number; owner?: User; note: string | null }
@@ -19,6 +20,15 @@ export class Cart extends Agent<CartState> {
 }
 export class Pairs extends Agent<{ pair: [number, string]; matrix: number[][] }> {}
 export class Untyped extends Agent {}
+
+// Generic code written against the JsonObject bound still compiles.
+export class Base<S extends JsonObject = JsonObject> extends Agent<S> {}
+export function optionsFor<S extends JsonObject>(initialState: S): AgentOptions<S> {
+  return { model: echoModel(), initialState };
+}
+export async function bump<S extends JsonObject>(agent: Agent<S>, change: Partial<S>): Promise<S> {
+  return agent.setState(change);
+}
 
 // What JSON would refuse or turn into something else does not compile.
 // @ts-expect-error a Date comes back from storage as a string
