@@ -38,9 +38,11 @@ export class AgentRegistry {
       throw new TypeError('AgentRegistry.register: pattern must be a string or a RegExp, e.g. "counter-[0-9]+"');
     }
     if (typeof target === 'function') {
-      // A plain function or a class of its own would only fail at its first request, as a 500.
-      if (target !== Agent && !(target.prototype instanceof Agent)) {
-        throw new TypeError(`AgentRegistry.register: target ${target.name || '(anonymous function)'} is a function but not an Agent class; pass a class that extends Agent (class Bot extends Agent { ... })`);
+      // What `new Target(id)` cannot make an Agent of would only fail at its first request, as a 500:
+      // an arrow function (no prototype), or a class that does not extend Agent. A plain function
+      // that returns an Agent (a factory) is fine, as DESIGN allows any function.
+      if (!constructsAgents(target)) {
+        throw new TypeError(`AgentRegistry.register: target ${target.name || '(anonymous function)'} cannot make agents with new ${target.name || 'Target'}(agentId); pass a class that extends Agent (class Bot extends Agent { ... })`);
       }
       actionsOf(target);
     } else if (target instanceof Agent) {
@@ -76,4 +78,11 @@ export class AgentRegistry {
     }
     throw new AgentNotFoundError(agentId);
   }
+}
+
+/** An Agent class, or a plain function (a factory `new` can call); not an arrow function or another class. */
+function constructsAgents(target: Function): boolean {
+  if (target === Agent || target.prototype instanceof Agent) return true;
+  if (target.prototype === undefined) return false;
+  return !/^class\b/.test(Function.prototype.toString.call(target));
 }

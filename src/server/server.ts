@@ -256,8 +256,6 @@ function registryFor(target: AgentRegistry | Agent<any>): AgentRegistry {
     const single = function SingleAgent() {
       return agent;
     } as unknown as AgentClass;
-    // register() takes only Agent classes: this one's instances (the one agent) are Agents.
-    single.prototype = agent;
     registry.register(agent.id.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), single);
     return registry;
   }

@@ -116,9 +116,16 @@ test('register refuses targets that are neither a class nor a transport', () => 
   // An Agent instance has chat() and stream(), but was served as if it were a remote (the id sent as the message).
   assert.throws(() => registry.register('inst', new Worker('inst') as never), /pass the Agent class, not an instance \(register\(pattern, Worker\)\).*new AgentRouter\(agent\)/);
   assert.throws(() => registry.register('x', { chat: async () => '' } as never), /Agent class .* or a transport/, 'a transport has all four methods');
-  // Functions that are not Agent classes failed only at their first request, as a 500.
-  assert.throws(() => registry.register('p-.*', (() => ({})) as never), /target \(anonymous function\) is a function but not an Agent class/);
-  assert.throws(() => registry.register('q-.*', class Bot {} as never), /target Bot is a function but not an Agent class; pass a class that extends Agent/);
+  // What new Target(id) cannot make an agent of failed only at its first request, as a 500.
+  assert.throws(() => registry.register('p-.*', (() => ({})) as never), /target \(anonymous function\) cannot make agents with new Target\(agentId\); pass a class that extends Agent/);
+  assert.throws(() => registry.register('q-.*', class Bot {} as never), /target Bot cannot make agents with new Bot\(agentId\)/);
+  // A plain function that returns an Agent (a factory) is a class as far as `new` goes.
+  const factory = function Bot(id: string) {
+    return new Worker(id);
+  } as unknown as typeof Worker;
+  const factories = new AgentRegistry();
+  factories.register('bot-[0-9]+', factory);
+  assert.equal(factories.resolve('bot-1'), factory);
   assert.deepEqual(registry._routes, []);
 });
 
