@@ -201,6 +201,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       throw new TypeError(`Agent: lastMessages must be a whole number >= 1 (the messages the model is sent each turn), got ${String(last)}`);
     }
     this.lastMessages = last;
+    // Checked as JSON before the copy: structuredClone would keep a Date a Date, and every later setState would be refused for it.
+    if (options.initialState !== undefined) assertJsonState(options.initialState, `Agent ${JSON.stringify(id)}: initialState`);
     this.#state = this.#initialState = checkState(structuredClone(options.initialState ?? {}), 'initialState') as S;
     actionsOf(this.constructor as typeof Agent);
   }

@@ -387,6 +387,8 @@ test('state and action results must be JSON: a turn that would store or answer a
   await assert.rejects(agent.invoke('answer'), /action answer's result is not JSON: it holds a BigInt \(key "when"\)/);
   assert.deepEqual(await agent.invoke('when'), new Date(0), 'a result may be a Date: it is sent once, as its ISO string');
   await assert.rejects(agent.setState({ n: Number.POSITIVE_INFINITY }), /Infinity/);
+  // initialState too, when the agent is made: else every later setState would be refused for a key it never set.
+  assert.throws(() => new Agent('dated', { initialState: { created: new Date(0) } as never }), /Agent "dated": initialState is not JSON: it holds a Date \(key "created"\)/);
   assert.deepEqual(agent.state, { n: 0 });
   assert.equal(agent.version, 0, 'nothing was committed');
   assert.equal(await agent.invoke('stash', [{ ok: [1, 'two', null], at: new Date(0).toISOString() }]), 'stored');
