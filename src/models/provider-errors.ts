@@ -182,23 +182,24 @@ export function parseRetryAfter(headers: Headers, now: number = Date.now()): num
  * often masked or cut ("Incorrect API key provided: sk-abc***xyz",
  * "gsk_LIVE0123...CRET"), and a message is cut to 300 characters before it
  * gets here, which can split a key. So a token goes when it shares any 8
- * characters in a row with a secret (case aside), or looks like a key
- * (`sk-`, `gsk_`, `xai-`, `hf_`, `AIza`), not only when it is the whole key.
+ * characters in a row with a secret (case aside), or is the start of one,
+ * or looks like a key (`sk-`, `gsk_`, `xai-`, `hf_`, `AIza`, 12 characters
+ * or more), not only when it is the whole key. The part rules apply to keys
+ * of 20 characters or more, as real ones are: a placeholder such as
+ * llama.cpp's `sk-no-key-required` would otherwise cut "required" out of
+ * every message.
  */
 export function redact(text: string, secrets: readonly string[]): string {
+  const keys = secrets.filter((secret) => secret.length >= 20).map((secret) => secret.toLowerCase());
   const windows = new Set<string>();
-  for (const secret of secrets) {
-    const lower = secret.toLowerCase();
-    for (let i = 0; i + WINDOW <= lower.length; i++) windows.add(lower.slice(i, i + WINDOW));
-  }
-  const ends = secrets.filter((secret) => secret.length >= WINDOW).map((secret) => secret.toLowerCase());
+  for (const key of keys) for (let i = 0; i + WINDOW <= key.length; i++) windows.add(key.slice(i, i + WINDOW));
   let out = text;
   for (const secret of secrets) if (secret.length > 0) out = out.split(secret).join('[redacted]');
   return out.replace(TOKEN, (token) => {
     const lower = token.toLowerCase();
     // A short token counts when it is the start of a key: what the 300-character cut left of one.
-    const keyStart = ends.some((secret) => secret.startsWith(lower));
-    return KEY_LIKE.test(token) || keyStart || sharesWindow(lower, windows) ? '[redacted]' : token;
+    const keyStart = keys.some((key) => key.startsWith(lower));
+    return (token.length >= 12 && KEY_LIKE.test(token)) || keyStart || sharesWindow(lower, windows) ? '[redacted]' : token;
   });
 }
 

@@ -76,6 +76,9 @@ test('redact removes the key, any part of it 8 characters long, and what looks l
   assert.equal(redact('bad key gsk_LIVE012', [key]), 'bad key [redacted]');
   assert.equal(redact('bad key gsk_L', [key]), 'bad key [redacted]', 'what a cut left of its start');
   assert.equal(redact('the model gpt-4o was not found', [key]), 'the model gpt-4o was not found');
+  // A placeholder key is cut out whole, but its words stay in the message; short key-like words stay too.
+  assert.equal(redact("'messages' is required; key sk-no-key-required", ['sk-no-key-required']), "'messages' is required; key [redacted]");
+  assert.equal(redact('unknown option hf_model or sk_level', [key]), 'unknown option hf_model or sk_level');
   assert.equal(redact('key gsk_LIVE0123456789ab...CRET is invalid', [key]), 'key [redacted] is invalid');
   assert.equal(redact('key GSK_LIVE0123456789ABCDEFSECRET', [key]), 'key [redacted]');
   assert.equal(redact('key xai-AAAABBBBCCCC, model gpt-4o-mini, https://api.example.com/v1', []), 'key [redacted], model gpt-4o-mini, https://api.example.com/v1');
