@@ -20,7 +20,7 @@ export function compilePattern(pattern: string | RegExp, allowBacktracking: bool
     throw new TypeError(
       `AgentRegistry.register: pattern ${String(pattern)} can backtrack catastrophically on hostile ids: it repeats a group ` +
         'that can match the same text more than one way (a quantifier inside it, or alternatives that may overlap), or has ' +
-        'three or more unbounded repeats in a row that can give up text to each other (.*-.*-.*), whose cost grows with a power of the ' +
+        'repeats in a row that can give up text to each other (.*-.*-.*), whose cost grows with a power of the ' +
         'id\'s length; rewrite it (e.g. (a+)+ as a+, (a|ab)* as [ab]*, .*-.*-.* as [^-]*-[^-]*-.*), or pass { allowBacktracking: true } if you have checked it',
     );
   }
@@ -30,137 +30,220 @@ export function compilePattern(pattern: string | RegExp, allowBacktracking: bool
 /**
  * True when matching can cost exponential or high polynomial time:
  * - a repeated group that can match the same text in more than one way: a
- *   quantifier inside a quantified group (`(a+)+`, `(\d*x)*`, `(?:a?a?)+`,
- *   `(?:a{2,})+`), or alternatives inside one that may overlap (`(a|a)*`,
- *   `(\w|\d)+`, `((a|ab)c)*`). Alternatives count as safe only when each is
- *   a plain literal and none is a prefix of another (`(foo|bar|baz)+`);
- *   anything else is refused, conservatively.
- * - three or more unbounded repeats in a row, each able to give up text to
- *   the next (`.*-.*-.*`, `\d+\d+\d+`; see chainOfThree): a failing match
- *   tries every way to split the id between them, about n^3 steps for three
- *   (25 ms at 256 characters), n^4 for four (seconds). Two cost n^2, under
- *   a millisecond.
+ *   repeat inside a repeated group (`(a+)+`, `(\d*x)*`, `(?:a{2,})+`), an
+ *   optional part that overlaps another part of it, or a body that can be
+ *   empty (`(?:a?a?)+`; not `(?:-?[a-z0-9])*`, whose `-` is no digit), or
+ *   alternatives inside one that may overlap (`(a|a)*`, `(\w|\d)+`,
+ *   `((a|ab)c)*`). Alternatives count as safe only when each is a plain
+ *   literal and none is a prefix of another (`(foo|bar|baz)+`); anything
+ *   else is refused, conservatively.
+ * - repeats in a row, each able to give up text to the next, whose ways to
+ *   split an id multiply past {@link MAX_SPLITS} (`.*-.*-.*`, `\d+\d+\d+`,
+ *   `.{0,31}` six times); see {@link tooManySplits}.
  */
 export function canBacktrackBadly(source: string, flags = ''): boolean {
-  // Per open group: does it contain a quantifier or an ambiguous alternation, where it started, and its top-level `|`s.
-  const groups: Array<{ risky: boolean; start: number; bars: number[] }> = [];
-  const repeated: Repeat[] = [];
-  let inClass = false;
-  let classStart = -1;
-  /** Where the last atom began: a repeat after it applies to source.slice(atomStart, i); a group if atomIsGroup. */
-  let atomStart = -1;
-  let atomIsGroup = false;
+  const groups: Group[] = [];
+  const repeats: Repeat[] = [];
+  /** The atom just read: a quantifier after it applies to it. */
+  let last: Atom | undefined;
+  const read = (start: number, end: number, text: string | undefined): void => {
+    last = { start, end, text, optional: false };
+    groups[groups.length - 1]?.atoms.push(last);
+  };
   for (let i = 0; i < source.length; i++) {
-    const char = source[i];
-    if (char === '\\') {
-      if (!inClass) [atomStart, atomIsGroup] = [i, false];
-      i++;
-      continue;
-    }
-    if (inClass) {
-      if (char === ']') {
-        inClass = false;
-        [atomStart, atomIsGroup] = [classStart, false];
-      }
-      continue;
-    }
+    const char = source[i] as string;
     const group = groups[groups.length - 1];
-    const quantifier = quantifierAt(source, i);
-    if (char === '[') {
-      inClass = true;
-      classStart = i;
+    if (char === '\\') {
+      read(i, i + 2, source.slice(i, i + 2));
+      i++;
+    } else if (char === '[') {
+      const end = classEnd(source, i);
+      read(i, end, source.slice(i, end));
+      i = end - 1;
     } else if (char === '(') {
-      groups.push({ risky: false, start: i + 1, bars: [] });
-      // `(?:`, `(?<name>`: the `?` is syntax, not a quantifier.
-      if (source[i + 1] === '?') i++;
-    } else if (char === '|') group?.bars.push(i);
-    else if (char === ')') {
+      groups.push({ risky: false, start: i + 1, bars: [], atoms: [] });
+      last = undefined;
+      // `(?:`, `(?<name>`, lookarounds: syntax, not atoms.
+      i += /^\?(?::|=|!|<=|<!|<[A-Za-z_$][\w$]*>)/.exec(source.slice(i + 1))?.[0].length ?? 0;
+    } else if (char === '|') {
+      group?.bars.push(i);
+      last = undefined;
+    } else if (char === ')') {
       const closed = groups.pop();
       if (closed === undefined) continue;
-      // The group's `(`, for the text between repeats (below); `start` is just past it.
-      [atomStart, atomIsGroup] = [closed.start - 1, true];
-      const risky = closed.risky || (closed.bars.length > 0 && !distinctLiterals(alternatives(source, closed.start, closed.bars, i)));
-      const repeats = quantifierAt(source, i + 1);
-      if (repeats === 'repeats' && risky) return true;
+      const risky = closed.risky || ambiguousOptional(closed.atoms, flags)
+        || (closed.bars.length > 0 && !distinctLiterals(alternatives(source, closed.start, closed.bars, i)));
+      const quantifier = quantifierAt(source, i + 1);
+      if (quantifier === 'repeats' && risky) return true;
       const parent = groups[groups.length - 1];
-      if (parent !== undefined && (repeats !== undefined || risky)) parent.risky = true;
-    } else if (quantifier !== undefined) {
-      if (group !== undefined) group.risky = true;
+      if (parent !== undefined && (quantifier !== undefined || risky)) parent.risky = true;
+      // The group is one atom of its parent, taken to match anything.
+      read(closed.start - 1, i + 1, undefined);
+    } else if (quantifierAt(source, i) !== undefined && last !== undefined) {
       const end = quantifierEnd(source, i);
-      if (quantifier === 'repeats' && unbounded(source, i) && atomStart >= 0) {
-        repeated.push({ atom: atomIsGroup ? undefined : source.slice(atomStart, i), start: atomStart, end: end + 1 });
-      }
+      const [least, most] = boundsAt(source, i);
+      last.optional = least === 0;
+      if (most > 1 && group !== undefined) group.risky = true;
+      // An optional group (`(...)?`) is no repeat of its own: the repeats inside it stay in the row.
+      const optionalGroup = last.text === undefined && most === 1;
+      if (most > least && !optionalGroup) repeats.push({ matches: matcherOf(last.text, flags), start: last.start, end: end + 1, span: Math.min(most - least + 1, MAX_ID) });
       i = end;
+      last = undefined;
     } else {
-      [atomStart, atomIsGroup] = [i, false];
+      read(i, i + 1, char);
     }
   }
-  return chainOfThree(repeated, source, flags);
+  return tooManySplits(repeats, source, flags);
 }
 
-/** An unbounded repeat: its atom (undefined for a group, taken to match anything) and where it starts and ends in the source. */
-interface Repeat {
-  atom: string | undefined;
+/** An open group: does it hold something that makes repeating it ambiguous, where its body starts, its `|`s, its atoms. */
+interface Group {
+  risky: boolean;
+  start: number;
+  bars: number[];
+  atoms: Atom[];
+}
+
+/** One character's worth of pattern (`a`, `\d`, `[a-z]`, `.`), or a group (`text` undefined: anything). */
+interface Atom {
   start: number;
   end: number;
+  text: string | undefined;
+  optional: boolean;
+}
+
+/** A repeated atom: what it matches, where it stands in the source, and how many lengths it can take (at most MAX_ID). */
+interface Repeat {
+  matches: Matcher;
+  start: number;
+  end: number;
+  span: number;
+}
+
+type Matcher = (char: string) => boolean;
+
+/** Longer than any id the router lets through (maxIdLength 256), so a repeat's span never needs to be larger. */
+const MAX_ID = 257;
+
+/**
+ * The ways to split an id between linked repeats past which a failing match
+ * takes too long: three `.*` on 256 characters (17 million) took 25 ms, four
+ * seconds, and `(?:a|b)+[a-z0-9-]*[a-z]{2,5}` (264,000) 27 ms; two `.*`
+ * (66,000) take 0.1 ms.
+ */
+const MAX_SPLITS = 100_000;
+
+/** An optional atom that overlaps another atom of its group, or a group whose atoms are all optional. */
+function ambiguousOptional(atoms: Atom[], flags: string): boolean {
+  if (!atoms.some((atom) => atom.optional)) return false;
+  if (atoms.every((atom) => atom.optional)) return true;
+  const matchers = atoms.map((atom) => matcherOf(atom.text, flags));
+  return atoms.some((atom, i) => atom.optional && matchers.some((other, j) => i !== j && overlap(matchers[i] as Matcher, other)));
 }
 
 /** `'repeats'` for `*`, `+`, `{n,}` and `{n,m}` with m > 1; `'optional'` for `?` and `{0,1}`; else undefined. */
 function quantifierAt(source: string, index: number): 'repeats' | 'optional' | undefined {
   const char = source[index];
-  if (char === '*' || char === '+') return 'repeats';
-  if (char === '?') return 'optional';
-  if (char !== '{') return undefined;
-  const match = /^\{(\d+)(,(\d*))?\}/.exec(source.slice(index));
-  if (match === null) return undefined;
-  const most = match[2] === undefined ? Number(match[1]) : match[3] === '' ? Infinity : Number(match[3]);
-  return most > 1 ? 'repeats' : 'optional';
+  if (char !== '*' && char !== '+' && char !== '?' && !(char === '{' && QUANTIFIER.test(source.slice(index)))) return undefined;
+  return boundsAt(source, index)[1] > 1 ? 'repeats' : 'optional';
 }
 
-/** `*`, `+`, `{n,}`, or `{n,m}` with a wide range (at least 32 more): a repeat whose share of the id is not bounded by the pattern. */
-function unbounded(source: string, index: number): boolean {
-  const match = /^\{(\d+)(,(\d*))?\}/.exec(source.slice(index));
-  if (match === null) return true;
-  return match[2] !== undefined && (match[3] === '' || Number(match[3]) - Number(match[1]) >= 32);
+const QUANTIFIER = /^\{(\d+)(,(\d*))?\}/;
+
+/** The least and most repeats the quantifier at `index` allows (Infinity when unbounded). */
+function boundsAt(source: string, index: number): [number, number] {
+  const char = source[index];
+  if (char === '*') return [0, Infinity];
+  if (char === '+') return [1, Infinity];
+  if (char === '?') return [0, 1];
+  const match = QUANTIFIER.exec(source.slice(index)) as RegExpExecArray;
+  const least = Number(match[1]);
+  return [least, match[2] === undefined ? least : match[3] === '' ? Infinity : Number(match[3])];
 }
 
-/** The last index of the quantifier at `index`, with its lazy or possessive-looking `?` after it. */
+/** The last index of the quantifier at `index`, with its lazy `?` after it. */
 function quantifierEnd(source: string, index: number): number {
   let end = source[index] === '{' ? source.indexOf('}', index) : index;
   if (source[end + 1] === '?') end++;
   return end;
 }
 
+/** Just past the `]` closing the class that opens at `start`. */
+function classEnd(source: string, start: number): number {
+  for (let i = start + 1; i < source.length; i++) {
+    if (source[i] === '\\') i++;
+    else if (source[i] === ']') return i + 1;
+  }
+  return source.length;
+}
+
 /** Characters that stand for the rest when checking what an atom matches: ASCII, and a few beyond it. */
 const PROBES = [...Array.from({ length: 128 }, (_, code) => String.fromCharCode(code)), '\u00e9', '\u00a0', '\u2028', '\u4e2d', '\u{1f600}'];
 
+function overlap(a: Matcher, b: Matcher): boolean {
+  return PROBES.some((probe) => a(probe) && b(probe));
+}
+
 /**
- * True when three repeats follow one another, each able to give up text to
- * the next: it can match what stands between them, and the two share a
- * character (`.*-.*-.*`, `\d+\d+\d+`). A failing id then tries every way to
- * split itself between them. A repeat that cannot cross its separator
- * (`[^-]*-[^-]*-.*`, `[a-z]+-[0-9]+-[a-z]+`) ends the chain: its extent is
- * forced. What stands between is read conservatively: anything but plain
- * characters and group brackets counts as crossable, a `|` as a break.
+ * True when repeats follow one another, each able to give up text to the
+ * next, and the ways to split an id between them multiply past MAX_SPLITS:
+ * a failing id tries every one. A repeat gives up text to the next when it
+ * can match what stands between them and the two share a character
+ * (`.*-.*`); one that cannot cross its separator (`[^-]*-`, `[a-z]+-`,
+ * `\d+\.`) has a forced extent and ends the chain, as does a `|` between
+ * them. Repeats inside a repeated group count as that group.
  */
-function chainOfThree(repeats: Repeat[], source: string, flags: string): boolean {
-  const matchers = repeats.map((repeat) => matcherOf(repeat.atom, flags));
-  let chain = 1;
-  for (let i = 1; i < repeats.length; i++) {
-    const before = matchers[i - 1] as Matcher;
-    const gap = source.slice((repeats[i - 1] as Repeat).end, (repeats[i] as Repeat).start).replace(GROUP_SYNTAX, '');
-    const crossable = !gap.includes('|') && (/[\\[\].?*+{}^$]/.test(gap) || [...gap].every(before));
-    const linked = crossable && PROBES.some((probe) => before(probe) && (matchers[i] as Matcher)(probe));
-    chain = linked ? chain + 1 : 1;
-    if (chain >= 3) return true;
+function tooManySplits(repeats: Repeat[], source: string, flags: string): boolean {
+  const outer = repeats.sort((a, b) => a.start - b.start).filter((repeat, i, all) => !all.some((other, j) => j < i && other.end >= repeat.end));
+  let splits = 1;
+  for (let i = 0; i < outer.length; i++) {
+    const repeat = outer[i] as Repeat;
+    const before = outer[i - 1];
+    const linked = before !== undefined && overlap(before.matches, repeat.matches) && crossable(source.slice(before.end, repeat.start), before.matches, flags);
+    splits = linked ? splits * repeat.span : repeat.span;
+    if (splits > MAX_SPLITS) return true;
   }
   return false;
 }
 
-type Matcher = (char: string) => boolean;
-
-/** Group brackets between two repeats: they match nothing themselves. */
-const GROUP_SYNTAX = /\(\?(?::|<[A-Za-z_$][\w$]*>)|[()]/g;
+/**
+ * Whether a repeat matching `matches` can also match the text between it and
+ * the next repeat, `gap`: every part the gap requires, or, where the gap
+ * holds alternatives, any part. A `|` outside the gap's own groups means the
+ * two repeats are alternatives, not in a row.
+ */
+function crossable(gap: string, matches: Matcher, flags: string): boolean {
+  const parts: Array<{ text: string; required: boolean }> = [];
+  /** Where each open group's parts begin, and where the group just closed began: a quantifier after `)` applies to all of it. */
+  const opened: number[] = [];
+  let lastFrom = 0;
+  let depth = 0;
+  let alternatives = false;
+  for (let i = 0; i < gap.length; i++) {
+    const char = gap[i] as string;
+    if (char === '(') {
+      depth++;
+      opened.push(parts.length);
+      i += /^\?(?::|=|!|<=|<!|<[A-Za-z_$][\w$]*>)/.exec(gap.slice(i + 1))?.[0].length ?? 0;
+    } else if (char === ')') {
+      depth--;
+      lastFrom = opened.pop() ?? 0;
+    } else if (char === '|') {
+      if (depth <= 0) return false;
+      alternatives = true;
+    } else if (quantifierAt(gap, i) !== undefined) {
+      const from = gap[i - 1] === ')' ? lastFrom : parts.length - 1;
+      if (boundsAt(gap, i)[0] === 0) for (const part of parts.slice(from)) part.required = false;
+      i = quantifierEnd(gap, i);
+    } else {
+      const end = char === '\\' ? i + 2 : char === '[' ? classEnd(gap, i) : i + 1;
+      parts.push({ text: gap.slice(i, end), required: true });
+      i = end - 1;
+    }
+  }
+  const shared = (part: { text: string }): boolean => overlap(matches, matcherOf(part.text, flags));
+  return alternatives ? parts.some(shared) : parts.every((part) => !part.required || shared(part));
+}
 
 function matcherOf(atom: string | undefined, flags: string): Matcher {
   if (atom === undefined) return () => true;

@@ -95,6 +95,11 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
     // three unbounded repeats that share characters: n^3 steps and up on a failing id
     'org-.*-.*-.*-bot', '\\d+\\d+\\d+', 'a*a*a*a*b', 'user-[a-z0-9-]+-[a-z0-9-]+-[a-z0-9-]+-x', '.*x.*y.*',
     '[a-z]{1,100}[a-z]{1,100}[a-z]{1,100}', '(?:ab)+-.*-.*', '\\w+\\S+.+', '(.*)-(.*)-(.*)', '.*[-_].*[-_].*',
+    // separators as alternatives inside a group, and bounded repeats whose ranges multiply
+    '[\\w-]*(?:-|_)[\\w-]*(?:-|_)[\\w-]*(?:-|_)[\\w-]*', '.*(?:-|_).*(?:-|_).*', '.{0,31}-.{0,31}-.{0,31}-.{0,31}-.{0,31}-.{0,31}',
+    '.*(?:-x)?.*(?:-x)?.*', '(?:a?b?a)+',
+    // found by a bounded random search (up to 27 s on a 200-character id): repeats inside an optional group stay in the row
+    '\\S+?(?:(?:a|b)+?.+)?a(?:(?:(?:a|b)?[^-][-_]{0,31}a*[a-z0-9-][^-])?[^-]+-*[a-z0-9-])[-_]?[a-z]', '(?:a|b)+[a-z0-9-]*[a-z]{2,5}',
   ];
   for (const source of dangerous) assert.equal(canBacktrackBadly(source), true, source);
   const fine = [
@@ -105,6 +110,10 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
     '[a-z]{2,10}[a-z]{2,10}[a-z]{2,10}', 'a*?b+?', '\\d+-\\d+\\.[a-z]+',
     // a repeat that cannot cross its separator has a forced extent: the chain breaks there
     '[^-]*-[^-]*-.*', '[^-]*-[^-]*-[^-]*', '.*-[0-9]+-.*', 'foo-.*|bar-.*|baz-.*', '(?:[^/]+)/(?:[^/]+)/.*',
+    // dotted versions, separators in a class, slugs with an optional separator
+    'v\\d+\\.\\d+\\.\\d+', '[a-z0-9]+\\.[a-z0-9]+\\.[a-z0-9]+', '\\w+\\.\\w+\\.\\w+', '[a-z]+[-_][a-z]+[-_][a-z]+',
+    '[a-z0-9](?:-?[a-z0-9])*', '(?:_?[a-z0-9])+', 'tenant-[a-z]+\\.bot-[0-9]+',
+    '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '[^@]+@[^@]+\\.[a-z]+',
   ];
   for (const source of fine) assert.equal(canBacktrackBadly(source), false, source);
 });
