@@ -155,6 +155,9 @@ export class RemoteCall {
     this.#finished = true;
     this.#watchdog.stop();
     this.#callerSignal?.removeEventListener('abort', this.#onCallerAbort);
+    // Node's fetch keeps the signal it was given alive with its request; this listener would keep
+    // the call, its errored body and through it the socket and the request: a cycle never collected.
+    this.#controller.signal.removeEventListener('abort', this.#onAbort);
     if (!this.#holdsSlot) return;
     // Node's fetch puts the socket back in its pool a tick after the body
     // ends; a request let in sooner would open a new connection instead.
@@ -174,6 +177,8 @@ export class RemoteCall {
     try {
       await this.#settings.slots.acquire(signal);
       this.#holdsSlot = true;
+      // The remote's silence is counted from now: the wait for the slot was this transport's own.
+      this.#watchdog.touch();
       signal.throwIfAborted(); // aborted while the slot was being granted: send nothing
       // redirect: 'manual' hands a 3xx back instead of following it, so the
       // configured credentials can never be sent to another origin.
