@@ -39,7 +39,8 @@ export interface HTTPTransportOptions {
    * Requests in flight at once through this transport (a stream counts until
    * it ends); more wait for a free slot, within `timeout`. Node's fetch uses
    * one HTTP/1.1 connection per request in flight, so this also bounds the
-   * connections this transport opens.
+   * connections in use; a connection closed after an abort or a timeout may
+   * linger a moment while its replacement opens.
    * @defaultValue 256
    */
   maxConnections?: number | undefined;
