@@ -76,7 +76,7 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
       const quantifier = quantifierAt(source, i + 1);
       if (quantifier === 'repeats' && risky) return true;
       const parent = groups[groups.length - 1];
-      if (parent !== undefined && (quantifier !== undefined || risky)) parent.risky = true;
+      if (parent !== undefined && (quantifier === 'repeats' || risky)) parent.risky = true;
       // The group is one atom of its parent, taken to match anything.
       read(closed.start - 1, i + 1, undefined);
     } else if (quantifierAt(source, i) !== undefined && last !== undefined) {
