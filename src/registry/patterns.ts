@@ -86,7 +86,9 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
       if (most > 1 && group !== undefined) group.risky = true;
       // An optional group (`(...)?`) is no repeat of its own: the repeats inside it stay in the row.
       const optionalGroup = last.text === undefined && most === 1;
-      if (most > least && !optionalGroup) repeats.push({ matches: matcherOf(last.text, flags), start: last.start, end: end + 1, span: Math.min(most - least + 1, MAX_ID) });
+      if (most > least && !optionalGroup) {
+        repeats.push({ matches: matcherOf(last.text, flags), start: last.start, end: end + 1, span: Math.min(most - least + 1, MAX_ID), optional: least === 0 });
+      }
       i = end;
       last = undefined;
     } else {
@@ -112,12 +114,13 @@ interface Atom {
   optional: boolean;
 }
 
-/** A repeated atom: what it matches, where it stands in the source, and how many lengths it can take (at most MAX_ID). */
+/** A repeated atom: what it matches, where it stands in the source, how many lengths it can take (at most MAX_ID), whether none. */
 interface Repeat {
   matches: Matcher;
   start: number;
   end: number;
   span: number;
+  optional: boolean;
 }
 
 type Matcher = (char: string) => boolean;
@@ -191,16 +194,20 @@ function overlap(a: Matcher, b: Matcher): boolean {
  * can match what stands between them and the two share a character
  * (`.*-.*`); one that cannot cross its separator (`[^-]*-`, `[a-z]+-`,
  * `\d+\.`) has a forced extent and ends the chain, as does a `|` between
- * them. Repeats inside a repeated group count as that group.
+ * them. A repeat that may match nothing and does not link (`-?` in
+ * `\w+-?\w+`) is read as part of what stands between, not as a break.
+ * Repeats inside a repeated group count as that group.
  */
 function tooManySplits(repeats: Repeat[], source: string, flags: string): boolean {
   const outer = repeats.sort((a, b) => a.start - b.start).filter((repeat, i, all) => !all.some((other, j) => j < i && other.end >= repeat.end));
   let splits = 1;
-  for (let i = 0; i < outer.length; i++) {
-    const repeat = outer[i] as Repeat;
-    const before = outer[i - 1];
+  let before: Repeat | undefined;
+  for (const repeat of outer) {
     const linked = before !== undefined && overlap(before.matches, repeat.matches) && crossable(source.slice(before.end, repeat.start), before.matches, flags);
-    splits = linked ? splits * repeat.span : repeat.span;
+    if (linked) splits *= repeat.span;
+    else if (before !== undefined && repeat.optional) continue;
+    else splits = repeat.span;
+    before = repeat;
     if (splits > MAX_SPLITS) return true;
   }
   return false;
@@ -209,8 +216,12 @@ function tooManySplits(repeats: Repeat[], source: string, flags: string): boolea
 /**
  * Whether a repeat matching `matches` can also match the text between it and
  * the next repeat, `gap`: every part the gap requires, or, where the gap
- * holds alternatives, any part. A `|` outside the gap's own groups means the
- * two repeats are alternatives, not in a row.
+ * holds alternatives, any part (none at all: crossable). A `|` in the group
+ * holding the first repeat skips to that group's end, the path out of it; if
+ * the group does not end within the gap, the two repeats are alternatives,
+ * not in a row. A `|` in a group that opens in the gap drops the parts of
+ * that group read so far (the path may enter its last alternative). A
+ * backreference may match anything.
  */
 function crossable(gap: string, matches: Matcher, flags: string): boolean {
   const parts: Array<{ text: string; required: boolean }> = [];
@@ -229,8 +240,14 @@ function crossable(gap: string, matches: Matcher, flags: string): boolean {
       depth--;
       lastFrom = opened.pop() ?? 0;
     } else if (char === '|') {
-      if (depth <= 0) return false;
       alternatives = true;
+      if (depth > 0) {
+        parts.length = opened[opened.length - 1] ?? 0;
+        continue;
+      }
+      const close = groupEnd(gap, i);
+      if (close === undefined) return false;
+      i = close;
     } else if (quantifierAt(gap, i) !== undefined) {
       const from = gap[i - 1] === ')' ? lastFrom : parts.length - 1;
       if (boundsAt(gap, i)[0] === 0) for (const part of parts.slice(from)) part.required = false;
@@ -241,8 +258,22 @@ function crossable(gap: string, matches: Matcher, flags: string): boolean {
       i = end - 1;
     }
   }
-  const shared = (part: { text: string }): boolean => overlap(matches, matcherOf(part.text, flags));
+  const shared = (part: { text: string }): boolean => /^\\[1-9]/.test(part.text) || overlap(matches, matcherOf(part.text, flags));
+  if (parts.length === 0) return true;
   return alternatives ? parts.some(shared) : parts.every((part) => !part.required || shared(part));
+}
+
+/** The index of the `)` closing the group the text at `from` is in, or undefined if it does not close in `text`. */
+function groupEnd(text: string, from: number): number | undefined {
+  let depth = 0;
+  for (let i = from; i < text.length; i++) {
+    const char = text[i];
+    if (char === '\\') i++;
+    else if (char === '[') i = classEnd(text, i) - 1;
+    else if (char === '(') depth++;
+    else if (char === ')' && depth-- === 0) return i;
+  }
+  return undefined;
 }
 
 function matcherOf(atom: string | undefined, flags: string): Matcher {

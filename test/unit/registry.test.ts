@@ -100,6 +100,10 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
     '.*(?:-x)?.*(?:-x)?.*', '(?:a?b?a)+',
     // found by a bounded random search (up to 27 s on a 200-character id): repeats inside an optional group stay in the row
     '\\S+?(?:(?:a|b)+?.+)?a(?:(?:(?:a|b)?[^-][-_]{0,31}a*[a-z0-9-][^-])?[^-]+-*[a-z0-9-])[-_]?[a-z]', '(?:a|b)+[a-z0-9-]*[a-z]{2,5}',
+    // an optional separator is no separator (\w+-?\w+ is \w+\w+ on an id without dashes: 30 s through AgentServer)
+    '\\w+-?\\w+-?\\w+', '[a-z0-9]+[-_]?[a-z0-9]+[-_]?[a-z0-9]+', '[a-z]+\\.?[a-z]+\\.?[a-z]+',
+    // a backreference may match anything; a repeat inside one alternative is in a row with what follows the group
+    '(a)\\w*\\1\\w*\\1\\w*\\1\\w*', '..*?[a-z0-9_-]{0,31}(?:user[0-9a-f]?|[^/]*|agent@)(?:.{2,})[0-9]*agent',
   ];
   for (const source of dangerous) assert.equal(canBacktrackBadly(source), true, source);
   const fine = [
