@@ -64,7 +64,7 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
       groups.push({ risky: false, start: i + 1, bars: [], atoms: [] });
       last = undefined;
       // `(?:`, `(?<name>`, lookarounds: syntax, not atoms.
-      i += /^\?(?::|=|!|<=|<!|<[A-Za-z_$][\w$]*>)/.exec(source.slice(i + 1))?.[0].length ?? 0;
+      i += groupSyntaxLength(source, i + 1);
     } else if (char === '|') {
       group?.bars.push(i);
       last = undefined;
@@ -171,6 +171,11 @@ function quantifierEnd(source: string, index: number): number {
   return end;
 }
 
+/** The length of a group's `?:`, `?<name>` or lookaround mark at `index` (just past its `(`), 0 for a plain group. */
+function groupSyntaxLength(source: string, index: number): number {
+  return /^\?(?::|=|!|<=|<!|<[A-Za-z_$][\w$]*>)/.exec(source.slice(index))?.[0].length ?? 0;
+}
+
 /** Just past the `]` closing the class that opens at `start`. */
 function classEnd(source: string, start: number): number {
   for (let i = start + 1; i < source.length; i++) {
@@ -235,7 +240,7 @@ function crossable(gap: string, matches: Matcher, flags: string): boolean {
     if (char === '(') {
       depth++;
       opened.push(parts.length);
-      i += /^\?(?::|=|!|<=|<!|<[A-Za-z_$][\w$]*>)/.exec(gap.slice(i + 1))?.[0].length ?? 0;
+      i += groupSyntaxLength(gap, i + 1);
     } else if (char === ')') {
       depth--;
       lastFrom = opened.pop() ?? 0;
@@ -289,7 +294,7 @@ function matcherOf(atom: string | undefined, flags: string): Matcher {
 function alternatives(source: string, start: number, bars: number[], end: number): string[] {
   const body = source.slice(start, end);
   // A non-capturing or named group's `?:` / `?<name>` is not part of the first alternative.
-  const offset = /^\?(?::|<[A-Za-z_$][\w$]*>|=|!|<=|<!)/.exec(body)?.[0].length ?? 0;
+  const offset = groupSyntaxLength(body, 0);
   const cuts = [start + offset, ...bars.map((bar) => bar + 1)];
   return cuts.map((from, index) => source.slice(from, (bars[index] ?? end)));
 }
