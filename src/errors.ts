@@ -164,3 +164,15 @@ export class ModelProviderError extends UpstreamError {
     this.retryAfter = options.retryAfter;
   }
 }
+
+/**
+ * A bad value as an error message names it: a string quoted (its first 40
+ * characters), a number, boolean, null or undefined as itself, anything else
+ * by its kind (never a function's source or an object's contents).
+ */
+export function describeValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}

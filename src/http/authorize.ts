@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { AgentRouterError } from '../errors.ts';
+import { AgentRouterError, describeValue } from '../errors.ts';
 
 /**
  * What the hook is asked about: which agent, and which action. The generic
@@ -47,10 +47,5 @@ export async function authorizeRequest(
   if (verdict === true) return;
   if (verdict === false) throw new AgentRouterError(403, 'forbidden', 'Forbidden');
   // Fail closed: a hook that forgot to return, or returned something falsy but not false, must not let everyone in.
-  throw new TypeError(`authorize must return (or resolve) true to allow or false to refuse, got ${describe(verdict)}; e.g. return req.user?.isAdmin === true`);
-}
-
-function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
-  return value === null || typeof value !== 'object' ? String(value) : `an ${Array.isArray(value) ? 'array' : 'object'}`;
+  throw new TypeError(`authorize must return (or resolve) true to allow or false to refuse, got ${describeValue(verdict)}; e.g. return req.user?.isAdmin === true`);
 }

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { describeValue } from '../errors.ts';
 import type { AgentRouterOptions } from '../http/router.ts';
 
 /**
@@ -222,13 +223,7 @@ function check(value: unknown, kind: Kind, label: string): void {
     string: 'a non-empty string',
     origins: '"*" or a list of origins such as ["https://app.example.com"]',
   }[kind];
-  throw new TypeError(`${label} must be ${expected}, got ${describe(value)}`);
-}
-
-function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
-  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value);
-  return Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+  throw new TypeError(`${label} must be ${expected}, got ${describeValue(value)}`);
 }
 
 /** `idle_timeout` passed to the constructor: point at `idleTimeout`. */
