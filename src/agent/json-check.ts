@@ -25,7 +25,10 @@ function check(value: unknown, what: string, refuseToJSON: boolean): void {
   try {
     JSON.stringify(value, function (this: Record<string, unknown>, key, inner: unknown) {
       if (problem === undefined) problem = problemOf(inner, key);
-      if (problem === undefined && refuseToJSON && inner !== this[key] && hasToJSON(this[key])) problem = convertedBy(this[key], key);
+      if (problem === undefined && refuseToJSON) {
+        const original = this[key]; // before toJSON(), which JSON.stringify applied to give `inner`
+        if (inner !== original && hasToJSON(original)) problem = convertedBy(original, key);
+      }
       return problem === undefined ? inner : undefined;
     });
   } catch {
