@@ -30,38 +30,41 @@ export function compilePattern(pattern: string | RegExp, allowBacktracking: bool
 /**
  * True when matching can cost exponential or high polynomial time:
  * - a repeated group that can match the same text in more than one way: a
- *   repeat inside a repeated group (`(a+)+`, `(\d*x)*`, `(?:a{2,})+`), an
- *   optional part that overlaps another part of it, or a body that can be
- *   empty (`(?:a?a?)+`; not `(?:-?[a-z0-9])*`, whose `-` is no digit), or
- *   alternatives inside one that may overlap (`(a|a)*`, `(\w|\d)+`,
- *   `((a|ab)c)*`). Alternatives count as safe only when each is a plain
- *   literal and none is a prefix of another (`(foo|bar|baz)+`); anything
- *   else is refused, conservatively.
+ *   repeat inside a repeated group (`(a+)+`, `(\d*x?)*`, `(?:a{2,})+`) unless
+ *   the group marks where each pass ends (see {@link marksItsPasses}: the
+ *   slug `[a-z0-9]+(?:-[a-z0-9]+)*` is fine), an optional part that
+ *   overlaps another part of it, or a body that can be empty (`(?:a?a?)+`;
+ *   not `(?:-?[a-z0-9])*`, whose `-` is no digit), or alternatives inside one
+ *   that may overlap (`(a|a)*`, `(\w|\d)+`, `((a|ab)c)*`). Alternatives count
+ *   as safe only when each is a plain literal and none is a prefix of another
+ *   (`(foo|bar|baz)+`); anything else is refused, conservatively.
  * - repeats in a row, each able to give up text to the next, whose ways to
  *   split an id multiply past {@link MAX_SPLITS} (`.*-.*-.*`, `\d+\d+\d+`,
  *   `.{0,31}` six times); see {@link tooManySplits}.
  */
 export function canBacktrackBadly(source: string, flags = ''): boolean {
+  const reading: Reading = { flags: flags.replace(/[gy]/g, ''), probes: probesFor(source) };
   const groups: Group[] = [];
   const repeats: Repeat[] = [];
   /** The atom just read: a quantifier after it applies to it. */
   let last: Atom | undefined;
-  const read = (start: number, end: number, text: string | undefined): void => {
-    last = { start, end, text, optional: false };
+  const read = (start: number, end: number, text: string | undefined, matches = matcherOf(text, reading.flags)): void => {
+    last = { start, end, text, matches, optional: false, quantified: false };
     groups[groups.length - 1]?.atoms.push(last);
   };
   for (let i = 0; i < source.length; i++) {
     const char = source[i] as string;
     const group = groups[groups.length - 1];
     if (char === '\\') {
-      read(i, i + 2, source.slice(i, i + 2));
-      i++;
+      const end = escapeEnd(source, i);
+      read(i, end, source.slice(i, end));
+      i = end - 1;
     } else if (char === '[') {
       const end = classEnd(source, i);
       read(i, end, source.slice(i, end));
       i = end - 1;
     } else if (char === '(') {
-      groups.push({ risky: false, start: i + 1, bars: [], atoms: [] });
+      groups.push({ risky: false, repeats: false, lookaround: /^\?(?:=|!|<=|<!)/.test(source.slice(i + 1)), start: i + 1, bars: [], atoms: [] });
       last = undefined;
       // `(?:`, `(?<name>`, lookarounds: syntax, not atoms.
       i += groupSyntaxLength(source, i + 1);
@@ -71,23 +74,26 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
     } else if (char === ')') {
       const closed = groups.pop();
       if (closed === undefined) continue;
-      const risky = closed.risky || ambiguousOptional(closed.atoms, flags)
+      const risky = closed.risky || (closed.repeats && !marksItsPasses(closed, i, repeats, source, reading)) || ambiguousOptional(closed.atoms, reading)
         || (closed.bars.length > 0 && !distinctLiterals(alternatives(source, closed.start, closed.bars, i)));
       const quantifier = quantifierAt(source, i + 1);
       if (quantifier === 'repeats' && risky) return true;
       const parent = groups[groups.length - 1];
       if (parent !== undefined && (quantifier === 'repeats' || risky)) parent.risky = true;
-      // The group is one atom of its parent, taken to match anything.
-      read(closed.start - 1, i + 1, undefined);
+      if (parent !== undefined && closed.repeats) parent.repeats = true;
+      // The group is one atom of its parent, matching only what its atoms match. A lookaround or an
+      // empty group matches no character: taken to match anything, which errs on the safe side.
+      read(closed.start - 1, i + 1, undefined, closed.lookaround || closed.atoms.length === 0 ? ANYTHING : anyOf(closed.atoms.map((atom) => atom.matches)));
     } else if (quantifierAt(source, i) !== undefined && last !== undefined) {
       const end = quantifierEnd(source, i);
       const [least, most] = boundsAt(source, i);
       last.optional = least === 0;
-      if (most > 1 && group !== undefined) group.risky = true;
+      last.quantified = true;
+      if (most > 1 && group !== undefined) group.repeats = true;
       // An optional group (`(...)?`) is no repeat of its own: the repeats inside it stay in the row.
       const optionalGroup = last.text === undefined && most === 1;
       if (most > least && !optionalGroup) {
-        repeats.push({ matches: matcherOf(last.text, flags), start: last.start, end: end + 1, span: Math.min(most - least + 1, MAX_ID), optional: least === 0 });
+        repeats.push({ matches: last.matches, start: last.start, end: end + 1, span: Math.min(most - least + 1, MAX_ID), optional: least === 0 });
       }
       i = end;
       last = undefined;
@@ -95,23 +101,37 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
       read(i, i + 1, char);
     }
   }
-  return tooManySplits(repeats, source, flags);
+  return tooManySplits(repeats, source, reading);
 }
 
-/** An open group: does it hold something that makes repeating it ambiguous, where its body starts, its `|`s, its atoms. */
+/** The flags every atom is read with, and the characters that stand for all others when comparing atoms (see {@link probesFor}). */
+interface Reading {
+  flags: string;
+  probes: string[];
+}
+
+/** An open group: does it hold something that makes repeating it ambiguous, does it hold a repeat, is it a lookaround, where its body starts, its `|`s, its atoms. */
 interface Group {
   risky: boolean;
+  repeats: boolean;
+  lookaround: boolean;
   start: number;
   bars: number[];
   atoms: Atom[];
 }
 
-/** One character's worth of pattern (`a`, `\d`, `[a-z]`, `.`), or a group (`text` undefined: anything). */
+/**
+ * One character's worth of pattern (`a`, `\d`, `[a-z]`, `.`), or a group
+ * (`text` undefined): what any character it matches can be, whether it may
+ * match nothing, whether a quantifier follows it.
+ */
 interface Atom {
   start: number;
   end: number;
   text: string | undefined;
+  matches: Matcher;
   optional: boolean;
+  quantified: boolean;
 }
 
 /** A repeated atom: what it matches, where it stands in the source, how many lengths it can take (at most MAX_ID), whether none. */
@@ -137,11 +157,35 @@ const MAX_ID = 257;
 const MAX_SPLITS = 100_000;
 
 /** An optional atom that overlaps another atom of its group, or a group whose atoms are all optional. */
-function ambiguousOptional(atoms: Atom[], flags: string): boolean {
+function ambiguousOptional(atoms: Atom[], reading: Reading): boolean {
   if (!atoms.some((atom) => atom.optional)) return false;
   if (atoms.every((atom) => atom.optional)) return true;
-  const matchers = atoms.map((atom) => matcherOf(atom.text, flags));
-  return atoms.some((atom, i) => atom.optional && matchers.some((other, j) => i !== j && overlap(matchers[i] as Matcher, other)));
+  return atoms.some((atom) => atom.optional && atoms.some((other) => other !== atom && overlap(atom.matches, other.matches, reading)));
+}
+
+/**
+ * Whether a group that holds repeats marks where each pass through it ends,
+ * so that repeating it splits a text one way only: its body is plain atoms
+ * (no group, no `|`), it starts or ends with one unquantified atom that no
+ * other atom of it matches (the `-` of `(?:-[a-z0-9]+)*`, the `.` of
+ * `(?:[a-z]+\.)+`), and no two of its repeats can trade text. Each such
+ * mark in the text then starts (or ends) a pass, and what lies between two
+ * marks has one reading.
+ */
+function marksItsPasses(group: Group, close: number, repeats: Repeat[], source: string, reading: Reading): boolean {
+  const { atoms } = group;
+  if (group.bars.length > 0 || atoms.some((atom) => atom.text === undefined)) return false;
+  const isMark = (atom: Atom | undefined): boolean =>
+    atom !== undefined && !atom.quantified && atoms.every((other) => other === atom || !overlap(atom.matches, other.matches, reading));
+  if (!isMark(atoms[0]) && !isMark(atoms[atoms.length - 1])) return false;
+  const inside = repeats.filter((repeat) => repeat.start >= group.start && repeat.end <= close);
+  return !rowSteps(inside, source, reading).some((step) => step.linked);
+}
+
+const ANYTHING: Matcher = () => true;
+
+function anyOf(matchers: Matcher[]): Matcher {
+  return (char) => matchers.some((matches) => matches(char));
 }
 
 /** `'repeats'` for `*`, `+`, `{n,}` and `{n,m}` with m > 1; `'optional'` for `?` and `{0,1}`; else undefined. */
@@ -188,34 +232,59 @@ function classEnd(source: string, start: number): number {
 /** Characters that stand for the rest when checking what an atom matches: ASCII, and a few beyond it. */
 const PROBES = [...Array.from({ length: 128 }, (_, code) => String.fromCharCode(code)), '\u00e9', '\u00a0', '\u2028', '\u4e2d', '\u{1f600}'];
 
-function overlap(a: Matcher, b: Matcher): boolean {
-  return PROBES.some((probe) => a(probe) && b(probe));
+/**
+ * PROBES and every character the pattern names, written or escaped: two
+ * atoms that share a character beyond ASCII share one of these (a literal,
+ * or an end of one of their ranges), so `ā` is found inside `[ā-ő]`.
+ */
+function probesFor(source: string): string[] {
+  const named = [...source];
+  for (const match of source.matchAll(/\\(?:u\{([0-9a-fA-F]+)\}|u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2}))/g)) {
+    const code = Number.parseInt(match[1] ?? match[2] ?? match[3] ?? '', 16);
+    if (code <= 0x10ffff) named.push(String.fromCodePoint(code));
+  }
+  return [...new Set([...PROBES, ...named])];
+}
+
+function overlap(a: Matcher, b: Matcher, reading: Reading): boolean {
+  return reading.probes.some((probe) => a(probe) && b(probe));
 }
 
 /**
  * True when repeats follow one another, each able to give up text to the
  * next, and the ways to split an id between them multiply past MAX_SPLITS:
- * a failing id tries every one. A repeat gives up text to the next when it
- * can match what stands between them and the two share a character
- * (`.*-.*`); one that cannot cross its separator (`[^-]*-`, `[a-z]+-`,
- * `\d+\.`) has a forced extent and ends the chain, as does a `|` between
- * them. A repeat that may match nothing and does not link (`-?` in
- * `\w+-?\w+`) is read as part of what stands between, not as a break.
- * Repeats inside a repeated group count as that group.
+ * a failing id tries every one. Repeats inside a repeated group count as
+ * that group. See {@link rowSteps} for what links two repeats.
  */
-function tooManySplits(repeats: Repeat[], source: string, flags: string): boolean {
+function tooManySplits(repeats: Repeat[], source: string, reading: Reading): boolean {
   const outer = repeats.sort((a, b) => a.start - b.start).filter((repeat, i, all) => !all.some((other, j) => j < i && other.end >= repeat.end));
   let splits = 1;
-  let before: Repeat | undefined;
-  for (const repeat of outer) {
-    const linked = before !== undefined && overlap(before.matches, repeat.matches) && crossable(source.slice(before.end, repeat.start), before.matches, flags);
-    if (linked) splits *= repeat.span;
-    else if (before !== undefined && repeat.optional) continue;
-    else splits = repeat.span;
-    before = repeat;
+  for (const { repeat, linked } of rowSteps(outer, source, reading)) {
+    splits = linked ? splits * repeat.span : repeat.span;
     if (splits > MAX_SPLITS) return true;
   }
   return false;
+}
+
+/**
+ * Repeats in source order, each with whether it is linked to the one before:
+ * whether that one can give up text to it, by matching what stands between
+ * them and sharing a character with it (`.*-.*`). One that
+ * cannot cross its separator (`[^-]*-`, `[a-z]+-`, `\d+\.`) has a forced
+ * extent and ends the row, as does a `|` between them. A repeat that may
+ * match nothing and does not link (`-?` in `\w+-?\w+`) is read as part of
+ * what stands between, not as a break, and left out.
+ */
+function rowSteps(repeats: Repeat[], source: string, reading: Reading): Array<{ repeat: Repeat; linked: boolean }> {
+  const steps: Array<{ repeat: Repeat; linked: boolean }> = [];
+  let before: Repeat | undefined;
+  for (const repeat of repeats) {
+    const linked = before !== undefined && overlap(before.matches, repeat.matches, reading) && crossable(source.slice(before.end, repeat.start), before.matches, reading);
+    if (!linked && before !== undefined && repeat.optional) continue;
+    steps.push({ repeat, linked });
+    before = repeat;
+  }
+  return steps;
 }
 
 /**
@@ -226,9 +295,9 @@ function tooManySplits(repeats: Repeat[], source: string, flags: string): boolea
  * the group does not end within the gap, the two repeats are alternatives,
  * not in a row. A `|` in a group that opens in the gap drops the parts of
  * that group read so far (the path may enter its last alternative). A
- * backreference may match anything.
+ * backreference or an assertion (`\b`, `^`) may stand for anything.
  */
-function crossable(gap: string, matches: Matcher, flags: string): boolean {
+function crossable(gap: string, matches: Matcher, reading: Reading): boolean {
   const parts: Array<{ text: string; required: boolean }> = [];
   /** Where each open group's parts begin, and where the group just closed began: a quantifier after `)` applies to all of it. */
   const opened: number[] = [];
@@ -258,12 +327,12 @@ function crossable(gap: string, matches: Matcher, flags: string): boolean {
       if (boundsAt(gap, i)[0] === 0) for (const part of parts.slice(from)) part.required = false;
       i = quantifierEnd(gap, i);
     } else {
-      const end = char === '\\' ? i + 2 : char === '[' ? classEnd(gap, i) : i + 1;
+      const end = char === '\\' ? escapeEnd(gap, i) : char === '[' ? classEnd(gap, i) : i + 1;
       parts.push({ text: gap.slice(i, end), required: true });
       i = end - 1;
     }
   }
-  const shared = (part: { text: string }): boolean => /^\\[1-9]/.test(part.text) || overlap(matches, matcherOf(part.text, flags));
+  const shared = (part: { text: string }): boolean => overlap(matches, matcherOf(part.text, reading.flags), reading);
   if (parts.length === 0) return true;
   return alternatives ? parts.some(shared) : parts.every((part) => !part.required || shared(part));
 }
@@ -281,13 +350,27 @@ function groupEnd(text: string, from: number): number | undefined {
   return undefined;
 }
 
+/**
+ * Just past the escape at `index`: `\d`, and the longer `\u0041`,
+ * `\u{1F600}`, `\x41`, `\cJ`, `\p{L}` and `\k<name>`, each one atom.
+ */
+function escapeEnd(source: string, index: number): number {
+  const long = /^\\(?:u\{[0-9a-fA-F]+\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[A-Za-z]|[pP]\{[^}]*\}|k<[^>]*>)/.exec(source.slice(index));
+  return index + (long?.[0].length ?? 2);
+}
+
+/**
+ * What one atom matches, tested a character at a time. A backreference
+ * (`\1`, `\k<name>`) or an assertion (`\b`, `\B`, `^`, `$`) is taken to
+ * match anything: it stands for text of any kind, or for none.
+ */
 function matcherOf(atom: string | undefined, flags: string): Matcher {
-  if (atom === undefined) return () => true;
+  if (atom === undefined || /^(?:\\[1-9kbB]|\^|\$)/.test(atom)) return ANYTHING;
   try {
-    const regex = new RegExp(`^(?:${atom})$`, flags.replace(/[gy]/g, ''));
+    const regex = new RegExp(`^(?:${atom})$`, flags);
     return (char) => regex.test(char);
   } catch {
-    return () => true;
+    return ANYTHING;
   }
 }
 

@@ -80,21 +80,21 @@ test('a pattern that does not compile throws at register, naming it', () => {
 test('nested quantifiers are refused unless the caller opts out', () => {
   const registry = new AgentRegistry();
   assert.throws(() => registry.register('(a+)+', Worker), /backtrack catastrophically/);
-  assert.throws(() => registry.register(/(x*y)*z/, Worker), /allowBacktracking/);
+  assert.throws(() => registry.register(/(x*y?)*z/, Worker), /allowBacktracking/);
   registry.register('(a+)+', Worker, { allowBacktracking: true });
   assert.equal(registry.resolve('aaa'), Worker);
 });
 
 test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone', () => {
   const dangerous = [
-    '(a+)+', '(\\d*x)*', '(?:a{2,})+', '((ab)+c)*', '(a|b+){2,5}',
+    '(a+)+', '(\\d*x?)*', '(?:a{2,})+', '((ab)+c)*', '(a|b+){2,5}',
     // alternatives under a quantifier that can match the same text more than one way
     '(a|a)*', '(a|ab)*', '(\\w|\\d)+', '((a|a)b)*', '(?:x|X)+', '(?<n>a|ab)+', '(.|a)*',
     // an optional part inside a repeated group: each repeat may match nothing, or the same text two ways
     '(?:a?a?)+', 'x-(?:a?a?)+', 'user-(?:[a-z0-9]?[a-z0-9]?)+', '(?:a{0,1}b?)*',
     // three unbounded repeats that share characters: n^3 steps and up on a failing id
     'org-.*-.*-.*-bot', '\\d+\\d+\\d+', 'a*a*a*a*b', 'user-[a-z0-9-]+-[a-z0-9-]+-[a-z0-9-]+-x', '.*x.*y.*',
-    '[a-z]{1,100}[a-z]{1,100}[a-z]{1,100}', '(?:ab)+-.*-.*', '\\w+\\S+.+', '(.*)-(.*)-(.*)', '.*[-_].*[-_].*',
+    '[a-z]{1,100}[a-z]{1,100}[a-z]{1,100}', '(?:.b)+-.*-.*', '\\w+\\S+.+', '(.*)-(.*)-(.*)', '.*[-_].*[-_].*',
     // separators as alternatives inside a group, and bounded repeats whose ranges multiply
     '[\\w-]*(?:-|_)[\\w-]*(?:-|_)[\\w-]*(?:-|_)[\\w-]*', '.*(?:-|_).*(?:-|_).*', '.{0,31}-.{0,31}-.{0,31}-.{0,31}-.{0,31}-.{0,31}',
     '.*(?:-x)?.*(?:-x)?.*', '(?:a?b?a)+',
@@ -104,6 +104,13 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
     '\\w+-?\\w+-?\\w+', '[a-z0-9]+[-_]?[a-z0-9]+[-_]?[a-z0-9]+', '[a-z]+\\.?[a-z]+\\.?[a-z]+',
     // a backreference may match anything; a repeat inside one alternative is in a row with what follows the group
     '(a)\\w*\\1\\w*\\1\\w*\\1\\w*', '..*?[a-z0-9_-]{0,31}(?:user[0-9a-f]?|[^/]*|agent@)(?:.{2,})[0-9]*agent',
+    '(?<x>a)[a-z]+\\k<x>[a-z]+\\k<x>[a-z]+\\k<x>[a-z]+!',
+    // a repeated group whose passes are not marked off: its mark in the middle, or two repeats in it that trade text (79 s at 111 characters)
+    '(?:[a-z]+-[a-z]+)*', '(?:-[a-z]+[a-z]+)*', '(?:-[a-z]*_?[a-z]*)+x', '(?:-[a-z]+-)*', '(?:-(?:[a-z]+))*',
+    // marked groups still trade passes with their neighbours: four slugs in a row took 287 ms at 256 characters, five 7 s
+    '[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]+(?:-[a-z0-9]+)*',
+    // characters beyond ASCII are compared too (the first took 1 s on 256 characters, its ā being one of [ā-ő])
+    '[ā-ő]+ā[ā-ő]+ā[ā-ő]+ā[ā-ő]+!', '(?:ā[ā-ő]+)+x',
   ];
   for (const source of dangerous) assert.equal(canBacktrackBadly(source), true, source);
   const fine = [
@@ -118,8 +125,17 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
     'v\\d+\\.\\d+\\.\\d+', '[a-z0-9]+\\.[a-z0-9]+\\.[a-z0-9]+', '\\w+\\.\\w+\\.\\w+', '[a-z]+[-_][a-z]+[-_][a-z]+',
     '[a-z0-9](?:-?[a-z0-9])*', '(?:_?[a-z0-9])+', 'tenant-[a-z]+\\.bot-[0-9]+',
     '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}', '[^@]+@[^@]+\\.[a-z]+',
+    // a repeated group that starts or ends each pass with a character nothing else in it matches: slugs, dotted names
+    '[a-z0-9]+(?:-[a-z0-9]+)*', 'user-[a-z0-9]+(?:-[a-z0-9]+)*', '\\w+(?:\\.\\w+)*', 'v\\d+(?:\\.\\d+)*', '(?:[a-z0-9]+-)*[a-z0-9]+',
+    '[a-z]+(?:[-_][a-z0-9]+)*', '[a-z0-9]+(?:-[a-z0-9]+)*@[a-z]+(?:\\.[a-z]+)+', '(\\d*x)*', '(x*y)*z', '(?:-[a-z]+_?[0-9]*)+',
+    // a repeated group matches only what its parts match: (?:ab)+ cannot give up text across the -
+    '(?:ab)+-.*-.*',
   ];
   for (const source of fine) assert.equal(canBacktrackBadly(source), false, source);
+  // Escapes are read whole: \u0101 is one character, \p{L} one class.
+  assert.equal(canBacktrackBadly('[\\u0101-\\u0151]+\\u0101[\\u0101-\\u0151]+\\u0101[\\u0101-\\u0151]+\\u0101[\\u0101-\\u0151]+!', 'u'), true);
+  assert.equal(canBacktrackBadly('\\p{L}+\\p{Lu}\\p{L}+\\p{Lu}\\p{L}+\\p{Lu}\\p{L}+!', 'u'), true);
+  assert.equal(canBacktrackBadly('\\p{Lu}\\p{Ll}+(?:-\\p{Ll}+)*', 'u'), false);
 });
 
 test('register refuses targets that are neither a class nor a transport', () => {
