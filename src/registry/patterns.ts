@@ -56,7 +56,7 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
     const char = source[i] as string;
     const group = groups[groups.length - 1];
     if (char === '\\') {
-      const end = escapeEnd(source, i);
+      const end = escapeEnd(source, i, reading.flags);
       read(i, end, source.slice(i, end));
       i = end - 1;
     } else if (char === '[') {
@@ -269,11 +269,11 @@ function tooManySplits(repeats: Repeat[], source: string, reading: Reading): boo
 /**
  * Repeats in source order, each with whether it is linked to the one before:
  * whether that one can give up text to it, by matching what stands between
- * them and sharing a character with it (`.*-.*`). One that
- * cannot cross its separator (`[^-]*-`, `[a-z]+-`, `\d+\.`) has a forced
- * extent and ends the row, as does a `|` between them. A repeat that may
- * match nothing and does not link (`-?` in `\w+-?\w+`) is read as part of
- * what stands between, not as a break, and left out.
+ * them and sharing a character with it (`.*-.*`). One that cannot cross its
+ * separator (`[^-]*-`, `[a-z]+-`, `\d+\.`) has a forced extent and ends the
+ * row, as does a `|` between them. A repeat that may match nothing and does
+ * not link (`-?` in `\w+-?\w+`) is read as part of what stands between, not
+ * as a break, and left out.
  */
 function rowSteps(repeats: Repeat[], source: string, reading: Reading): Array<{ repeat: Repeat; linked: boolean }> {
   const steps: Array<{ repeat: Repeat; linked: boolean }> = [];
@@ -327,7 +327,7 @@ function crossable(gap: string, matches: Matcher, reading: Reading): boolean {
       if (boundsAt(gap, i)[0] === 0) for (const part of parts.slice(from)) part.required = false;
       i = quantifierEnd(gap, i);
     } else {
-      const end = char === '\\' ? escapeEnd(gap, i) : char === '[' ? classEnd(gap, i) : i + 1;
+      const end = char === '\\' ? escapeEnd(gap, i, reading.flags) : char === '[' ? classEnd(gap, i) : i + 1;
       parts.push({ text: gap.slice(i, end), required: true });
       i = end - 1;
     }
@@ -351,13 +351,18 @@ function groupEnd(text: string, from: number): number | undefined {
 }
 
 /**
- * Just past the escape at `index`: `\d`, and the longer `\u0041`,
- * `\u{1F600}`, `\x41`, `\cJ`, `\p{L}` and `\k<name>`, each one atom.
+ * Just past the escape at `index`: `\d`, and the longer `\u0041`, `\x41`,
+ * `\cJ` and `\k<name>`, each one atom, as are `\u{1F600}` and `\p{L}` with
+ * the `u` or `v` flag (without, `\u{2}` is `u` twice, which the quantifier
+ * reading gets right).
  */
-function escapeEnd(source: string, index: number): number {
-  const long = /^\\(?:u\{[0-9a-fA-F]+\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[A-Za-z]|[pP]\{[^}]*\}|k<[^>]*>)/.exec(source.slice(index));
-  return index + (long?.[0].length ?? 2);
+function escapeEnd(source: string, index: number, flags: string): number {
+  const escape = /[uv]/.test(flags) ? UNICODE_ESCAPE : ESCAPE;
+  return index + (escape.exec(source.slice(index))?.[0].length ?? 2);
 }
+
+const ESCAPE = /^\\(?:u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[A-Za-z]|k<[^>]*>)/;
+const UNICODE_ESCAPE = /^\\(?:u\{[0-9a-fA-F]+\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[A-Za-z]|[pP]\{[^}]*\}|k<[^>]*>)/;
 
 /**
  * What one atom matches, tested a character at a time. A backreference

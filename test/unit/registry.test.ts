@@ -136,6 +136,8 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
   assert.equal(canBacktrackBadly('[\\u0101-\\u0151]+\\u0101[\\u0101-\\u0151]+\\u0101[\\u0101-\\u0151]+\\u0101[\\u0101-\\u0151]+!', 'u'), true);
   assert.equal(canBacktrackBadly('\\p{L}+\\p{Lu}\\p{L}+\\p{Lu}\\p{L}+\\p{Lu}\\p{L}+!', 'u'), true);
   assert.equal(canBacktrackBadly('\\p{Lu}\\p{Ll}+(?:-\\p{Ll}+)*', 'u'), false);
+  // Without the u flag, \p{L} is the letters p{L}, and .+ can cross them.
+  assert.equal(canBacktrackBadly('.+\\p{L}.+\\p{L}.+\\p{L}.+!'), true);
 });
 
 test('register refuses targets that are neither a class nor a transport', () => {
