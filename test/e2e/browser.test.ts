@@ -221,7 +221,7 @@ test('the page aborts a stream: the turn\'s signal aborts, the history keeps no 
   assert.deepEqual(logged, []);
 });
 
-test('AgentServer: its cors option reaches the browser, and a 429 reaches the page as readable JSON', async (t) => {
+test('AgentServer: its cors option reaches the browser, and a 429 shows the page its JSON and Retry-After', async (t) => {
   const slot = deferred();
   const server = new AgentServer(registry, { cors: { origins: [pageA.url] }, maxAgents: 1, logger });
   await server.serve(0);
@@ -247,6 +247,7 @@ test('AgentServer: its cors option reaches the browser, and a 429 reaches the pa
   const busy = ok(await chat(page, `${base}/chat-8/chat`, 'any room?'));
   assert.equal(busy.status, 429);
   assert.equal(JSON.parse(busy.text).code, 'too_many_agents');
+  assert.equal(busy.headers['retry-after'], '1', 'the page can read how long to wait (CORS exposes Retry-After)');
 
   slot.resolve();
   while (!(await within(reader.read(), 'the held stream to end')).done);
