@@ -25,13 +25,17 @@ export function checkCors(cors: CorsOptions, where: string): void {
   }
 }
 
-/** Adds `Origin` to the `Vary` header, keeping what a host set there (`Accept-Language`, say). */
-function varyOnOrigin(res: ServerResponse): void {
-  const current = res.getHeader('Vary');
-  if (current === undefined) return void res.setHeader('Vary', 'Origin');
+/**
+ * Adds `value` to a list header (`Vary`, `Access-Control-Expose-Headers`),
+ * keeping what a host set there (`Accept-Language`, `X-Request-Id`, say);
+ * nothing when the list already holds one of `covered`.
+ */
+function addToList(res: ServerResponse, header: string, value: string, covered: readonly string[]): void {
+  const current = res.getHeader(header);
+  if (current === undefined) return void res.setHeader(header, value);
   const list = Array.isArray(current) ? current.join(', ') : String(current);
-  if (list.split(',').some((name) => ['origin', '*'].includes(name.trim().toLowerCase()))) return;
-  res.setHeader('Vary', `${list}, Origin`);
+  if (list.split(',').some((name) => covered.includes(name.trim().toLowerCase()))) return;
+  res.setHeader(header, `${list}, ${value}`);
 }
 
 function allowed(cors: CorsOptions, origin: string): boolean {
@@ -42,18 +46,24 @@ function allowed(cors: CorsOptions, origin: string): boolean {
 
 /**
  * Sets the CORS response headers for an allowed origin (echoed, with
- * `Vary: Origin`, so caches keep answers per origin apart). Returns true when
- * the request was a preflight, which it has then answered.
+ * `Vary: Origin`, so caches keep answers per origin apart, and `Retry-After`
+ * exposed to the page). Returns true when the request was a preflight, which
+ * it has then answered.
  */
 export function applyCors(cors: CorsOptions, req: IncomingMessage, res: ServerResponse, method: string): boolean {
   const origin = req.headers.origin;
-  varyOnOrigin(res);
+  addToList(res, 'Vary', 'Origin', ['origin', '*']);
   const ok = origin !== undefined && allowed(cors, origin);
   if (ok) {
     res.setHeader('Access-Control-Allow-Origin', origin);
     if (cors.credentials === true) res.setHeader('Access-Control-Allow-Credentials', 'true');
   }
-  if (req.method !== 'OPTIONS' || req.headers['access-control-request-method'] === undefined) return false;
+  if (req.method !== 'OPTIONS' || req.headers['access-control-request-method'] === undefined) {
+    // Retry-After (on 429 and 503) is not a CORS-safelisted response header: without this, a page
+    // sees the status but not how long to wait (Chromium's res.headers.get('retry-after') is null).
+    if (ok) addToList(res, 'Access-Control-Expose-Headers', 'Retry-After', ['retry-after']);
+    return false;
+  }
   if (ok) {
     res.setHeader('Access-Control-Allow-Methods', `${method}, OPTIONS`);
     res.setHeader('Access-Control-Allow-Headers', cors.allowHeaders?.join(', ') ?? DEFAULT_HEADERS);

@@ -120,6 +120,24 @@ test('CORS adds Origin to a Vary header the host set, and keeps the host\'s', as
   await res.body?.cancel();
 });
 
+test('CORS exposes Retry-After to an allowed page (not safelisted), after what the host exposes; preflights and refused origins get none', async (t) => {
+  const router = new AgentRouter(new AgentRegistry(), { cors: { origins: ['https://app.example'] } });
+  const { url, close } = await listen((req, res) => {
+    if (req.url?.startsWith('/host/') === true) res.setHeader('Access-Control-Expose-Headers', 'X-Request-Id');
+    router.toRequestListener()(req, res);
+  });
+  t.after(close);
+  const expose = async (path: string, init: RequestInit): Promise<string | null> => {
+    const res = await fetch(`${url}${path}`, init);
+    await res.body?.cancel();
+    return res.headers.get('access-control-expose-headers');
+  };
+  assert.equal(await expose('/a/state', { headers: { origin: 'https://app.example' } }), 'Retry-After');
+  assert.equal(await expose('/host/state', { headers: { origin: 'https://app.example' } }), 'X-Request-Id, Retry-After');
+  assert.equal(await expose('/a/state', { headers: { origin: 'https://evil.example' } }), null);
+  assert.equal(await expose('/a/chat', { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' } }), null);
+});
+
 test('a CORS origin predicate that throws answers 500 JSON, and the server keeps serving', async (t) => {
   const { url } = await serve(t, {
     cors: {
