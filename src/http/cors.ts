@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 export interface CorsOptions {
   /** Allowed origins: a list (`https://app.example.com`), `'*'` for any, or a predicate. */
   origins: readonly string[] | '*' | ((origin: string) => boolean);
-  /** Request headers a browser may send. @defaultValue content-type, authorization, accept, last-event-id */
+  /** Request headers a browser may send. @defaultValue content-type, authorization, accept, last-event-id, x-request-id */
   allowHeaders?: readonly string[] | undefined;
   /** Let browsers send cookies and HTTP auth (the origin is echoed, never `*`). @defaultValue false */
   credentials?: boolean | undefined;
@@ -12,7 +12,8 @@ export interface CorsOptions {
   maxAge?: number | undefined;
 }
 
-const DEFAULT_HEADERS = 'content-type, authorization, accept, last-event-id';
+/** What a chat page sends: its JSON, a token, the stream's Accept, and the request id a remote hop carries on (see payload.ts). */
+const DEFAULT_HEADERS = 'content-type, authorization, accept, last-event-id, x-request-id';
 
 /**
  * Refuses `origins: '*'` with `credentials: true`. Browsers refuse a literal
