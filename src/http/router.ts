@@ -5,6 +5,7 @@ import { AgentRouterError, httpErrors, statusOf } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';
 import { AgentPool, type AgentPoolOptions } from '../server/pool.ts';
 import { isTransport, type AgentTransport } from '../transports/transport.ts';
+import { checkOptions, type OptionKind } from '../options.ts';
 import type { JsonObject } from '../types.ts';
 import { authorizeRequest, type Authorize } from './authorize.ts';
 import { checkParsed, JsonText, readJsonBody } from './body.ts';
@@ -48,6 +49,28 @@ export interface AgentRouterOptions extends AgentPoolOptions {
   /** Share an existing pool (AgentServer does); otherwise the router makes its own from these options. */
   pool?: AgentPool | undefined;
 }
+
+/** Every router option, and how it is checked (typed so a new option cannot be forgotten here). @internal */
+export const ROUTER_OPTION_KINDS: { readonly [K in keyof Required<AgentRouterOptions>]: OptionKind } = {
+  prefix: 'path',
+  tags: 'object',
+  responses: 'object',
+  openapi: 'boolean',
+  bodyLimit: 'count',
+  maxIdLength: 'count',
+  pingInterval: 'seconds',
+  turnTimeout: 'seconds',
+  authorize: 'function',
+  cors: 'object',
+  maxStreams: 'count',
+  logger: 'object',
+  pool: 'object',
+  idleTimeout: 'idleSeconds',
+  maxAgents: 'positiveCount',
+  onCreate: 'function',
+  onEvict: 'function',
+  now: 'function',
+};
 
 /** What an adapter or a server may tell `handle` about a request. */
 export interface RequestHint {
@@ -167,6 +190,7 @@ export class AgentRouter {
     if (target instanceof AgentRegistry) this.#registry = target;
     else if (target instanceof Agent) this.#agent = target;
     else throw new TypeError('AgentRouter: the first argument must be an Agent or an AgentRegistry');
+    checkOptions(options, ROUTER_OPTION_KINDS, 'AgentRouter');
     if (options.cors !== undefined) checkCors(options.cors, 'AgentRouter');
     this.options = options;
     this.prefix = normalizePrefix(options.prefix);

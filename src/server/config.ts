@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
-import { describeValue } from '../errors.ts';
-import type { AgentRouterOptions } from '../http/router.ts';
+import { ROUTER_OPTION_KINDS, type AgentRouterOptions } from '../http/router.ts';
+import { checkOption, checkOptions, nearest, type OptionKind } from '../options.ts';
 
 /**
  * Options of an {@link AgentServer}. Durations are seconds, as everywhere in
@@ -59,35 +59,17 @@ export interface FileConfig {
   storage?: string | undefined;
 }
 
-/** Node timers overflow above 2^31 - 1 ms (and then fire at once), so no duration may exceed it. */
-const MAX_TIMER = 2_147_483;
+const { prefix: _prefix, pool: _pool, ...SHARED_KINDS } = ROUTER_OPTION_KINDS;
 
-type Kind = 'seconds' | 'idleSeconds' | 'positiveSeconds' | 'count' | 'positiveCount' | 'boolean' | 'function' | 'object' | 'string' | 'port' | 'origins';
-
-/** Every option the server takes, and how it is checked (typed so a new router option cannot be forgotten here). */
-const OPTIONS: { readonly [K in keyof Required<AgentServerConfig>]: Kind } = {
-  idleTimeout: 'idleSeconds',
-  maxAgents: 'positiveCount',
+/** Every option the server takes, and how it is checked (typed so a new option cannot be forgotten here). */
+const OPTIONS: { readonly [K in keyof Required<AgentServerConfig>]: OptionKind } = {
+  ...SHARED_KINDS,
   enableListAgents: 'boolean',
   shutdownTimeout: 'seconds',
   drainDelay: 'seconds',
   keepAliveTimeout: 'positiveSeconds',
   headersTimeout: 'positiveSeconds',
   requestTimeout: 'seconds',
-  bodyLimit: 'count',
-  maxIdLength: 'count',
-  pingInterval: 'seconds',
-  turnTimeout: 'seconds',
-  maxStreams: 'count',
-  openapi: 'boolean',
-  cors: 'object',
-  tags: 'object',
-  responses: 'object',
-  authorize: 'function',
-  logger: 'object',
-  onCreate: 'function',
-  onEvict: 'function',
-  now: 'function',
 };
 
 /** The snake_case names of a config file (the spec's names) and the option each sets. */
@@ -107,7 +89,7 @@ const FILE_KEYS: Record<string, string> = {
   max_streams: 'maxStreams',
   openapi: 'openapi',
 };
-const FILE_EXTRA: Record<string, Kind> = { port: 'port', host: 'string', data_dir: 'string', storage: 'string', cors_origins: 'origins' };
+const FILE_EXTRA: Record<string, OptionKind> = { port: 'port', host: 'string', data_dir: 'string', storage: 'string', cors_origins: 'origins' };
 
 /**
  * Checks an AgentServer config and fills in the defaults. A wrong type or an
@@ -118,12 +100,7 @@ export function resolveServerConfig(config: AgentServerConfig, where = 'AgentSer
   if (typeof config !== 'object' || config === null || Array.isArray(config)) {
     throw new TypeError(`${where}: config must be an object, e.g. { idleTimeout: 300, maxAgents: 10000 }`);
   }
-  const values = config as Record<string, unknown>;
-  for (const key of Object.keys(values)) {
-    const kind = (OPTIONS as Record<string, Kind>)[key];
-    if (kind === undefined) throw new TypeError(`${where}: unknown option ${JSON.stringify(key)}${suggest(key)}`);
-    if (values[key] !== undefined) check(values[key], kind, `${where}: ${name(key)}`);
-  }
+  checkOptions(config, OPTIONS, where, name, suggest);
   const keepAliveTimeout = config.keepAliveTimeout ?? 65;
   const headersTimeout = config.headersTimeout ?? keepAliveTimeout + 1;
   const requestTimeout = config.requestTimeout ?? Math.max(120, headersTimeout);
@@ -179,7 +156,7 @@ export function parseFileConfig(data: unknown, where: string): FileConfig {
     const extra = FILE_EXTRA[key];
     if (option !== undefined) server[option] = value;
     else if (extra !== undefined) {
-      check(value, extra, `${where}: ${key}`);
+      checkOption(value, extra, `${where}: ${key}`);
       if (key === 'port') result.port = value as number;
       else if (key === 'host') result.host = value as string;
       else if (key === 'data_dir') result.dataDir = value as string;
@@ -195,40 +172,9 @@ export function parseFileConfig(data: unknown, where: string): FileConfig {
   return result;
 }
 
-function check(value: unknown, kind: Kind, label: string): void {
-  const ok = {
-    seconds: () => typeof value === 'number' && value >= 0 && value <= MAX_TIMER,
-    idleSeconds: () => typeof value === 'number' && value >= 0 && (value <= MAX_TIMER || value === Infinity),
-    positiveSeconds: () => typeof value === 'number' && value > 0 && value <= MAX_TIMER,
-    count: () => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0,
-    positiveCount: () => typeof value === 'number' && Number.isSafeInteger(value) && value >= 1,
-    port: () => typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 65535,
-    boolean: () => typeof value === 'boolean',
-    function: () => typeof value === 'function',
-    object: () => typeof value === 'object' && value !== null,
-    string: () => typeof value === 'string' && value !== '',
-    origins: () => value === '*' || (Array.isArray(value) && value.every((origin) => typeof origin === 'string')),
-  }[kind]();
-  if (ok) return;
-  const expected = {
-    seconds: `a number of seconds from 0 to ${MAX_TIMER}`,
-    idleSeconds: `a number of seconds from 0 to ${MAX_TIMER} (0: never drop)`,
-    positiveSeconds: `a number of seconds above 0, at most ${MAX_TIMER}`,
-    count: 'a whole number >= 0',
-    positiveCount: 'a whole number >= 1',
-    port: 'a port number from 0 to 65535',
-    boolean: 'true or false',
-    function: 'a function',
-    object: 'an object',
-    string: 'a non-empty string',
-    origins: '"*" or a list of origins such as ["https://app.example.com"]',
-  }[kind];
-  throw new TypeError(`${label} must be ${expected}, got ${describeValue(value)}`);
-}
-
 /** `idle_timeout` passed to the constructor: point at `idleTimeout`. */
 function suggest(key: string): string {
   const camel = FILE_KEYS[key];
   if (camel !== undefined) return `; did you mean ${camel}? (snake_case names are for config files)`;
-  return `; known options: ${Object.keys(OPTIONS).join(', ')}`;
+  return nearest(key, Object.keys(OPTIONS));
 }

@@ -5,6 +5,10 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { parseFileConfig, readConfigFile, resolveServerConfig } from '../../src/server/config.ts';
 import { AgentPool } from '../../src/server/pool.ts';
+import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouter } from '../../src/http/router.ts';
+import { echoModel } from '../../src/models/echo.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
 
 test('defaults: 300 s idle, 10000 agents, no /agents, 10 s drain, load-balancer-safe socket timeouts', () => {
   assert.deepEqual(resolveServerConfig({}), {
@@ -44,7 +48,30 @@ test('a bad value is a TypeError naming the option and what it must be', () => {
 
 test('an unknown option is refused; a snake_case one points at its camelCase name', () => {
   assert.throws(() => resolveServerConfig({ idle_timeout: 5 } as object), { message: /unknown option "idle_timeout"; did you mean idleTimeout\?/ });
-  assert.throws(() => resolveServerConfig({ prefix: '/x' } as object), { message: /unknown option "prefix"; known options: idleTimeout/ });
+  assert.throws(() => resolveServerConfig({ prefix: '/x' } as object), { message: /unknown option "prefix"; known options: .*idleTimeout/ });
+  assert.throws(() => resolveServerConfig({ authorise: () => true } as object), { message: /unknown option "authorise"; did you mean authorize\?/ });
+});
+
+test('AgentRouter checks its options as AgentServer does: a typo or a wrong type must not leave it open or unbounded', () => {
+  const registry = new AgentRegistry();
+  const bot = new Agent('bot', { model: echoModel() });
+  // Both were accepted: the limit was then gone (a 3 MB body answered 200), and the router had no auth.
+  assert.throws(() => new AgentRouter(registry, { bodyLimit: '1mb' } as never), { name: 'TypeError', message: /AgentRouter: bodyLimit must be a whole number >= 0, got "1mb"/ });
+  assert.throws(() => new AgentRouter(registry, { authorise: () => false } as never), { message: /AgentRouter: unknown option "authorise"; did you mean authorize\?/ });
+  assert.throws(() => new AgentRouter(bot, { body_limit: 10 } as never), { message: /unknown option "body_limit"; did you mean bodyLimit\?/ });
+  assert.throws(() => new AgentRouter(registry, { bodyLimit: Number.NaN }), { message: /bodyLimit must be a whole number >= 0, got NaN/ });
+  assert.throws(() => new AgentRouter(registry, { maxIdLength: -1 }), { message: /maxIdLength must be a whole number >= 0, got -1/ });
+  assert.throws(() => new AgentRouter(registry, { pingInterval: 'x' } as never), { message: /pingInterval must be a number of seconds/ });
+  assert.throws(() => new AgentRouter(registry, { authorize: true } as never), { message: /authorize must be a function/ });
+  assert.throws(() => new AgentRouter(registry, { prefix: 5 } as never), { message: /prefix must be a string such as "\/agents"/ });
+  assert.throws(() => new AgentRouter(registry, 'x' as never), { message: /AgentRouter: options must be an object, got "x"/ });
+  // Every documented option, and undefined for any of them, is taken.
+  const router = new AgentRouter(registry, {
+    prefix: '', tags: ['agents'], responses: {}, openapi: true, bodyLimit: 10, maxIdLength: 64, pingInterval: 0, turnTimeout: 0,
+    authorize: () => true, cors: { origins: '*' }, maxStreams: 1, logger: console, idleTimeout: Infinity, maxAgents: 1,
+    onCreate: () => undefined, onEvict: () => undefined, now: undefined,
+  } as never);
+  assert.equal(router.prefix, '');
 });
 
 test('a config file uses the spec\'s snake_case names, plus port, host and data_dir', () => {

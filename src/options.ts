@@ -1,0 +1,92 @@
+import { describeValue } from './errors.ts';
+
+/**
+ * Checking option objects: AgentRouter's options, AgentServer's config and a
+ * config file's keys. A wrong type or an unknown key is a TypeError naming
+ * it when the object is made, never a surprise at the first request: a
+ * misspelt `authorise` would otherwise leave a router open, and a
+ * `bodyLimit: '1mb'` would leave it unbounded.
+ */
+
+/** Node timers overflow above 2^31 - 1 ms (and then fire at once), so no duration may exceed it. */
+const MAX_TIMER = 2_147_483;
+
+/** How an option's value is checked. */
+export type OptionKind =
+  | 'seconds' | 'idleSeconds' | 'positiveSeconds' | 'count' | 'positiveCount' | 'boolean' | 'function' | 'object'
+  | 'string' | 'path' | 'port' | 'origins';
+
+/**
+ * Checks every key of `values` against `kinds`: unknown keys and values of
+ * the wrong kind throw. `name` maps a key to the name the user wrote (its
+ * snake_case spelling in a config file); `hint` adds to an unknown key's
+ * message (`; did you mean authorize?` by default).
+ */
+export function checkOptions(
+  values: object,
+  kinds: Readonly<Record<string, OptionKind>>,
+  where: string,
+  name: (key: string) => string = (key) => key,
+  hint: (key: string) => string = (key) => nearest(key, Object.keys(kinds)),
+): void {
+  if (typeof values !== 'object' || values === null || Array.isArray(values)) {
+    throw new TypeError(`${where}: options must be an object, got ${describeValue(values)}`);
+  }
+  for (const [key, value] of Object.entries(values)) {
+    const kind = kinds[key];
+    if (kind === undefined) throw new TypeError(`${where}: unknown option ${JSON.stringify(key)}${hint(key)}`);
+    if (value !== undefined) checkOption(value, kind, `${where}: ${name(key)}`);
+  }
+}
+
+export function checkOption(value: unknown, kind: OptionKind, label: string): void {
+  const ok = {
+    seconds: () => typeof value === 'number' && value >= 0 && value <= MAX_TIMER,
+    idleSeconds: () => typeof value === 'number' && value >= 0 && (value <= MAX_TIMER || value === Infinity),
+    positiveSeconds: () => typeof value === 'number' && value > 0 && value <= MAX_TIMER,
+    count: () => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0,
+    positiveCount: () => typeof value === 'number' && Number.isSafeInteger(value) && value >= 1,
+    port: () => typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 65535,
+    boolean: () => typeof value === 'boolean',
+    function: () => typeof value === 'function',
+    object: () => typeof value === 'object' && value !== null,
+    string: () => typeof value === 'string' && value !== '',
+    path: () => typeof value === 'string',
+    origins: () => value === '*' || (Array.isArray(value) && value.every((origin) => typeof origin === 'string')),
+  }[kind]();
+  if (ok) return;
+  const expected = {
+    seconds: `a number of seconds from 0 to ${MAX_TIMER}`,
+    idleSeconds: `a number of seconds from 0 to ${MAX_TIMER} (0: never drop)`,
+    positiveSeconds: `a number of seconds above 0, at most ${MAX_TIMER}`,
+    count: 'a whole number >= 0',
+    positiveCount: 'a whole number >= 1',
+    port: 'a port number from 0 to 65535',
+    boolean: 'true or false',
+    function: 'a function',
+    object: 'an object',
+    string: 'a non-empty string',
+    path: 'a string such as "/agents"',
+    origins: '"*" or a list of origins such as ["https://app.example.com"]',
+  }[kind];
+  throw new TypeError(`${label} must be ${expected}, got ${describeValue(value)}`);
+}
+
+/** `; did you mean X?` for a known key within two edits of `key` (case and `_` aside), else the known keys. */
+export function nearest(key: string, known: readonly string[]): string {
+  const plain = (text: string): string => text.toLowerCase().replaceAll('_', '');
+  const match = known.find((candidate) => editDistance(plain(key), plain(candidate)) <= 2);
+  return match === undefined ? `; known options: ${known.join(', ')}` : `; did you mean ${match}?`;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length] as number;
+}
