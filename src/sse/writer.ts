@@ -36,7 +36,8 @@ const SSE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
 export class SSEWriter {
   readonly #res: ServerResponse;
   #pings: PingGroup | undefined;
-  #wroteSincePing = false;
+  /** Sent anything since the last ping() call; the headers count, so a new stream is not pinged at once. */
+  #wroteSincePing = true;
   #ended = false;
   /** Frames sent this tick, not yet written. */
   #pending: string | undefined;
@@ -121,15 +122,22 @@ export class SSEWriter {
     });
   }
 
-  /** Called by the ping group's timer. */
+  /**
+   * Called by the ping group's timer, twice per interval: a stream that sent
+   * nothing since the last call gets a ping, which counts as sending. So the
+   * longest silence is one interval (a frame just after a call is followed
+   * by a call that finds it, then one that pings), and an idle stream is
+   * pinged once per interval.
+   */
   ping(): void {
     if (!this.open) return this.#stopPing();
-    // Only an idle stream needs a ping; one that is sending is kept open by its data.
-    if (!this.#wroteSincePing && this.#res.writableLength === 0) {
+    if (this.#wroteSincePing) {
+      this.#wroteSincePing = false;
+    } else if (this.#res.writableLength === 0) {
       this.#res.write(formatComment('ping'));
       this.#flushCompressor?.();
+      this.#wroteSincePing = true;
     }
-    this.#wroteSincePing = false;
   }
 
   #stopPing(): void {
@@ -155,7 +163,9 @@ export class SSEWriter {
 /**
  * One timer per ping interval for every open stream, instead of one per
  * stream: a timer and its closure were part of the heap each held stream
- * kept. A stream gets its first ping within one interval of going idle.
+ * kept. It calls each stream every half interval (see SSEWriter.ping): a
+ * stream gets its first ping within one interval of going idle, wherever
+ * in the timer's cycle it last sent.
  */
 class PingGroup {
   static readonly #groups = new Map<number, PingGroup>();
@@ -181,7 +191,7 @@ class PingGroup {
     if (this.#timer !== undefined) return;
     this.#timer = setInterval(() => {
       for (const each of this.#writers) each.ping();
-    }, this.#ms);
+    }, this.#ms / 2);
     this.#timer.unref();
   }
 

@@ -125,6 +125,44 @@ test('an idle stream gets : ping comments', async (t) => {
   assert.match(raw, /^data: before\n\n(: ping\n\n)+data:  after\n\nevent: done\ndata: \[DONE\]\n\n$/);
 });
 
+test('a ping comes at most one pingInterval after the stream last sent, wherever that fell in the ping timer\'s cycle', async (t) => {
+  // Only setInterval is mocked (the ping timer's): sockets, fetch and the model run for real.
+  t.mock.timers.enable({ apis: ['setInterval'] });
+  const release = deferred();
+  const done = deferred();
+  const { url } = await serve(t, async function* () {
+    yield 'before';
+    await release.promise;
+    yield 'middle';
+    await done.promise;
+  }, { pingInterval: 7 });
+  const res = await streamChat(`${url}/pings/chat`, 'x');
+  const reader = (res.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>).getReader();
+  let raw = '';
+  const readUntil = async (text: string, count = 1): Promise<void> => {
+    const deadline = AbortSignal.timeout(5000);
+    while (raw.split(text).length - 1 < count) {
+      const next = await Promise.race([reader.read(), new Promise<never>((_, reject) => deadline.addEventListener('abort', () => reject(new Error(`no ${count}x ${JSON.stringify(text)} within 5 s; got ${JSON.stringify(raw)}`))))]);
+      if (next.done) throw new Error(`stream ended before ${JSON.stringify(text)}: ${JSON.stringify(raw)}`);
+      raw += next.value;
+    }
+  };
+  await readUntil('data: before\n\n');
+  // 'middle' is sent 3.5 s into the timer's 7 s cycle, just after a tick; the ping must still come 7 s later, not 10.5.
+  t.mock.timers.tick(3500);
+  release.resolve();
+  await readUntil('data: middle\n\n');
+  t.mock.timers.tick(3500);
+  t.mock.timers.tick(3500);
+  await readUntil(': ping\n\n');
+  // Idle, it is pinged once per interval.
+  t.mock.timers.tick(7000);
+  await readUntil(': ping\n\n', 2);
+  assert.equal(raw, 'data: before\n\ndata: middle\n\n: ping\n\n: ping\n\n');
+  done.resolve();
+  await reader.cancel();
+});
+
 test('a client that disconnects mid-stream aborts the model call and leaves history as it was', async (t) => {
   const aborted = deferred<unknown>();
   const firstSent = deferred();
