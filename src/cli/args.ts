@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import type { AgentServerConfig } from '../server/config.ts';
 import { parseStorageSpec, type StorageSpec } from './storage-spec.ts';
 
 /** A mistake in how the CLI was called: printed as one line, exit code 2. */
@@ -16,12 +17,16 @@ export interface CliArgs {
   dataDir: string | undefined;
   /** `--storage`: where the demo keeps its agents (see storage-spec.ts). */
   storage: StorageSpec | undefined;
+  /** `--idle_timeout`, `--max_agents`, `--enable_list_agents` (or with dashes): the spec's server options, over the config file's. */
+  server: Pick<AgentServerConfig, 'idleTimeout' | 'maxAgents' | 'enableListAgents'>;
 }
 
 /**
  * Parses `agent-router [serve] [module] [--port n] [--host h] [--config file]
- * [--data-dir dir | --storage spec] [--help] [--version]`. `serve` is the default command, so
- * `agent-router app.js` serves app.js.
+ * [--data-dir dir | --storage spec] [--idle_timeout s] [--max_agents n]
+ * [--enable_list_agents] [--help] [--version]`. `serve` is the default
+ * command, so `agent-router app.js` serves app.js. The server options take
+ * the spec's snake_case names (DESIGN.md), and dashes as the other flags do.
  */
 export function parseCliArgs(argv: readonly string[]): CliArgs {
   let parsed;
@@ -36,6 +41,12 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
         config: { type: 'string', short: 'c' },
         'data-dir': { type: 'string' },
         storage: { type: 'string' },
+        idle_timeout: { type: 'string' },
+        'idle-timeout': { type: 'string' },
+        max_agents: { type: 'string' },
+        'max-agents': { type: 'string' },
+        enable_list_agents: { type: 'boolean' },
+        'enable-list-agents': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
       },
@@ -76,7 +87,27 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     config: nonEmpty(values.config, '--config'),
     dataDir,
     storage,
+    server: serverFlags(values),
   };
+}
+
+/** The server options given as flags; only those given, so the config file's stay where no flag is. */
+function serverFlags(values: Record<string, string | boolean | undefined>): CliArgs['server'] {
+  const server: CliArgs['server'] = {};
+  const idle = values['idle_timeout'] ?? values['idle-timeout'];
+  if (typeof idle === 'string') {
+    const seconds = /^\d+(\.\d+)?$/.test(idle) ? Number(idle) : Number.NaN;
+    if (!(seconds <= 2_147_483)) throw new UsageError(`--idle_timeout must be a number of seconds from 0 to 2147483 (0: never drop), got ${JSON.stringify(idle.slice(0, 20))}`);
+    server.idleTimeout = seconds;
+  }
+  const max = values['max_agents'] ?? values['max-agents'];
+  if (typeof max === 'string') {
+    const count = /^\d{1,15}$/.test(max) ? Number(max) : 0;
+    if (count < 1) throw new UsageError(`--max_agents must be a whole number >= 1, got ${JSON.stringify(max.slice(0, 20))}`);
+    server.maxAgents = count;
+  }
+  if (values['enable_list_agents'] === true || values['enable-list-agents'] === true) server.enableListAgents = true;
+  return server;
 }
 
 /** A port number from a flag or the PORT variable; a UsageError naming `source` otherwise. */

@@ -40,7 +40,7 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
   const file: FileConfig = args.config === undefined ? { server: {} } : await readConfigFile(path.resolve(cwd, args.config));
   const port = args.port ?? file.port ?? (env['PORT'] ? parsePort(env['PORT'], 'the PORT variable') : 8080);
   const host = args.host ?? file.host ?? '127.0.0.1';
-  const config: AgentServerConfig = file.server;
+  const config: AgentServerConfig = { ...file.server, ...args.server };
 
   let server: Servable;
   let banner = '';
@@ -67,7 +67,8 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
     if (file.dataDir !== undefined) warn(`${args.module} chooses its agents' storage; "data_dir" in ${args.config} applies to the demo only`);
     if (loaded.kind === 'server') {
       server = loaded.server;
-      if (Object.keys(config).length > 0) warn(`${args.module} exports its own AgentServer; only port and host from --config apply`);
+      if (Object.keys(file.server).length > 0) warn(`${args.module} exports its own AgentServer; only port and host from --config apply`);
+      if (Object.keys(args.server).length > 0) warn(`${args.module} exports its own AgentServer; --idle_timeout, --max_agents and --enable_list_agents do not apply to it`);
     } else {
       server = new AgentServer(loaded.target, config);
     }

@@ -66,6 +66,20 @@ test('serves a module whose default export is a registry; a config file sets the
   assert.deepEqual(await cli.exited, { code: 0, signal: null });
 });
 
+test('--enable_list_agents, --max_agents and --idle-timeout set the server options, over the config file', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(path.join(dir, 'server.json'), JSON.stringify({ max_agents: 5 }));
+  const cli = runCli(t, ['serve', '--port', '0', '--storage', 'memory', '--config', 'server.json', '--enable_list_agents', '--max_agents', '1', '--idle-timeout', '0'], dir);
+  const url = await listening(cli);
+  assert.equal((await postJson(`${url}/agent/echo-1/chat`, { message: 'one' })).status, 200);
+  assert.equal((await postJson(`${url}/agent/echo-2/chat`, { message: 'two' })).status, 200);
+  // One live agent at most (the flag, not the file's 5): echo-1, idle, made room for echo-2.
+  assert.deepEqual((await getJson(`${url}/agents`)).body.agents.map((agent: { id: string }) => agent.id), ['echo-2']);
+  cli.child.kill('SIGINT');
+  assert.deepEqual(await cli.exited, { code: 0, signal: null });
+});
+
 test('serves a module whose default export is an Agent, or an AgentServer with its own options', async (t) => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
   t.after(() => rm(dir, { recursive: true, force: true }));

@@ -124,3 +124,14 @@ test("a driver's export is found as a named export or on its CommonJS default", 
   assert.equal(exportOf({ default: 5 }, 'Pool'), undefined);
   assert.equal(exportOf({}, 'Pool'), undefined);
 });
+
+test('the spec\'s server options as flags, snake_case or with dashes; bad values are usage errors', () => {
+  assert.deepEqual(parseCliArgs(['serve']).server, {});
+  assert.deepEqual(parseCliArgs(['--idle_timeout', '60', '--max_agents', '100', '--enable_list_agents']).server, { idleTimeout: 60, maxAgents: 100, enableListAgents: true });
+  assert.deepEqual(parseCliArgs(['--idle-timeout=0.5', '--max-agents=1', '--enable-list-agents']).server, { idleTimeout: 0.5, maxAgents: 1, enableListAgents: true });
+  assert.throws(() => parseCliArgs(['--idle_timeout', 'soon']), usage('--idle_timeout must be a number of seconds from 0 to 2147483 (0: never drop), got "soon"'));
+  assert.throws(() => parseCliArgs(['--idle_timeout=-1']), usage(/--idle_timeout must be a number of seconds/));
+  assert.throws(() => parseCliArgs(['--max_agents', '0']), usage('--max_agents must be a whole number >= 1, got "0"'));
+  assert.throws(() => parseCliArgs(['--max_agents', '1.5']), usage(/--max_agents must be a whole number >= 1/));
+  assert.throws(() => parseCliArgs(['--enable_list_agents=yes']), usage('--enable_list_agents takes no value'));
+});
