@@ -15,10 +15,14 @@ export interface SSEWriterOptions {
  */
 const FLUSH_AT = 16 * 1024;
 
+/**
+ * No `Connection` header: Node's HTTP/1.1 sends keep-alive by itself (or
+ * close, while a server shuts down), and HTTP/2 forbids it (node:http2's
+ * compatibility API drops it with a warning in the process's output).
+ */
 const SSE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   'Content-Type': 'text/event-stream',
   'Cache-Control': 'no-cache',
-  Connection: 'keep-alive',
   // Tells nginx (and proxies that copy it) not to buffer the stream.
   'X-Accel-Buffering': 'no',
 });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import http2 from 'node:http2';
 import net from 'node:net';
 import { test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
@@ -240,6 +241,46 @@ test('events a model hands over in one tick go out as one chunked-encoding frame
   // One frame for the burst and the done event together (Node writes nothing before the next tick).
   assert.equal(frames.length, 1, `${frames.length} frames`);
   assert.equal(frames.join(''), `${chunks.map((chunk) => `data: ${chunk}\n\n`).join('')}event: done\ndata: [DONE]\n\n`);
+});
+
+test('over HTTP/2 (node:http2\'s compatibility API) a stream goes out with no header HTTP/2 forbids', async (t) => {
+  const warnings: Error[] = [];
+  const onWarning = (warning: Error): void => void warnings.push(warning);
+  process.on('warning', onWarning);
+  t.after(() => process.off('warning', onWarning));
+  const registry = new AgentRegistry();
+  registry.register('.*', class extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel() });
+    }
+  });
+  const server = http2.createServer(new AgentRouter(registry).toRequestListener() as never);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+  t.after(() => new Promise<void>((resolve) => {
+    client.close();
+    server.close(() => resolve());
+  }));
+  const request = (path: string, body: string): Promise<{ headers: http2.IncomingHttpHeaders; text: string }> => new Promise((resolve, reject) => {
+    const stream = client.request({ ':method': 'POST', ':path': path, 'content-type': 'application/json' });
+    let headers: http2.IncomingHttpHeaders = {};
+    let text = '';
+    stream.on('response', (received) => (headers = received));
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk: string) => (text += chunk));
+    stream.on('end', () => resolve({ headers, text }));
+    stream.on('error', reject);
+    stream.end(body);
+  });
+  const json = await request('/h2-1/chat', JSON.stringify({ message: 'over two' }));
+  assert.equal(json.headers[':status'], 200);
+  assert.deepEqual(JSON.parse(json.text), { agent_id: 'h2-1', response: 'over two' });
+  const sse = await request('/h2-1/chat?stream=true', JSON.stringify({ message: 'over two' }));
+  assert.equal(sse.headers['content-type'], 'text/event-stream');
+  assert.equal(sse.text, 'data: over\n\ndata:  two\n\nevent: done\ndata: [DONE]\n\n');
+  // A Connection header was dropped by node:http2 with an UnsupportedWarning in the process's output.
+  await new Promise(setImmediate);
+  assert.deepEqual(warnings.map((warning) => warning.message), []);
 });
 
 test('stream=events: typed frames whose event name equals their type', async (t) => {

@@ -46,7 +46,6 @@ function stream(res: ServerResponse, id: string, message: string): void {
   res.writeHead(200, {
     'Content-Type': 'text/event-stream',
     'Cache-Control': 'no-cache',
-    Connection: 'keep-alive',
     'X-Accel-Buffering': 'no',
   });
   res.flushHeaders();
