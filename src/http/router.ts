@@ -137,10 +137,14 @@ interface Running {
   answered: (() => void) | undefined;
 }
 
-/** A 'close' listener that cuts the turn if the response was not finished; made apart so its closure holds these two only. */
+/**
+ * A 'close' listener that cuts the turn if the response was not ended; made
+ * apart so its closure holds these two only. Not `writableFinished`: node:http2's
+ * compatibility response reports it once a cancelled stream closes, ended or not.
+ */
 function cutOnClose(res: ServerResponse, cancel: TurnCancel): () => void {
   return () => {
-    if (!res.writableFinished) cancel.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
+    if (!res.writableEnded) cancel.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
   };
 }
 

@@ -243,18 +243,32 @@ test('events a model hands over in one tick go out as one chunked-encoding frame
   assert.equal(frames.join(''), `${chunks.map((chunk) => `data: ${chunk}\n\n`).join('')}event: done\ndata: [DONE]\n\n`);
 });
 
-test('over HTTP/2 (node:http2\'s compatibility API) a stream goes out with no header HTTP/2 forbids', async (t) => {
+test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, and a cancelled stream cuts its turn', async (t) => {
   const warnings: Error[] = [];
   const onWarning = (warning: Error): void => void warnings.push(warning);
   process.on('warning', onWarning);
   t.after(() => process.off('warning', onWarning));
+  const cut = deferred<unknown>();
   const registry = new AgentRegistry();
+  registry.register('held-.*', class extends Agent {
+    constructor(id: string) {
+      super(id, {
+        model: scriptedModel(async function* ({ signal }) {
+          yield 'first';
+          await new Promise((_, reject) => signal.addEventListener('abort', () => {
+            cut.resolve(signal.reason);
+            reject(signal.reason);
+          }));
+        }),
+      });
+    }
+  });
   registry.register('.*', class extends Agent {
     constructor(id: string) {
       super(id, { model: echoModel() });
     }
   });
-  const server = http2.createServer(new AgentRouter(registry).toRequestListener() as never);
+  const server = http2.createServer(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener() as never);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
   t.after(() => new Promise<void>((resolve) => {
@@ -278,6 +292,15 @@ test('over HTTP/2 (node:http2\'s compatibility API) a stream goes out with no he
   const sse = await request('/h2-1/chat?stream=true', JSON.stringify({ message: 'over two' }));
   assert.equal(sse.headers['content-type'], 'text/event-stream');
   assert.equal(sse.text, 'data: over\n\ndata:  two\n\nevent: done\ndata: [DONE]\n\n');
+  // A client that cancels its stream cuts the turn, as a closed HTTP/1.1 connection does. Node's
+  // Http2ServerResponse reports writableFinished once the stream is closed, ended or not, so the
+  // router used to take the cancel for a finished answer and let the model run on.
+  const held = client.request({ ':method': 'POST', ':path': '/held-1/chat?stream=true', 'content-type': 'application/json' });
+  held.end(JSON.stringify({ message: 'x' }));
+  await new Promise((resolve) => held.once('data', resolve));
+  held.close(http2.constants.NGHTTP2_CANCEL);
+  assert.equal((await cut.promise as { code?: string }).code, 'client_closed');
+  assert.equal((await request('/h2-2/chat', JSON.stringify({ message: 'still here' }))).text, '{"agent_id":"h2-2","response":"still here"}');
   // A Connection header was dropped by node:http2 with an UnsupportedWarning in the process's output.
   await new Promise(setImmediate);
   assert.deepEqual(warnings.map((warning) => warning.message), []);
