@@ -1,4 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { Agent, cancelledBy, committedState } from '../agent/agent.ts';
 import { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, httpErrors, statusOf } from '../errors.ts';
@@ -71,6 +72,13 @@ export const ROUTER_OPTION_KINDS: { readonly [K in keyof Required<AgentRouterOpt
   onEvict: 'function',
   now: 'function',
 };
+
+/**
+ * What `toRequestListener()` returns: a listener for `http.createServer`, and
+ * for node:http2's compatibility API (`http2.createSecureServer({ allowHTTP1:
+ * true }, listener)`), whose request and response it serves the same way.
+ */
+export type AgentRequestListener = RequestListener & ((req: Http2ServerRequest, res: Http2ServerResponse) => void);
 
 /** What an adapter or a server may tell `handle` about a request. */
 export interface RequestHint {
@@ -210,12 +218,14 @@ export class AgentRouter {
     this.pool = this.#registry === undefined ? undefined : (options.pool ?? new AgentPool(options));
   }
 
-  /** A `(req, res)` listener for `http.createServer`; paths that are not the router's get 404 JSON. */
-  toRequestListener(): RequestListener {
-    return (req, res) => {
+  /** A `(req, res)` listener for `http.createServer` (or node:http2's); paths that are not the router's get 404 JSON. */
+  toRequestListener(): AgentRequestListener {
+    const listener: RequestListener = (req, res) => {
       // Nothing waits here: #serve answers its own failures, and a held stream keeps nothing of this call.
       if (!this.#serve(req, res, NO_HINT, undefined, undefined)) sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
     };
+    // The router reads and writes only what both APIs' requests and responses have (tested over each).
+    return listener as AgentRequestListener;
   }
 
   /**

@@ -268,7 +268,7 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
       super(id, { model: echoModel() });
     }
   });
-  const server = http2.createServer(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener() as never);
+  const server = http2.createServer(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
   t.after(() => new Promise<void>((resolve) => {
