@@ -1,3 +1,5 @@
+import { ANYTHING, anyOf, charSetOf, overlap, type CharSet } from './char-sets.ts';
+
 /**
  * Compiling registry patterns. Every pattern matches the whole id (anchored
  * at both ends, simple or not: the spec's original anchored only plain words
@@ -43,12 +45,13 @@ export function compilePattern(pattern: string | RegExp, allowBacktracking: bool
  *   `.{0,31}` six times); see {@link tooManySplits}.
  */
 export function canBacktrackBadly(source: string, flags = ''): boolean {
-  const reading: Reading = { flags: flags.replace(/[gy]/g, ''), probes: probesFor(source) };
+  flags = flags.replace(/[gy]/g, '');
+  const unicode = /[uv]/.test(flags);
   const groups: Group[] = [];
   const repeats: Repeat[] = [];
   /** The atom just read: a quantifier after it applies to it. */
   let last: Atom | undefined;
-  const read = (start: number, end: number, text: string | undefined, matches = matcherOf(text, reading.flags)): void => {
+  const read = (start: number, end: number, text: string | undefined, matches = text === undefined ? ANYTHING : charSetOf(text, flags)): void => {
     last = { start, end, text, matches, optional: false, quantified: false };
     groups[groups.length - 1]?.atoms.push(last);
   };
@@ -56,7 +59,7 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
     const char = source[i] as string;
     const group = groups[groups.length - 1];
     if (char === '\\') {
-      const end = escapeEnd(source, i, reading.flags);
+      const end = escapeEnd(source, i, flags);
       read(i, end, source.slice(i, end));
       i = end - 1;
     } else if (char === '[') {
@@ -74,7 +77,7 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
     } else if (char === ')') {
       const closed = groups.pop();
       if (closed === undefined) continue;
-      const risky = closed.risky || (closed.repeats && !marksItsPasses(closed, i, repeats, source, reading)) || ambiguousOptional(closed.atoms, reading)
+      const risky = closed.risky || (closed.repeats && !marksItsPasses(closed, i, repeats, source, flags)) || ambiguousOptional(closed.atoms)
         || (closed.bars.length > 0 && !distinctLiterals(alternatives(source, closed.start, closed.bars, i)));
       const quantifier = quantifierAt(source, i + 1);
       if (quantifier === 'repeats' && risky) return true;
@@ -98,16 +101,13 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
       i = end;
       last = undefined;
     } else {
-      read(i, i + 1, char);
+      // With u or v, a character beyond U+FFFF (two UTF-16 units) is one atom, as the engine reads it.
+      const end = unicode && (source.codePointAt(i) ?? 0) > 0xffff ? i + 2 : i + 1;
+      read(i, end, source.slice(i, end));
+      i = end - 1;
     }
   }
-  return tooManySplits(repeats, source, reading);
-}
-
-/** The flags every atom is read with, and the characters that stand for all others when comparing atoms (see {@link probesFor}). */
-interface Reading {
-  flags: string;
-  probes: string[];
+  return tooManySplits(repeats, source, flags);
 }
 
 /** An open group: does it hold something that makes repeating it ambiguous, does it hold a repeat, is it a lookaround, where its body starts, its `|`s, its atoms. */
@@ -129,21 +129,19 @@ interface Atom {
   start: number;
   end: number;
   text: string | undefined;
-  matches: Matcher;
+  matches: CharSet;
   optional: boolean;
   quantified: boolean;
 }
 
 /** A repeated atom: what it matches, where it stands in the source, how many lengths it can take (at most MAX_ID), whether none. */
 interface Repeat {
-  matches: Matcher;
+  matches: CharSet;
   start: number;
   end: number;
   span: number;
   optional: boolean;
 }
-
-type Matcher = (char: string) => boolean;
 
 /** Longer than any id the router lets through (maxIdLength 256), so a repeat's span never needs to be larger. */
 const MAX_ID = 257;
@@ -157,10 +155,10 @@ const MAX_ID = 257;
 const MAX_SPLITS = 100_000;
 
 /** An optional atom that overlaps another atom of its group, or a group whose atoms are all optional. */
-function ambiguousOptional(atoms: Atom[], reading: Reading): boolean {
+function ambiguousOptional(atoms: Atom[]): boolean {
   if (!atoms.some((atom) => atom.optional)) return false;
   if (atoms.every((atom) => atom.optional)) return true;
-  return atoms.some((atom) => atom.optional && atoms.some((other) => other !== atom && overlap(atom.matches, other.matches, reading)));
+  return atoms.some((atom) => atom.optional && atoms.some((other) => other !== atom && overlap(atom.matches, other.matches)));
 }
 
 /**
@@ -172,20 +170,14 @@ function ambiguousOptional(atoms: Atom[], reading: Reading): boolean {
  * mark in the text then starts (or ends) a pass, and what lies between two
  * marks has one reading.
  */
-function marksItsPasses(group: Group, close: number, repeats: Repeat[], source: string, reading: Reading): boolean {
+function marksItsPasses(group: Group, close: number, repeats: Repeat[], source: string, flags: string): boolean {
   const { atoms } = group;
   if (group.bars.length > 0 || atoms.some((atom) => atom.text === undefined)) return false;
   const isMark = (atom: Atom | undefined): boolean =>
-    atom !== undefined && !atom.quantified && atoms.every((other) => other === atom || !overlap(atom.matches, other.matches, reading));
+    atom !== undefined && !atom.quantified && atoms.every((other) => other === atom || !overlap(atom.matches, other.matches));
   if (!isMark(atoms[0]) && !isMark(atoms[atoms.length - 1])) return false;
   const inside = repeats.filter((repeat) => repeat.start >= group.start && repeat.end <= close);
-  return !rowSteps(inside, source, reading).some((step) => step.linked);
-}
-
-const ANYTHING: Matcher = () => true;
-
-function anyOf(matchers: Matcher[]): Matcher {
-  return (char) => matchers.some((matches) => matches(char));
+  return !rowSteps(inside, source, flags).some((step) => step.linked);
 }
 
 /** `'repeats'` for `*`, `+`, `{n,}` and `{n,m}` with m > 1; `'optional'` for `?` and `{0,1}`; else undefined. */
@@ -229,37 +221,16 @@ function classEnd(source: string, start: number): number {
   return source.length;
 }
 
-/** Characters that stand for the rest when checking what an atom matches: ASCII, and a few beyond it. */
-const PROBES = [...Array.from({ length: 128 }, (_, code) => String.fromCharCode(code)), '\u00e9', '\u00a0', '\u2028', '\u4e2d', '\u{1f600}'];
-
-/**
- * PROBES and every character the pattern names, written or escaped: two
- * atoms that share a character beyond ASCII share one of these (a literal,
- * or an end of one of their ranges), so `ā` is found inside `[ā-ő]`.
- */
-function probesFor(source: string): string[] {
-  const named = [...source];
-  for (const match of source.matchAll(/\\(?:u\{([0-9a-fA-F]+)\}|u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2}))/g)) {
-    const code = Number.parseInt(match[1] ?? match[2] ?? match[3] ?? '', 16);
-    if (code <= 0x10ffff) named.push(String.fromCodePoint(code));
-  }
-  return [...new Set([...PROBES, ...named])];
-}
-
-function overlap(a: Matcher, b: Matcher, reading: Reading): boolean {
-  return reading.probes.some((probe) => a(probe) && b(probe));
-}
-
 /**
  * True when repeats follow one another, each able to give up text to the
  * next, and the ways to split an id between them multiply past MAX_SPLITS:
  * a failing id tries every one. Repeats inside a repeated group count as
  * that group. See {@link rowSteps} for what links two repeats.
  */
-function tooManySplits(repeats: Repeat[], source: string, reading: Reading): boolean {
+function tooManySplits(repeats: Repeat[], source: string, flags: string): boolean {
   const outer = repeats.sort((a, b) => a.start - b.start).filter((repeat, i, all) => !all.some((other, j) => j < i && other.end >= repeat.end));
   let splits = 1;
-  for (const { repeat, linked } of rowSteps(outer, source, reading)) {
+  for (const { repeat, linked } of rowSteps(outer, source, flags)) {
     splits = linked ? splits * repeat.span : repeat.span;
     if (splits > MAX_SPLITS) return true;
   }
@@ -275,11 +246,11 @@ function tooManySplits(repeats: Repeat[], source: string, reading: Reading): boo
  * not link (`-?` in `\w+-?\w+`) is read as part of what stands between, not
  * as a break, and left out.
  */
-function rowSteps(repeats: Repeat[], source: string, reading: Reading): Array<{ repeat: Repeat; linked: boolean }> {
+function rowSteps(repeats: Repeat[], source: string, flags: string): Array<{ repeat: Repeat; linked: boolean }> {
   const steps: Array<{ repeat: Repeat; linked: boolean }> = [];
   let before: Repeat | undefined;
   for (const repeat of repeats) {
-    const linked = before !== undefined && overlap(before.matches, repeat.matches, reading) && crossable(source.slice(before.end, repeat.start), before.matches, reading);
+    const linked = before !== undefined && overlap(before.matches, repeat.matches) && crossable(source.slice(before.end, repeat.start), before.matches, flags);
     if (!linked && before !== undefined && repeat.optional) continue;
     steps.push({ repeat, linked });
     before = repeat;
@@ -297,7 +268,7 @@ function rowSteps(repeats: Repeat[], source: string, reading: Reading): Array<{ 
  * that group read so far (the path may enter its last alternative). A
  * backreference or an assertion (`\b`, `^`) may stand for anything.
  */
-function crossable(gap: string, matches: Matcher, reading: Reading): boolean {
+function crossable(gap: string, matches: CharSet, flags: string): boolean {
   const parts: Array<{ text: string; required: boolean }> = [];
   /** Where each open group's parts begin, and where the group just closed began: a quantifier after `)` applies to all of it. */
   const opened: number[] = [];
@@ -327,12 +298,12 @@ function crossable(gap: string, matches: Matcher, reading: Reading): boolean {
       if (boundsAt(gap, i)[0] === 0) for (const part of parts.slice(from)) part.required = false;
       i = quantifierEnd(gap, i);
     } else {
-      const end = char === '\\' ? escapeEnd(gap, i, reading.flags) : char === '[' ? classEnd(gap, i) : i + 1;
+      const end = char === '\\' ? escapeEnd(gap, i, flags) : char === '[' ? classEnd(gap, i) : /[uv]/.test(flags) && (gap.codePointAt(i) ?? 0) > 0xffff ? i + 2 : i + 1;
       parts.push({ text: gap.slice(i, end), required: true });
       i = end - 1;
     }
   }
-  const shared = (part: { text: string }): boolean => overlap(matches, matcherOf(part.text, reading.flags), reading);
+  const shared = (part: { text: string }): boolean => overlap(matches, charSetOf(part.text, flags));
   if (parts.length === 0) return true;
   return alternatives ? parts.some(shared) : parts.every((part) => !part.required || shared(part));
 }
@@ -363,21 +334,6 @@ function escapeEnd(source: string, index: number, flags: string): number {
 
 const ESCAPE = /^\\(?:u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[A-Za-z]|k<[^>]*>)/;
 const UNICODE_ESCAPE = /^\\(?:u\{[0-9a-fA-F]+\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[A-Za-z]|[pP]\{[^}]*\}|k<[^>]*>)/;
-
-/**
- * What one atom matches, tested a character at a time. A backreference
- * (`\1`, `\k<name>`) or an assertion (`\b`, `\B`, `^`, `$`) is taken to
- * match anything: it stands for text of any kind, or for none.
- */
-function matcherOf(atom: string | undefined, flags: string): Matcher {
-  if (atom === undefined || /^(?:\\[1-9kbB]|\^|\$)/.test(atom)) return ANYTHING;
-  try {
-    const regex = new RegExp(`^(?:${atom})$`, flags);
-    return (char) => regex.test(char);
-  } catch {
-    return ANYTHING;
-  }
-}
 
 function alternatives(source: string, start: number, bars: number[], end: number): string[] {
   const body = source.slice(start, end);
