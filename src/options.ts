@@ -13,8 +13,8 @@ const MAX_TIMER = 2_147_483;
 
 /** How an option's value is checked. */
 export type OptionKind =
-  | 'seconds' | 'idleSeconds' | 'positiveSeconds' | 'count' | 'positiveCount' | 'boolean' | 'function' | 'object'
-  | 'string' | 'path' | 'port' | 'origins';
+  | 'seconds' | 'idleSeconds' | 'limitSeconds' | 'positiveSeconds' | 'count' | 'limit' | 'positiveCount' | 'boolean' | 'function'
+  | 'object' | 'strings' | 'cors' | 'string' | 'path' | 'port' | 'origins';
 
 /**
  * Checks every key of `values` against `kinds`: unknown keys and values of
@@ -43,13 +43,17 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
   const ok = {
     seconds: () => typeof value === 'number' && value >= 0 && value <= MAX_TIMER,
     idleSeconds: () => typeof value === 'number' && value >= 0 && (value <= MAX_TIMER || value === Infinity),
+    limitSeconds: () => typeof value === 'number' && value >= 0 && (value <= MAX_TIMER || value === Infinity),
     positiveSeconds: () => typeof value === 'number' && value > 0 && value <= MAX_TIMER,
     count: () => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0,
+    limit: () => typeof value === 'number' && (Number.isSafeInteger(value) || value === Infinity) && value >= 0,
     positiveCount: () => typeof value === 'number' && Number.isSafeInteger(value) && value >= 1,
     port: () => typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 65535,
     boolean: () => typeof value === 'boolean',
     function: () => typeof value === 'function',
     object: () => typeof value === 'object' && value !== null,
+    strings: () => Array.isArray(value) && value.every((item) => typeof item === 'string'),
+    cors: () => typeof value === 'object' && value !== null && !Array.isArray(value),
     string: () => typeof value === 'string' && value !== '',
     path: () => typeof value === 'string',
     origins: () => value === '*' || (Array.isArray(value) && value.every((origin) => typeof origin === 'string')),
@@ -57,14 +61,19 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
   if (ok) return;
   const expected = {
     seconds: `a number of seconds from 0 to ${MAX_TIMER}`,
+    // Infinity is taken too, but a config file (JSON) cannot write it: 0 is the way offered.
     idleSeconds: `a number of seconds from 0 to ${MAX_TIMER} (0: never drop)`,
+    limitSeconds: `a number of seconds from 0 to ${MAX_TIMER} (0: no limit)`,
     positiveSeconds: `a number of seconds above 0, at most ${MAX_TIMER}`,
     count: 'a whole number >= 0',
+    limit: 'a whole number >= 0',
     positiveCount: 'a whole number >= 1',
     port: 'a port number from 0 to 65535',
     boolean: 'true or false',
     function: 'a function',
     object: 'an object',
+    strings: 'a list of strings, e.g. ["agents"]',
+    cors: 'an object such as { origins: ["https://app.example.com"] }',
     string: 'a non-empty string',
     path: 'a string such as "/agents"',
     origins: '"*" or a list of origins such as ["https://app.example.com"]',
@@ -72,11 +81,20 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
   throw new TypeError(`${label} must be ${expected}, got ${describeValue(value)}`);
 }
 
-/** `; did you mean X?` for a known key within two edits of `key` (case and `_` aside), else the known keys. */
+/**
+ * `; did you mean X?` for the known key fewest edits away from `key` (case
+ * and `_` aside), within two edits (one for keys of four letters or fewer,
+ * so `port` does not become `cors`); else the known keys.
+ */
 export function nearest(key: string, known: readonly string[]): string {
   const plain = (text: string): string => text.toLowerCase().replaceAll('_', '');
-  const match = known.find((candidate) => editDistance(plain(key), plain(candidate)) <= 2);
-  return match === undefined ? `; known options: ${known.join(', ')}` : `; did you mean ${match}?`;
+  const most = plain(key).length <= 4 ? 1 : 2;
+  let best: { name: string; edits: number } | undefined;
+  for (const name of known) {
+    const edits = editDistance(plain(key), plain(name));
+    if (edits <= most && (best === undefined || edits < best.edits)) best = { name, edits };
+  }
+  return best === undefined ? `; known options: ${known.join(', ')}` : `; did you mean ${best.name}?`;
 }
 
 function editDistance(a: string, b: string): number {

@@ -25,7 +25,8 @@ const METHODS: FastifyMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
  * and error handler are untouched.
  */
 export function toFastify(router: AgentRouter): FastifyPlugin {
-  const bodyLimit = bodyLimitOf(router);
+  // Fastify takes a whole number only; a router without a limit (Infinity) gets the largest one.
+  const bodyLimit = Math.min(bodyLimitOf(router), Number.MAX_SAFE_INTEGER);
   return async (fastify) => {
     const prefixLength = fastify.prefix.length;
     // With ignoreDuplicateSlashes Fastify routes `//api//a/state` here; the raw URL must be read the same way.

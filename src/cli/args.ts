@@ -87,12 +87,18 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     config: nonEmpty(values.config, '--config'),
     dataDir,
     storage,
-    server: serverFlags(values),
+    // --help shows the help whatever else is given.
+    server: command === 'serve' ? serverFlags(values) : {},
   };
 }
 
 /** The server options given as flags; only those given, so the config file's stay where no flag is. */
 function serverFlags(values: Record<string, string | boolean | undefined>): CliArgs['server'] {
+  for (const name of ['idle_timeout', 'max_agents', 'enable_list_agents']) {
+    if (values[name] !== undefined && values[name.replaceAll('_', '-')] !== undefined) {
+      throw new UsageError(`--${name} and --${name.replaceAll('_', '-')} are the same option; give it once`);
+    }
+  }
   const server: CliArgs['server'] = {};
   const idle = values['idle_timeout'] ?? values['idle-timeout'];
   if (typeof idle === 'string') {

@@ -23,9 +23,11 @@ Options:
                       body_limit, max_id_length, ping_interval, turn_timeout,
                       max_streams, openapi, cors_origins, port, host, data_dir,
                       storage
-      --idle_timeout <s> seconds before an idle live agent is dropped
+      --idle_timeout <s>
+                      seconds before an idle live agent is dropped
                       (default 300; 0: never)
-      --max_agents <n> live agents at most (default 10000)
+      --max_agents <n>
+                      live agents at most (default 10000)
       --enable_list_agents
                       serve GET /agents (default: off)
                       These three may also be written with dashes

@@ -31,19 +31,19 @@ export interface AgentRouterOptions extends AgentPoolOptions {
   responses?: Readonly<Record<string, { description: string }>> | undefined;
   /** Serve `router.openapi()` at `GET {prefix}/openapi.json`. @defaultValue false */
   openapi?: boolean | undefined;
-  /** Largest request body in bytes. @defaultValue 1 MiB */
+  /** Largest request body in bytes; Infinity for no limit. @defaultValue 1 MiB */
   bodyLimit?: number | undefined;
   /** Longest agent id in characters, checked before any pattern runs. @defaultValue 256 */
   maxIdLength?: number | undefined;
   /** Seconds between `: ping` comments on an idle stream; 0 turns them off. @defaultValue 15 */
   pingInterval?: number | undefined;
-  /** Seconds a turn may take before it is aborted (504); 0 for no limit. @defaultValue 300 */
+  /** Seconds a turn may take before it is aborted (504); 0 or Infinity for no limit. @defaultValue 300 */
   turnTimeout?: number | undefined;
   /** Runs before any agent is touched; see {@link Authorize}. */
   authorize?: Authorize | undefined;
   /** Cross-origin access for browsers. @defaultValue off */
   cors?: CorsOptions | undefined;
-  /** Open SSE streams at most; beyond it a stream request gets 503. @defaultValue 10000 */
+  /** Open SSE streams at most (Infinity: no limit); beyond it a stream request gets 503. @defaultValue 10000 */
   maxStreams?: number | undefined;
   /** Where 5xx details go (never to the client). @defaultValue console */
   logger?: Logger | undefined;
@@ -54,16 +54,16 @@ export interface AgentRouterOptions extends AgentPoolOptions {
 /** Every router option, and how it is checked (typed so a new option cannot be forgotten here). @internal */
 export const ROUTER_OPTION_KINDS: { readonly [K in keyof Required<AgentRouterOptions>]: OptionKind } = {
   prefix: 'path',
-  tags: 'object',
+  tags: 'strings',
   responses: 'object',
   openapi: 'boolean',
-  bodyLimit: 'count',
+  bodyLimit: 'limit',
   maxIdLength: 'count',
   pingInterval: 'seconds',
-  turnTimeout: 'seconds',
+  turnTimeout: 'limitSeconds',
   authorize: 'function',
-  cors: 'object',
-  maxStreams: 'count',
+  cors: 'cors',
+  maxStreams: 'limit',
   logger: 'object',
   pool: 'object',
   idleTimeout: 'idleSeconds',
@@ -211,7 +211,7 @@ export class AgentRouter {
     this.#turnTimeout = options.turnTimeout ?? 300;
     this.#maxStreams = options.maxStreams ?? 10_000;
     const turnTimeout = this.#turnTimeout;
-    this.#deadlines = turnTimeout > 0
+    this.#deadlines = turnTimeout > 0 && turnTimeout !== Infinity
       ? new Deadlines(turnTimeout, (cancel) => cancel.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${turnTimeout} s`, { expose: true })))
       : undefined;
     this.#logger = loggerOf(options.logger);

@@ -176,5 +176,6 @@ export function parseFileConfig(data: unknown, where: string): FileConfig {
 function suggest(key: string): string {
   const camel = FILE_KEYS[key];
   if (camel !== undefined) return `; did you mean ${camel}? (snake_case names are for config files)`;
+  if (key === 'port' || key === 'host') return `; where to listen is serve(port, host)'s, e.g. server.serve(8080, '0.0.0.0')`;
   return nearest(key, Object.keys(OPTIONS));
 }

@@ -158,6 +158,16 @@ function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: F
   reply.code(400).send({ error: 'Agent id is not valid percent-encoding', code: 'bad_agent_id' });
 }
 
+test('a router without a body limit (Infinity) registers, though Fastify takes only whole numbers', async (t) => {
+  for (const [name, make] of majors) {
+    const app = make();
+    await app.register(toFastify(makeRegistryRouter({ bodyLimit: Infinity }).router), { prefix: '/api' });
+    const url = await start(t, app);
+    const reply = await post(`${url}/api/counter-1/chat`, { message: 'x'.repeat(2 * 1024 * 1024) });
+    assert.equal(reply.status, 200, name);
+  }
+});
+
 test('with ignoreDuplicateSlashes, a path Fastify routes to the plugin despite doubled slashes is served', async (t) => {
   const apps: Array<[string, App]> = [
     ['fastify4', fastify4({ forceCloseConnections: true, ignoreDuplicateSlashes: true }) as unknown as App],

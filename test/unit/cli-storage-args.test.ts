@@ -134,4 +134,6 @@ test('the spec\'s server options as flags, snake_case or with dashes; bad values
   assert.throws(() => parseCliArgs(['--max_agents', '0']), usage('--max_agents must be a whole number >= 1, got "0"'));
   assert.throws(() => parseCliArgs(['--max_agents', '1.5']), usage(/--max_agents must be a whole number >= 1/));
   assert.throws(() => parseCliArgs(['--enable_list_agents=yes']), usage('--enable_list_agents takes no value'));
+  assert.throws(() => parseCliArgs(['--idle_timeout', '5', '--idle-timeout', '10']), usage('--idle_timeout and --idle-timeout are the same option; give it once'));
+  assert.equal(parseCliArgs(['--help', '--max_agents', '0']).command, 'help');
 });

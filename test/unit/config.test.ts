@@ -65,6 +65,14 @@ test('AgentRouter checks its options as AgentServer does: a typo or a wrong type
   assert.throws(() => new AgentRouter(registry, { authorize: true } as never), { message: /authorize must be a function/ });
   assert.throws(() => new AgentRouter(registry, { prefix: 5 } as never), { message: /prefix must be a string such as "\/agents"/ });
   assert.throws(() => new AgentRouter(registry, 'x' as never), { message: /AgentRouter: options must be an object, got "x"/ });
+  assert.throws(() => new AgentRouter(registry, { tags: 'agents' } as never), { message: /tags must be a list of strings, e.g. \["agents"\], got "agents"/ });
+  assert.throws(() => new AgentRouter(registry, { cors: true } as never), { message: /cors must be an object such as \{ origins: \["https:\/\/app.example.com"\] \}, got true/ });
+  // The nearest name by edits, and not a far one for a short key (port is not cors).
+  assert.throws(() => new AgentRouter(registry, { nos: 1 } as never), { message: /unknown option "nos"; did you mean now\?/ });
+  assert.throws(() => new AgentRouter(registry, { port: 8080 } as never), { message: /unknown option "port"; known options: prefix, / });
+  assert.throws(() => resolveServerConfig({ port: 8080 } as object), { message: /unknown option "port"; where to listen is serve\(port, host\)'s/ });
+  // Infinity means no limit, as it did before options were checked.
+  new AgentRouter(registry, { bodyLimit: Infinity, maxStreams: Infinity, turnTimeout: Infinity, idleTimeout: Infinity });
   // Every documented option, and undefined for any of them, is taken.
   const router = new AgentRouter(registry, {
     prefix: '', tags: ['agents'], responses: {}, openapi: true, bodyLimit: 10, maxIdLength: 64, pingInterval: 0, turnTimeout: 0,
