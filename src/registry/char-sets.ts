@@ -36,7 +36,8 @@ export function anyOf(sets: readonly CharSet[]): CharSet {
  * stands for text of any kind, or for none: ANYTHING.
  */
 export function charSetOf(atom: string, flags: string): CharSet {
-  if (/^(?:\\[1-9kbB]|\^|\$)/.test(atom)) return ANYTHING;
+  // With v, a class may hold strings (`[\q{ab}]`), which no one-character test sees.
+  if (/^(?:\\[1-9kbB]|\^|\$)/.test(atom) || (atom.startsWith('[') && /v/.test(flags))) return ANYTHING;
   let regex: RegExp;
   try {
     regex = new RegExp(`^(?:${atom})$`, flags);

@@ -22,8 +22,9 @@ export function compilePattern(pattern: string | RegExp, allowBacktracking: bool
     throw new TypeError(
       `AgentRegistry.register: pattern ${String(pattern)} can backtrack catastrophically on hostile ids: it repeats a group ` +
         'that can match the same text more than one way (a quantifier inside it, or alternatives that may overlap), or has ' +
-        'repeats in a row that can give up text to each other (.*-.*-.*), whose cost grows with a power of the ' +
-        'id\'s length; rewrite it (e.g. (a+)+ as a+, (a|ab)* as [ab]*, .*-.*-.* as [^-]*-[^-]*-.*), or pass { allowBacktracking: true } if you have checked it',
+        'repeats that can give up text to each other (.*-.*-.*, or two pairs such as \\w+-?\\w+), whose cost grows with a power of the ' +
+        'id\'s length; rewrite it (e.g. (a+)+ as a+, (a|ab)* as [ab]*, .*-.*-.* as [^-]*-[^-]*-.*, \\w+-?\\w+ as \\w+(?:-\\w+)?), ' +
+        'or pass { allowBacktracking: true } if you have checked it',
     );
   }
   return compiled;
@@ -51,8 +52,8 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
   const repeats: Repeat[] = [];
   /** The atom just read: a quantifier after it applies to it. */
   let last: Atom | undefined;
-  const read = (start: number, end: number, text: string | undefined, matches = text === undefined ? ANYTHING : charSetOf(text, flags)): void => {
-    last = { start, end, text, matches, optional: false, quantified: false };
+  const read = (start: number, end: number, text: string | undefined, matches = text === undefined ? ANYTHING : charSetOf(text, flags), entry = matches, variable = false): void => {
+    last = { start, end, text, matches, entry, variable, optional: false, quantified: false };
     groups[groups.length - 1]?.atoms.push(last);
   };
   for (let i = 0; i < source.length; i++) {
@@ -86,7 +87,10 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
       if (parent !== undefined && closed.repeats) parent.repeats = true;
       // The group is one atom of its parent, matching only what its atoms match. A lookaround or an
       // empty group matches no character: taken to match anything, which errs on the safe side.
-      read(closed.start - 1, i + 1, undefined, closed.lookaround || closed.atoms.length === 0 ? ANYTHING : anyOf(closed.atoms.map((atom) => atom.matches)));
+      const opaque = closed.lookaround || closed.atoms.length === 0;
+      const matches = opaque ? ANYTHING : anyOf(closed.atoms.map((atom) => atom.matches));
+      const variable = closed.repeats || closed.bars.length > 0 || closed.atoms.some((atom) => atom.optional || atom.variable);
+      read(closed.start - 1, i + 1, undefined, matches, opaque || closed.bars.length > 0 ? matches : entryOf(closed.atoms), variable);
     } else if (quantifierAt(source, i) !== undefined && last !== undefined) {
       const end = quantifierEnd(source, i);
       const [least, most] = boundsAt(source, i);
@@ -96,7 +100,9 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
       // An optional group (`(...)?`) is no repeat of its own: the repeats inside it stay in the row.
       const optionalGroup = last.text === undefined && most === 1;
       if (most > least && !optionalGroup) {
-        repeats.push({ matches: last.matches, start: last.start, end: end + 1, span: Math.min(most - least + 1, MAX_ID), optional: least === 0 });
+        // A group whose length varies ends anywhere, however few its passes (`(?:-\d+){1,2}`).
+        const span = last.variable ? MAX_ID : Math.min(most - least + 1, MAX_ID);
+        repeats.push({ matches: last.matches, entry: last.entry, start: last.start, end: end + 1, span, optional: least === 0 });
       }
       i = end;
       last = undefined;
@@ -122,21 +128,25 @@ interface Group {
 
 /**
  * One character's worth of pattern (`a`, `\d`, `[a-z]`, `.`), or a group
- * (`text` undefined): what any character it matches can be, whether it may
- * match nothing, whether a quantifier follows it.
+ * (`text` undefined): what any character it matches can be, what its first
+ * can be, whether its length varies (a group's), whether it may match
+ * nothing, whether a quantifier follows it.
  */
 interface Atom {
   start: number;
   end: number;
   text: string | undefined;
   matches: CharSet;
+  entry: CharSet;
+  variable: boolean;
   optional: boolean;
   quantified: boolean;
 }
 
-/** A repeated atom: what it matches, where it stands in the source, how many lengths it can take (at most MAX_ID), whether none. */
+/** A repeated atom: what it matches, what its first character can be, where it stands in the source, how many lengths it can take (at most MAX_ID), whether none. */
 interface Repeat {
   matches: CharSet;
+  entry: CharSet;
   start: number;
   end: number;
   span: number;
@@ -177,7 +187,17 @@ function marksItsPasses(group: Group, close: number, repeats: Repeat[], source: 
     atom !== undefined && !atom.quantified && atoms.every((other) => other === atom || !overlap(atom.matches, other.matches));
   if (!isMark(atoms[0]) && !isMark(atoms[atoms.length - 1])) return false;
   const inside = repeats.filter((repeat) => repeat.start >= group.start && repeat.end <= close);
-  return !rowSteps(inside, source, flags).some((step) => step.linked);
+  return !inside.some((repeat, j) => inside.slice(0, j).some((before) => linked(before, repeat, source, flags)));
+}
+
+/** What the first character matched by a run of atoms can be: up to the first that must match a character (a group might match nothing). */
+function entryOf(atoms: Atom[]): CharSet {
+  const firsts: CharSet[] = [];
+  for (const atom of atoms) {
+    firsts.push(atom.entry);
+    if (!atom.optional && atom.text !== undefined) return anyOf(firsts);
+  }
+  return ANYTHING;
 }
 
 /** `'repeats'` for `*`, `+`, `{n,}` and `{n,m}` with m > 1; `'optional'` for `?` and `{0,1}`; else undefined. */
@@ -222,40 +242,49 @@ function classEnd(source: string, start: number): number {
 }
 
 /**
- * True when repeats follow one another, each able to give up text to the
- * next, and the ways to split an id between them multiply past MAX_SPLITS:
- * a failing id tries every one. Repeats inside a repeated group count as
- * that group. See {@link rowSteps} for what links two repeats.
+ * True when the ways to split a failing id between repeats multiply past
+ * MAX_SPLITS. Repeats that can give up text to one another (see
+ * {@link linked}) form chains; a chain splits its text in as many ways as
+ * the spans of all but its first repeat multiply to (`.*-.*`: 257), and the
+ * linked repeats of a pattern fall into separate groups whose ways multiply
+ * too: a failing id tries every split of one again for each of the next,
+ * even across a separator neither can cross (four `\w+-?\w+` joined by `\.`
+ * took 4.7 s on 256 characters). One repeat scanning the id (MAX_ID) is the
+ * unit. Repeats inside a repeated group count as that group.
  */
 function tooManySplits(repeats: Repeat[], source: string, flags: string): boolean {
   const outer = repeats.sort((a, b) => a.start - b.start).filter((repeat, i, all) => !all.some((other, j) => j < i && other.end >= repeat.end));
-  let splits = 1;
-  for (const { repeat, linked } of rowSteps(outer, source, flags)) {
-    splits = linked ? splits * repeat.span : repeat.span;
-    if (splits > MAX_SPLITS) return true;
+  /** Per repeat: the most ways a chain ending at it splits its text, and the group of linked repeats it is in (by its first member). */
+  const ways: number[] = [];
+  const groupOf: number[] = [];
+  for (const [j, repeat] of outer.entries()) {
+    ways[j] = 1;
+    groupOf[j] = j;
+    for (let i = 0; i < j; i++) {
+      if (!linked(outer[i] as Repeat, repeat, source, flags)) continue;
+      ways[j] = Math.max(ways[j] as number, (ways[i] as number) * repeat.span);
+      const from = groupOf[i] as number;
+      const to = groupOf[j] as number;
+      for (let k = 0; k <= j; k++) if (groupOf[k] === to) groupOf[k] = from;
+    }
   }
-  return false;
+  const most = new Map<number, number>();
+  for (const [j, group] of groupOf.entries()) most.set(group, Math.max(most.get(group) ?? 1, ways[j] as number));
+  let splits = MAX_ID;
+  for (const each of most.values()) splits *= each;
+  return splits > MAX_SPLITS;
 }
 
 /**
- * Repeats in source order, each with whether it is linked to the one before:
- * whether that one can give up text to it, by matching what stands between
- * them and sharing a character with it (`.*-.*`). One that cannot cross its
- * separator (`[^-]*-`, `[a-z]+-`, `\d+\.`) has a forced extent and ends the
- * row, as does a `|` between them. A repeat that may match nothing and does
- * not link (`-?` in `\w+-?\w+`) is read as part of what stands between, not
- * as a break, and left out.
+ * Whether `before` can give up text to the later `repeat`: it can match the
+ * first character `repeat` can match, and everything required between them
+ * (`.*-.*`). One that cannot cross what stands between (`[^-]*-`, `[a-z]+-`,
+ * `\d+\.`) has a forced extent there. Every earlier repeat is asked, not
+ * only the one just before, so a repeat that may match nothing between two
+ * linked ones (`-?` in `\w+-?\w+`) cannot hide their link.
  */
-function rowSteps(repeats: Repeat[], source: string, flags: string): Array<{ repeat: Repeat; linked: boolean }> {
-  const steps: Array<{ repeat: Repeat; linked: boolean }> = [];
-  let before: Repeat | undefined;
-  for (const repeat of repeats) {
-    const linked = before !== undefined && overlap(before.matches, repeat.matches) && crossable(source.slice(before.end, repeat.start), before.matches, flags);
-    if (!linked && before !== undefined && repeat.optional) continue;
-    steps.push({ repeat, linked });
-    before = repeat;
-  }
-  return steps;
+function linked(before: Repeat, repeat: Repeat, source: string, flags: string): boolean {
+  return overlap(before.matches, repeat.entry) && crossable(source.slice(before.end, repeat.start), before.matches, flags);
 }
 
 /**
@@ -277,7 +306,12 @@ function crossable(gap: string, matches: CharSet, flags: string): boolean {
   let alternatives = false;
   for (let i = 0; i < gap.length; i++) {
     const char = gap[i] as string;
-    if (char === '(') {
+    if (char === '(' && /^\?(?:=|!|<=|<!)/.test(gap.slice(i + 1))) {
+      // A lookaround consumes nothing: nothing in it stands between the two repeats.
+      const close = groupEnd(gap, i + 1);
+      if (close === undefined) return true;
+      i = close;
+    } else if (char === '(') {
       depth++;
       opened.push(parts.length);
       i += groupSyntaxLength(gap, i + 1);

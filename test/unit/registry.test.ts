@@ -111,6 +111,12 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
     '[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]+(?:-[a-z0-9]+)*-[a-z0-9]+(?:-[a-z0-9]+)*',
     // characters beyond ASCII are compared too (the first took 1 s on 256 characters, its ā being one of [ā-ő])
     '[ā-ő]+ā[ā-ő]+ā[ā-ő]+ā[ā-ő]+!', '(?:ā[ā-ő]+)+x',
+    // a verification search's finds: optional repeats between linked ones (0.8 s and 3 s), a lookaround read as a
+    // separator (5 s), a bounded repeat of a group whose passes vary in length (5 s), a half of an emoji (2 s)
+    '\\d+[a-z]*[a-z]*[a-z]*[a-z]*[a-z]*', '[xa]+a?[xb]+b?[xc]+c?[xd]+d?[xe]+', '\\w+(?!-)\\w+(?!-)\\w+(?!-)\\w+(?!-)\\w+',
+    '(?:-\\d+){1,2}(?:\\d+-){1,2}(?:-\\d+){1,2}(?:\\d+-){1,2}(?:-\\d+){1,2}(?:\\d+-){1,2}', '(?:😀[^-]+)*',
+    // rows apart still multiply: a failing id retries every split of one for each of the next (4.7 s, and 1.6 s)
+    '\\w+-?\\w+\\.\\w+-?\\w+\\.\\w+-?\\w+\\.\\w+-?\\w+', '[a-z]+_?[a-z0-9]+\\.[a-z]+_?[a-z0-9]+\\.[a-z]+_?[a-z0-9]+\\.[a-z]+_?[a-z0-9]+',
   ];
   for (const source of dangerous) assert.equal(canBacktrackBadly(source), true, source);
   const fine = [
@@ -130,6 +136,9 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
     '[a-z]+(?:[-_][a-z0-9]+)*', '[a-z0-9]+(?:-[a-z0-9]+)*@[a-z]+(?:\\.[a-z]+)+', '(\\d*x)*', '(x*y)*z', '(?:-[a-z]+_?[0-9]*)+',
     // a repeated group matches only what its parts match: (?:ab)+ cannot give up text across the -
     '(?:ab)+-.*-.*',
+    // a repeat cannot give up text to a group whose every pass starts with a character it does not match
+    '[a-z0-9]+(?:-[a-z0-9]+)*@[a-z]+(?:\\.[a-z]+)+', '[a-z0-9]+(?:\\.[a-z0-9]+)*@[a-z0-9]+(?:[.-][a-z0-9]+)*\\.[a-z]{2,}',
+    'tenant-[a-z0-9]+/user-[a-z0-9]+(?:-[a-z0-9]+)*', '[a-z0-9]+(?:[-_][a-z0-9]+)*-v\\d+(?:\\.\\d+)*',
   ];
   for (const source of fine) assert.equal(canBacktrackBadly(source), false, source);
   // Escapes are read whole: \u0101 is one character, \p{L} one class.
@@ -145,6 +154,8 @@ test('canBacktrackBadly finds the dangerous shapes and leaves common ones alone'
   assert.equal(canBacktrackBadly('(?:😀[😀-😎]+)*x', 'u'), true);
   assert.equal(canBacktrackBadly('(?:\u017f[a-z]+)+x', 'iu'), true);
   assert.equal(canBacktrackBadly('(?:\u017f[a-z]+)+x', 'u'), false);
+  // With v, a class may hold a string ([\q{ab}]), which a one-character test never sees (5 s on 95 characters).
+  assert.equal(canBacktrackBadly('(?:[\\q{ab}][a-z]+)*', 'v'), true);
   // Without the u flag, \p{L} is the letters p{L}, and .+ can cross them.
   assert.equal(canBacktrackBadly('.+\\p{L}.+\\p{L}.+\\p{L}.+!'), true);
 });
