@@ -43,7 +43,7 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
   const ok = {
     seconds: () => typeof value === 'number' && value >= 0 && value <= MAX_TIMER,
     idleSeconds: () => typeof value === 'number' && value >= 0 && (value <= MAX_TIMER || value === Infinity),
-    limitSeconds: () => typeof value === 'number' && value >= 0 && (value <= MAX_TIMER || value === Infinity),
+    limitSeconds: () => typeof value === 'number' && value >= 0 && (value <= MAX_TIMER || value === Infinity), // idleSeconds, said otherwise
     positiveSeconds: () => typeof value === 'number' && value > 0 && value <= MAX_TIMER,
     count: () => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0,
     limit: () => typeof value === 'number' && (Number.isSafeInteger(value) || value === Infinity) && value >= 0,

@@ -59,6 +59,7 @@ export interface FileConfig {
   storage?: string | undefined;
 }
 
+/** The router's options but `prefix` and `pool`, which the server sets itself. */
 const { prefix: _prefix, pool: _pool, ...SHARED_KINDS } = ROUTER_OPTION_KINDS;
 
 /** Every option the server takes, and how it is checked (typed so a new option cannot be forgotten here). */
