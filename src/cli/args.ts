@@ -29,6 +29,10 @@ export interface CliArgs {
  * the spec's snake_case names (DESIGN.md), and dashes as the other flags do.
  */
 export function parseCliArgs(argv: readonly string[]): CliArgs {
+  // Asking for help shows it, whatever else is on the line (a typo there is often why help is wanted).
+  if (argv.includes('--help') || argv.includes('-h')) {
+    return { command: 'help', module: undefined, port: undefined, host: undefined, config: undefined, dataDir: undefined, storage: undefined, server: {} };
+  }
   let parsed;
   try {
     parsed = parseArgs({
@@ -87,7 +91,6 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     config: nonEmpty(values.config, '--config'),
     dataDir,
     storage,
-    // --help shows the help whatever else is given.
     server: command === 'serve' ? serverFlags(values) : {},
   };
 }

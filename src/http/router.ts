@@ -58,7 +58,7 @@ export const ROUTER_OPTION_KINDS: { readonly [K in keyof Required<AgentRouterOpt
   responses: 'object',
   openapi: 'boolean',
   bodyLimit: 'limit',
-  maxIdLength: 'count',
+  maxIdLength: 'positiveCount',
   pingInterval: 'seconds',
   turnTimeout: 'limitSeconds',
   authorize: 'function',

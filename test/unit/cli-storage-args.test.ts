@@ -135,5 +135,7 @@ test('the spec\'s server options as flags, snake_case or with dashes; bad values
   assert.throws(() => parseCliArgs(['--max_agents', '1.5']), usage(/--max_agents must be a whole number >= 1/));
   assert.throws(() => parseCliArgs(['--enable_list_agents=yes']), usage('--enable_list_agents takes no value'));
   assert.throws(() => parseCliArgs(['--idle_timeout', '5', '--idle-timeout', '10']), usage('--idle_timeout and --idle-timeout are the same option; give it once'));
-  assert.equal(parseCliArgs(['--help', '--max_agents', '0']).command, 'help');
+  for (const argv of [['--help', '--max_agents', '0'], ['serve', '--bogus', '--help'], ['--port', 'abc', '-h'], ['--storage', 'memory', '--data-dir', 'x', '--help']]) {
+    assert.equal(parseCliArgs(argv).command, 'help', argv.join(' '));
+  }
 });

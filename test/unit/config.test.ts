@@ -60,7 +60,8 @@ test('AgentRouter checks its options as AgentServer does: a typo or a wrong type
   assert.throws(() => new AgentRouter(registry, { authorise: () => false } as never), { message: /AgentRouter: unknown option "authorise"; did you mean authorize\?/ });
   assert.throws(() => new AgentRouter(bot, { body_limit: 10 } as never), { message: /unknown option "body_limit"; did you mean bodyLimit\?/ });
   assert.throws(() => new AgentRouter(registry, { bodyLimit: Number.NaN }), { message: /bodyLimit must be a whole number >= 0, got NaN/ });
-  assert.throws(() => new AgentRouter(registry, { maxIdLength: -1 }), { message: /maxIdLength must be a whole number >= 0, got -1/ });
+  assert.throws(() => new AgentRouter(registry, { maxIdLength: -1 }), { message: /maxIdLength must be a whole number >= 1, got -1/ });
+  assert.throws(() => new AgentRouter(registry, { maxIdLength: 0 }), { message: /maxIdLength must be a whole number >= 1, got 0/ }, 'it would refuse every id');
   assert.throws(() => new AgentRouter(registry, { pingInterval: 'x' } as never), { message: /pingInterval must be a number of seconds/ });
   assert.throws(() => new AgentRouter(registry, { authorize: true } as never), { message: /authorize must be a function/ });
   assert.throws(() => new AgentRouter(registry, { prefix: 5 } as never), { message: /prefix must be a string such as "\/agents"/ });
