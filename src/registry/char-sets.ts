@@ -98,6 +98,10 @@ function escapedChar(escape: string, unicode: boolean, inClass: boolean): string
   return single && !/[A-Za-z0-9]/.test(rest) ? rest : undefined;
 }
 
+/** A class member's escape read whole: `\x41`, `\u0041`, `\cJ`, a legacy octal `\101`; with u also `\u{1F600}` and `\p{L}` (without, `\u{` is `u{`). */
+const MEMBER = /^\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|c[A-Za-z]|[0-7]{2,3})/;
+const UNICODE_MEMBER = /^\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|u\{[0-9a-fA-F]+\}|c[A-Za-z]|[pP]\{[^}]*\})/;
+
 /** The characters of a class such as `[a-z0-9_-]` or `[\d.]`; undefined for a negated class, a `v`-flag class, or one too large. */
 function classChars(text: string, flags: string): string[] | undefined {
   if (text.startsWith('[^') || /v/.test(flags) || !text.endsWith(']')) return undefined;
@@ -107,7 +111,7 @@ function classChars(text: string, flags: string): string[] | undefined {
   const members: Array<{ text: string; chars: string[] | undefined }> = [];
   for (let i = 0; i < body.length;) {
     let end = i + 1;
-    if (body[i] === '\\') end = i + (/^\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|u\{[0-9a-fA-F]+\}|c[A-Za-z]|[pP]\{[^}]*\})/.exec(body.slice(i))?.[0].length ?? 2);
+    if (body[i] === '\\') end = i + ((unicode ? UNICODE_MEMBER : MEMBER).exec(body.slice(i))?.[0].length ?? 2);
     else if (unicode && (body.codePointAt(i) ?? 0) > 0xffff) end = i + 2;
     const member = body.slice(i, end);
     members.push({ text: member, chars: member.startsWith('\\') ? escapeChars(member, flags, true) : [member] });

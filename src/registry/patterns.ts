@@ -64,7 +64,7 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
       read(i, end, source.slice(i, end));
       i = end - 1;
     } else if (char === '[') {
-      const end = classEnd(source, i);
+      const end = classEnd(source, i, flags);
       read(i, end, source.slice(i, end));
       i = end - 1;
     } else if (char === '(') {
@@ -232,59 +232,69 @@ function groupSyntaxLength(source: string, index: number): number {
   return /^\?(?::|=|!|<=|<!|<[A-Za-z_$][\w$]*>)/.exec(source.slice(index))?.[0].length ?? 0;
 }
 
-/** Just past the `]` closing the class that opens at `start`. */
-function classEnd(source: string, start: number): number {
+/** Just past the `]` closing the class that opens at `start`; with the v flag, classes nest (`[[a-z]--[aeiou]]`). */
+function classEnd(source: string, start: number, flags: string): number {
+  const nests = /v/.test(flags);
+  let depth = 0;
   for (let i = start + 1; i < source.length; i++) {
     if (source[i] === '\\') i++;
-    else if (source[i] === ']') return i + 1;
+    else if (source[i] === '[' && nests) depth++;
+    else if (source[i] === ']' && depth-- === 0) return i + 1;
   }
   return source.length;
 }
 
 /**
  * True when the ways to split a failing id between repeats multiply past
- * MAX_SPLITS. Repeats that can give up text to one another (see
- * {@link linked}) form chains; a chain splits its text in as many ways as
- * the spans of all but its first repeat multiply to (`.*-.*`: 257), and the
- * linked repeats of a pattern fall into separate groups whose ways multiply
- * too: a failing id tries every split of one again for each of the next,
- * even across a separator neither can cross (four `\w+-?\w+` joined by `\.`
- * took 4.7 s on 256 characters). One repeat scanning the id (MAX_ID) is the
- * unit. Repeats inside a repeated group count as that group.
+ * MAX_SPLITS: one repeat scanning the id is the unit (MAX_ID), and each
+ * repeat that an earlier one can give up text to (see {@link linked})
+ * multiplies it by its span (`.*-.*`: 257 x 257). Over the whole pattern,
+ * not one row: a failing id tries every split of one pair again for each
+ * split of the next, even across a separator neither can cross (four
+ * `\w+-?\w+` joined by `\.` took 4.7 s on 256 characters). This counts
+ * some patterns dearer than they are (`.*-[0-9]+-.*`, whose digits have a
+ * forced extent), which errs on the safe side. Repeats inside a repeated
+ * group count as that group.
  */
 function tooManySplits(repeats: Repeat[], source: string, flags: string): boolean {
   const outer = repeats.sort((a, b) => a.start - b.start).filter((repeat, i, all) => !all.some((other, j) => j < i && other.end >= repeat.end));
-  /** Per repeat: the most ways a chain ending at it splits its text, and the group of linked repeats it is in (by its first member). */
-  const ways: number[] = [];
-  const groupOf: number[] = [];
-  for (const [j, repeat] of outer.entries()) {
-    ways[j] = 1;
-    groupOf[j] = j;
-    for (let i = 0; i < j; i++) {
-      if (!linked(outer[i] as Repeat, repeat, source, flags)) continue;
-      ways[j] = Math.max(ways[j] as number, (ways[i] as number) * repeat.span);
-      const from = groupOf[i] as number;
-      const to = groupOf[j] as number;
-      for (let k = 0; k <= j; k++) if (groupOf[k] === to) groupOf[k] = from;
-    }
-  }
-  const most = new Map<number, number>();
-  for (const [j, group] of groupOf.entries()) most.set(group, Math.max(most.get(group) ?? 1, ways[j] as number));
   let splits = MAX_ID;
-  for (const each of most.values()) splits *= each;
-  return splits > MAX_SPLITS;
+  for (const [j, repeat] of outer.entries()) {
+    if (outer.slice(0, j).some((before) => linked(before, repeat, source, flags))) splits *= repeat.span;
+    if (splits > MAX_SPLITS) return true;
+  }
+  return false;
 }
 
 /**
- * Whether `before` can give up text to the later `repeat`: it can match the
- * first character `repeat` can match, and everything required between them
- * (`.*-.*`). One that cannot cross what stands between (`[^-]*-`, `[a-z]+-`,
+ * Whether `before` can give up text to the later `repeat`: it can match
+ * everything required between them (`.*-.*`), and it or what stands between
+ * can match the first character `repeat` can match. One that cannot cross what stands between (`[^-]*-`, `[a-z]+-`,
  * `\d+\.`) has a forced extent there. Every earlier repeat is asked, not
  * only the one just before, so a repeat that may match nothing between two
  * linked ones (`-?` in `\w+-?\w+`) cannot hide their link.
  */
 function linked(before: Repeat, repeat: Repeat, source: string, flags: string): boolean {
-  return overlap(before.matches, repeat.entry) && crossable(source.slice(before.end, repeat.start), before.matches, flags);
+  const gap = source.slice(before.end, repeat.start);
+  if (!crossable(gap, before.matches, flags)) return false;
+  // What the first gives up shifts what stands between, which gives up text in turn: [a-z]*[a-z0-9]{10}\d*.
+  return overlap(anyOf([before.matches, ...atomsOf(gap, flags)]), repeat.entry);
+}
+
+/** The sets of the atoms written in a stretch of pattern (group marks, quantifiers and bars aside). */
+function atomsOf(text: string, flags: string): CharSet[] {
+  const sets: CharSet[] = [];
+  for (let i = 0; i < text.length; i++) {
+    const char = text[i] as string;
+    if (char === '(') i += groupSyntaxLength(text, i + 1);
+    else if (quantifierAt(text, i) !== undefined) i = quantifierEnd(text, i);
+    else if (char !== ')' && char !== '|') {
+      const end = char === '\\' ? escapeEnd(text, i, flags) : char === '[' ? classEnd(text, i, flags) : i + 1;
+      sets.push(charSetOf(text.slice(i, end), flags));
+      i = end - 1;
+    }
+  }
+  return sets;
 }
 
 /**
@@ -298,33 +308,48 @@ function linked(before: Repeat, repeat: Repeat, source: string, flags: string): 
  * backreference or an assertion (`\b`, `^`) may stand for anything.
  */
 function crossable(gap: string, matches: CharSet, flags: string): boolean {
-  const parts: Array<{ text: string; required: boolean }> = [];
-  /** Where each open group's parts begin, and where the group just closed began: a quantifier after `)` applies to all of it. */
-  const opened: number[] = [];
+  /** What stands between: each atom, or each group closed in the gap, and whether the repeat can match it (a group: through any one of its branches). */
+  type Part = { required: boolean; crossed: boolean };
+  let parts: Part[] = [];
+  /** Groups opened in the gap: where their parts begin, and the verdicts of their branches before the current one. */
+  const open: Array<{ from: number; branches: boolean[] }> = [];
+  const passes = (branch: Part[]): boolean => branch.every((part) => !part.required || part.crossed);
+  /** Where the group just closed begins in `parts`: a quantifier after `)` applies to all of it. */
   let lastFrom = 0;
-  let depth = 0;
   let alternatives = false;
   for (let i = 0; i < gap.length; i++) {
     const char = gap[i] as string;
     if (char === '(' && /^\?(?:=|!|<=|<!)/.test(gap.slice(i + 1))) {
       // A lookaround consumes nothing: nothing in it stands between the two repeats.
-      const close = groupEnd(gap, i + 1);
+      const close = groupEnd(gap, i + 1, flags);
       if (close === undefined) return true;
       i = close;
     } else if (char === '(') {
-      depth++;
-      opened.push(parts.length);
+      open.push({ from: parts.length, branches: [] });
       i += groupSyntaxLength(gap, i + 1);
     } else if (char === ')') {
-      depth--;
-      lastFrom = opened.pop() ?? 0;
-    } else if (char === '|') {
-      alternatives = true;
-      if (depth > 0) {
-        parts.length = opened[opened.length - 1] ?? 0;
+      const group = open.pop();
+      if (group === undefined) {
+        // The close of the group holding the first repeat: a quantifier on it makes all read so far optional.
+        lastFrom = 0;
         continue;
       }
-      const close = groupEnd(gap, i);
+      // An empty branch, or one the repeat can match throughout, lets it across the group.
+      const crossed = [...group.branches, passes(parts.slice(group.from))].some(Boolean);
+      parts = parts.slice(0, group.from);
+      parts.push({ required: true, crossed });
+      lastFrom = group.from;
+    } else if (char === '|') {
+      const group = open[open.length - 1];
+      if (group !== undefined) {
+        group.branches.push(passes(parts.slice(group.from)));
+        parts = parts.slice(0, group.from);
+        continue;
+      }
+      // A | in the group holding the first repeat: the path out of it skips to that group's end; if it
+      // does not end within the gap, the two repeats are alternatives, not in a row.
+      alternatives = true;
+      const close = groupEnd(gap, i, flags);
       if (close === undefined) return false;
       i = close;
     } else if (quantifierAt(gap, i) !== undefined) {
@@ -332,23 +357,23 @@ function crossable(gap: string, matches: CharSet, flags: string): boolean {
       if (boundsAt(gap, i)[0] === 0) for (const part of parts.slice(from)) part.required = false;
       i = quantifierEnd(gap, i);
     } else {
-      const end = char === '\\' ? escapeEnd(gap, i, flags) : char === '[' ? classEnd(gap, i) : /[uv]/.test(flags) && (gap.codePointAt(i) ?? 0) > 0xffff ? i + 2 : i + 1;
-      parts.push({ text: gap.slice(i, end), required: true });
+      const end = char === '\\' ? escapeEnd(gap, i, flags) : char === '[' ? classEnd(gap, i, flags) : /[uv]/.test(flags) && (gap.codePointAt(i) ?? 0) > 0xffff ? i + 2 : i + 1;
+      parts.push({ required: true, crossed: overlap(matches, charSetOf(gap.slice(i, end), flags)) });
       i = end - 1;
     }
   }
-  const shared = (part: { text: string }): boolean => overlap(matches, charSetOf(part.text, flags));
-  if (parts.length === 0) return true;
-  return alternatives ? parts.some(shared) : parts.every((part) => !part.required || shared(part));
+  // Groups still open hold the later repeat: the path enters their current branch, whose parts count as read.
+  if (alternatives) return parts.length === 0 || parts.some((part) => !part.required || part.crossed);
+  return passes(parts);
 }
 
 /** The index of the `)` closing the group the text at `from` is in, or undefined if it does not close in `text`. */
-function groupEnd(text: string, from: number): number | undefined {
+function groupEnd(text: string, from: number, flags: string): number | undefined {
   let depth = 0;
   for (let i = from; i < text.length; i++) {
     const char = text[i];
     if (char === '\\') i++;
-    else if (char === '[') i = classEnd(text, i) - 1;
+    else if (char === '[') i = classEnd(text, i, flags) - 1;
     else if (char === '(') depth++;
     else if (char === ')' && depth-- === 0) return i;
   }
@@ -366,8 +391,9 @@ function escapeEnd(source: string, index: number, flags: string): number {
   return index + (escape.exec(source.slice(index))?.[0].length ?? 2);
 }
 
-const ESCAPE = /^\\(?:u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[A-Za-z]|k<[^>]*>)/;
-const UNICODE_ESCAPE = /^\\(?:u\{[0-9a-fA-F]+\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[A-Za-z]|[pP]\{[^}]*\}|k<[^>]*>)/;
+// A number of more than one digit is one atom too: a backreference (`\\12`), or without u a legacy octal escape (`\\101` is A).
+const ESCAPE = /^\\(?:u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[A-Za-z]|k<[^>]*>|[0-9]{2,})/;
+const UNICODE_ESCAPE = /^\\(?:u\{[0-9a-fA-F]+\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|c[A-Za-z]|[pP]\{[^}]*\}|k<[^>]*>|[0-9]{2,})/;
 
 function alternatives(source: string, start: number, bars: number[], end: number): string[] {
   const body = source.slice(start, end);
