@@ -222,7 +222,14 @@ export class AgentRouter {
   toRequestListener(): AgentRequestListener {
     const listener: RequestListener = (req, res) => {
       // Nothing waits here: #serve answers its own failures, and a held stream keeps nothing of this call.
-      if (!this.#serve(req, res, NO_HINT, undefined, undefined)) sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
+      if (this.#serve(req, res, NO_HINT, undefined, undefined)) return;
+      try {
+        // A page on an allowed origin can read this 404 too, as it can the router's own answers.
+        if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, 'GET, POST')) return;
+      } catch (error) {
+        return this.#fail(res, error);
+      }
+      sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
     };
     // The router reads and writes only what both APIs' requests and responses have (tested over each).
     return listener as AgentRequestListener;

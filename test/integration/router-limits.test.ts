@@ -79,6 +79,12 @@ test('CORS: allowed origins are echoed and preflights answered; others get no CO
   assert.equal(preflight.status, 204);
   assert.equal(preflight.headers.get('access-control-allow-origin'), 'https://app.example');
   assert.equal(preflight.headers.get('access-control-allow-methods'), 'POST, OPTIONS');
+  // A path that is none of the router's answers 404 JSON that an allowed page can read (its preflight answered too).
+  const lost = await postJson(`${url}/a/chat/extra`, { message: 'x' }, { origin: 'https://app.example' });
+  assert.equal(lost.status, 404);
+  assert.equal(lost.headers.get('access-control-allow-origin'), 'https://app.example');
+  const lostPreflight = await fetch(`${url}/a/chat/extra`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' } });
+  assert.equal(lostPreflight.status, 204);
   // A page may send its JSON, a token and a request id (which a remote hop carries on) without configuring anything.
   assert.deepEqual(preflight.headers.get('access-control-allow-headers')?.split(', '), ['content-type', 'authorization', 'accept', 'last-event-id', 'x-request-id']);
   assert.equal(preflight.headers.get('access-control-allow-credentials'), 'true');
