@@ -19,10 +19,18 @@ export interface CharSet {
 export const ANYTHING: CharSet = { has: () => true, finite: undefined };
 
 export function overlap(a: CharSet, b: CharSet): boolean {
-  if (a.finite !== undefined) return a.finite.some((char) => b.has(char));
-  if (b.finite !== undefined) return b.finite.some((char) => a.has(char));
-  return true;
+  let known = overlaps.get(a);
+  if (known === undefined) overlaps.set(a, (known = new WeakMap()));
+  let answer = known.get(b);
+  if (answer === undefined) {
+    answer = a.finite !== undefined ? a.finite.some((char) => b.has(char)) : b.finite !== undefined ? b.finite.some((char) => a.has(char)) : true;
+    known.set(b, answer);
+  }
+  return answer;
 }
+
+/** Answers already worked out: a pattern's check asks about the same pairs of atoms many times. */
+const overlaps = new WeakMap<CharSet, WeakMap<CharSet, boolean>>();
 
 /** The characters any of `sets` matches (a group's atoms). */
 export function anyOf(sets: readonly CharSet[]): CharSet {
@@ -36,6 +44,20 @@ export function anyOf(sets: readonly CharSet[]): CharSet {
  * stands for text of any kind, or for none: ANYTHING.
  */
 export function charSetOf(atom: string, flags: string): CharSet {
+  const key = `${flags}/${atom}`;
+  let set = sets.get(key);
+  if (set === undefined) {
+    // Bounded: patterns are registered at start-up, but a long-lived process may register many.
+    if (sets.size >= 10_000) sets.clear();
+    sets.set(key, (set = readCharSet(atom, flags)));
+  }
+  return set;
+}
+
+/** Sets already read, by flags and atom: the same atom text is compared many times. */
+const sets = new Map<string, CharSet>();
+
+function readCharSet(atom: string, flags: string): CharSet {
   // With v, a class may hold strings (`[\q{ab}]`), which no one-character test sees.
   if (/^(?:\\[1-9kbB]|\^|\$)/.test(atom) || (atom.startsWith('[') && /v/.test(flags))) return ANYTHING;
   let regex: RegExp;
