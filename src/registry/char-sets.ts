@@ -48,7 +48,7 @@ export function charSetOf(atom: string, flags: string): CharSet {
   let set = sets.get(key);
   if (set === undefined) {
     // Bounded: patterns are registered at start-up, but a long-lived process may register many.
-    if (sets.size >= 10_000) sets.clear();
+    if (sets.size >= 1000) sets.clear();
     sets.set(key, (set = readCharSet(atom, flags)));
   }
   return set;
