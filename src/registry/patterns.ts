@@ -47,7 +47,6 @@ export function compilePattern(pattern: string | RegExp, allowBacktracking: bool
  */
 export function canBacktrackBadly(source: string, flags = ''): boolean {
   flags = flags.replace(/[gy]/g, '');
-  const unicode = /[uv]/.test(flags);
   const groups: Group[] = [];
   const repeats: Repeat[] = [];
   /** The atom just read: a quantifier after it applies to it. */
@@ -59,15 +58,7 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
   for (let i = 0; i < source.length; i++) {
     const char = source[i] as string;
     const group = groups[groups.length - 1];
-    if (char === '\\') {
-      const end = escapeEnd(source, i, flags);
-      read(i, end, source.slice(i, end));
-      i = end - 1;
-    } else if (char === '[') {
-      const end = classEnd(source, i, flags);
-      read(i, end, source.slice(i, end));
-      i = end - 1;
-    } else if (char === '(') {
+    if (char === '(') {
       groups.push({ risky: false, repeats: false, lookaround: /^\?(?:=|!|<=|<!)/.test(source.slice(i + 1)), start: i + 1, bars: [], atoms: [] });
       last = undefined;
       // `(?:`, `(?<name>`, lookarounds: syntax, not atoms.
@@ -107,8 +98,7 @@ export function canBacktrackBadly(source: string, flags = ''): boolean {
       i = end;
       last = undefined;
     } else {
-      // With u or v, a character beyond U+FFFF (two UTF-16 units) is one atom, as the engine reads it.
-      const end = unicode && (source.codePointAt(i) ?? 0) > 0xffff ? i + 2 : i + 1;
+      const end = atomEnd(source, i, flags);
       read(i, end, source.slice(i, end));
       i = end - 1;
     }
@@ -232,6 +222,17 @@ function groupSyntaxLength(source: string, index: number): number {
   return /^\?(?::|=|!|<=|<!|<[A-Za-z_$][\w$]*>)/.exec(source.slice(index))?.[0].length ?? 0;
 }
 
+/**
+ * Just past the one-character atom at `index`: an escape, a class, or a
+ * character (with u or v, one beyond U+FFFF is two UTF-16 units, one atom,
+ * as the engine reads it).
+ */
+function atomEnd(source: string, index: number, flags: string): number {
+  if (source[index] === '\\') return escapeEnd(source, index, flags);
+  if (source[index] === '[') return classEnd(source, index, flags);
+  return /[uv]/.test(flags) && (source.codePointAt(index) ?? 0) > 0xffff ? index + 2 : index + 1;
+}
+
 /** Just past the `]` closing the class that opens at `start`; with the v flag, classes nest (`[[a-z]--[aeiou]]`). */
 function classEnd(source: string, start: number, flags: string): number {
   const nests = /v/.test(flags);
@@ -289,7 +290,7 @@ function atomsOf(text: string, flags: string): CharSet[] {
     if (char === '(') i += groupSyntaxLength(text, i + 1);
     else if (quantifierAt(text, i) !== undefined) i = quantifierEnd(text, i);
     else if (char !== ')' && char !== '|') {
-      const end = char === '\\' ? escapeEnd(text, i, flags) : char === '[' ? classEnd(text, i, flags) : i + 1;
+      const end = atomEnd(text, i, flags);
       sets.push(charSetOf(text.slice(i, end), flags));
       i = end - 1;
     }
@@ -357,7 +358,7 @@ function crossable(gap: string, matches: CharSet, flags: string): boolean {
       if (boundsAt(gap, i)[0] === 0) for (const part of parts.slice(from)) part.required = false;
       i = quantifierEnd(gap, i);
     } else {
-      const end = char === '\\' ? escapeEnd(gap, i, flags) : char === '[' ? classEnd(gap, i, flags) : /[uv]/.test(flags) && (gap.codePointAt(i) ?? 0) > 0xffff ? i + 2 : i + 1;
+      const end = atomEnd(gap, i, flags);
       parts.push({ required: true, crossed: overlap(matches, charSetOf(gap.slice(i, end), flags)) });
       i = end - 1;
     }
