@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Agent } from '../agent/agent.ts';
 import { errorBody, httpErrors, statusOf } from '../errors.ts';
 import { authorizeRequest } from '../http/authorize.ts';
+import { applyCors } from '../http/cors.ts';
 import { splitTarget } from '../http/path.ts';
 import { sendError, sendJson } from '../http/respond.ts';
 import { AgentRouter, serveRequest } from '../http/router.ts';
@@ -218,13 +219,13 @@ export class AgentServer {
   async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { path } = splitTarget(req.url ?? '/');
     if (path === '/healthz' || path === '/healthz/') {
-      if (!allowRead(req, res)) return;
+      if (this.#cors(req, res, 'GET') || !allowRead(req, res)) return;
       if (this.#lameDuck) refuse(res);
       else sendJson(res, 200, { status: 'ok' });
       return;
     }
     if (this.config.enableListAgents && (path === '/agents' || path === '/agents/')) {
-      if (!allowRead(req, res)) return;
+      if (this.#cors(req, res, 'GET') || !allowRead(req, res)) return;
       // Agent ids can be user ids: the list is only for callers the authorize hook lets in.
       await authorizeRequest(this.router.options.authorize, req, '*', 'list');
       const agents = this.pool.list().map((agent) => ({ id: agent.id, last_activity: agent.lastActivity, busy: agent.busy }));
@@ -232,7 +233,14 @@ export class AgentServer {
       return;
     }
     if (await this.router.handle(req, res)) return;
+    if (this.#cors(req, res, 'GET, POST')) return;
     sendJson(res, 404, { error: `No route for ${req.method} ${path.slice(0, 200)}`, code: 'not_found' });
+  }
+
+  /** The router's CORS on the server's own answers (/healthz, /agents, 404), so a page can read them too; true when it answered a preflight. */
+  #cors(req: IncomingMessage, res: ServerResponse, method: string): boolean {
+    const cors = this.router.options.cors;
+    return cors !== undefined && applyCors(cors, req, res, method);
   }
 }
 

@@ -147,6 +147,21 @@ test('GET /agents lists live agents with last activity and busy', async (t) => {
   assert.equal((await postJson(`${url}/agents`, {})).status, 405);
 });
 
+test('with cors, a page on an allowed origin can read /healthz, /agents and a 404 too, and their preflights are answered', async (t) => {
+  const origin = 'https://app.example';
+  const { url } = await start(t, { enableListAgents: true, cors: { origins: [origin] } });
+  for (const path of ['/healthz', '/agents', '/nowhere']) {
+    const reply = await fetch(`${url}${path}`, { headers: { origin } });
+    assert.equal(reply.headers.get('access-control-allow-origin'), origin, path);
+    assert.equal(reply.status, path === '/nowhere' ? 404 : 200, path);
+    const preflight = await fetch(`${url}${path}`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'GET' } });
+    assert.equal(preflight.status, 204, path);
+    assert.equal(preflight.headers.get('access-control-allow-origin'), origin, path);
+  }
+  // Another origin still gets no CORS headers.
+  assert.equal((await fetch(`${url}/healthz`, { headers: { origin: 'https://elsewhere.example' } })).headers.get('access-control-allow-origin'), null);
+});
+
 test('GET /agents asks authorize with {agentId: "*", action: "list"}; a refused caller gets 403', async (t) => {
   const asked: unknown[] = [];
   const { url } = await start(t, {
