@@ -1,108 +1,14 @@
 /**
  * The ceiling: a hand-written node:http server doing the same work as the
- * library contenders and nothing more. Parses the path by hand, reads and
- * parses the JSON body, echoes the message as JSON or as the same SSE frames
- * the library writes, and keeps a state object per id (created on first
- * use, like a live agent). No history, no storage, no turn queue: that is
- * the part of a real turn this ceiling leaves out on purpose.
+ * library contenders and nothing more (see lib/bare-listener.ts).
  */
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import {
-  chunkAt, chunkCount, chunksOf, INITIAL_STATE, SLOW_INTERVAL_MS, SLOW_PREFIX, TURN_PREFIX,
-} from '../lib/protocol.ts';
+import http from 'node:http';
+import { bareListener, bareStates } from '../lib/bare-listener.ts';
 import { announce, listen } from './ipc.ts';
 
-const states = new Map<string, { topic: string }>();
-
-function stateOf(id: string): { topic: string } {
-  let state = states.get(id);
-  if (state === undefined) {
-    state = { ...INITIAL_STATE };
-    states.set(id, state);
-  }
-  return state;
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const payload = JSON.stringify(body);
-  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(payload) });
-  res.end(payload);
-}
-
-function readBody(req: IncomingMessage, done: (text: string) => void): void {
-  const chunks: Buffer[] = [];
-  req.on('data', (chunk: Buffer) => chunks.push(chunk));
-  req.on('end', () => {
-    const text = chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8');
-    // The listeners live as long as the request: a held stream must not keep its body's bytes.
-    chunks.length = 0;
-    done(text);
-  });
-}
-
-const DONE = 'event: done\ndata: [DONE]\n\n';
-
-function stream(res: ServerResponse, id: string, message: string): void {
-  res.writeHead(200, {
-    'Content-Type': 'text/event-stream',
-    'Cache-Control': 'no-cache',
-    'X-Accel-Buffering': 'no',
-  });
-  res.flushHeaders();
-  if (id.startsWith(SLOW_PREFIX)) return slow(res, message);
-  const chunks = chunksOf(message);
-  if (id.startsWith(TURN_PREFIX)) return void perTurn(res, chunks);
-  for (const chunk of chunks) res.write(`data: ${chunk}\n\n`);
-  res.end(DONE);
-}
-
-async function perTurn(res: ServerResponse, chunks: string[]): Promise<void> {
-  for (let i = 0; i < chunks.length; i++) {
-    if (i > 0) await new Promise(setImmediate);
-    if (res.destroyed) return;
-    res.write(`data: ${chunks[i] as string}\n\n`);
-  }
-  res.end(DONE);
-}
-
-function slow(res: ServerResponse, message: string): void {
-  const count = chunkCount(message);
-  let next = 0;
-  let timer: NodeJS.Timeout | undefined;
-  const tick = (): void => {
-    if (next === count) return void res.end(DONE);
-    res.write(`data: ${chunkAt(message, next++)}\n\n`);
-    timer = setTimeout(tick, SLOW_INTERVAL_MS);
-  };
-  res.on('close', () => clearTimeout(timer));
-  tick();
-}
-
-const server = http.createServer((req, res) => {
-  const url = req.url ?? '/';
-  const mark = url.indexOf('?');
-  const path = mark === -1 ? url : url.slice(0, mark);
-  const slash = path.indexOf('/', 1);
-  if (slash <= 1) return sendJson(res, 404, { error: 'Not found', code: 'not_found' });
-  const id = path.slice(1, slash);
-  const action = path.slice(slash);
-  if (action === '/state' && req.method === 'GET') return sendJson(res, 200, { agent_id: id, state: stateOf(id) });
-  if (action !== '/chat' || req.method !== 'POST') return sendJson(res, 404, { error: 'Not found', code: 'not_found' });
-  readBody(req, (text) => {
-    let message: unknown;
-    try {
-      message = (JSON.parse(text) as { message?: unknown }).message;
-    } catch {
-      return sendJson(res, 400, { error: 'Invalid JSON body', code: 'invalid_json' });
-    }
-    if (typeof message !== 'string' || message === '') return sendJson(res, 400, { error: 'message missing', code: 'missing_message' });
-    stateOf(id);
-    if (mark !== -1 && url.includes('stream=true', mark)) return stream(res, id, message);
-    sendJson(res, 200, { agent_id: id, response: message });
-  });
-});
+const server = http.createServer(bareListener);
 
 announce('bare', await listen(server), '', {
-  count: () => states.size,
-  evict: () => states.clear(),
+  count: () => bareStates.size,
+  evict: () => bareStates.clear(),
 });

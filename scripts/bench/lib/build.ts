@@ -25,10 +25,14 @@ export function tsxRuntime(root: string, pin: boolean, note: string): Build {
   };
 }
 
-/** Compiles into a fresh folder; falls back to tsx (and says so) when the compiled contenders are missing. */
-export function compile(root: string, pin: boolean): Build {
+/**
+ * Compiles into a fresh folder; falls back to tsx (and says so) when the
+ * compiled contenders are missing. `label` tells apart two builds of one
+ * process (ab.ts compiles this checkout and another commit's copy).
+ */
+export function compile(root: string, pin: boolean, label = ''): Build {
   const cache = path.join(root, 'node_modules/.cache/agent-router-bench');
-  const outDir = path.join(cache, String(process.pid));
+  const outDir = path.join(cache, `${process.pid}${label === '' ? '' : `-${label}`}`);
   rmSync(outDir, { recursive: true, force: true });
   mkdirSync(outDir, { recursive: true });
   // Under node_modules, Node looks for no package.json above: without this one the output would load as CommonJS.

@@ -1,0 +1,163 @@
+/**
+ * User-space CPU per request of the router, the bare server and, with
+ * `--base`, the router as it was at another commit, all in this one
+ * process, served through in-memory connections (lib/memory-connection.ts):
+ * no sockets, no kernel, no other process to wake. Batches of requests
+ * alternate between the sides, so a slow second of the machine falls on
+ * all of them, and each side's batch is compared with the other sides'
+ * batches of the same round.
+ *
+ *   node --import tsx scripts/bench/ab.ts                          router against bare, JSON chat
+ *   node --import tsx scripts/bench/ab.ts --base=HEAD~1            ... and against the previous commit's router
+ *   node --import tsx scripts/bench/ab.ts --load=state --rounds=600
+ *
+ * What this measures is work, not throughput: `npm run bench` measures
+ * requests/s over loopback, where the kernel's share and the cost of waking
+ * the load generator add to every request (BENCHMARKS.md, "Why chat is
+ * where it is"). Use this to tell whether a change to src/ made the serving
+ * path cheaper, which the full bench cannot resolve below 10-20%.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import http, { type RequestListener } from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { compile, type Build } from './lib/build.ts';
+import { MemoryLoad, type ExpectedReply, type MemoryRequest } from './lib/memory-connection.ts';
+import { CHAT_MESSAGE, NO_TURN_PREFIX } from './lib/protocol.ts';
+import { median, percentile } from './lib/stats.ts';
+
+const root = path.resolve(import.meta.dirname, '../..');
+
+function flag(name: string, fallback: string): string {
+  const prefix = `--${name}=`;
+  return process.argv.find((arg) => arg.startsWith(prefix))?.slice(prefix.length) ?? fallback;
+}
+
+const chatBody = JSON.stringify({ message: CHAT_MESSAGE });
+const LOADS: Record<string, { request: (id: string) => MemoryRequest; id: (connection: number, k: number) => string; expected: ExpectedReply }> = {
+  chat: {
+    id: (c, k) => `chat-${c}-${k % 16}`,
+    request: (id) => ({ method: 'POST', path: `/${id}/chat`, body: chatBody }),
+    expected: { status: 200, bodyStartsWith: (r) => `{"agent_id":"${r.path.split('/')[1]}","response":${JSON.stringify(CHAT_MESSAGE)}}` },
+  },
+  'chat-no-turn': {
+    id: (c, k) => `${NO_TURN_PREFIX}${c}-${k % 16}`,
+    request: (id) => ({ method: 'POST', path: `/${id}/chat`, body: chatBody }),
+    expected: { status: 200, bodyStartsWith: (r) => `{"agent_id":"${r.path.split('/')[1]}","response":${JSON.stringify(CHAT_MESSAGE)}}` },
+  },
+  state: {
+    id: (c, k) => `state-${c}-${k % 16}`,
+    request: (id) => ({ method: 'GET', path: `/${id}/state` }),
+    expected: { status: 200, bodyStartsWith: (r) => `{"agent_id":"${r.path.split('/')[1]}","state":{"topic":"benchmarks"}}` },
+  },
+};
+
+const loadName = flag('load', 'chat');
+const shape = LOADS[loadName];
+if (shape === undefined) throw new TypeError(`ab: --load must be one of ${Object.keys(LOADS).join(', ')}`);
+const rounds = Number(flag('rounds', '300'));
+const batch = Number(flag('batch', '500'));
+const warmup = Number(flag('warmup', '20'));
+const connections = Number(flag('connections', '32'));
+const base = flag('base', '');
+for (const [name, value] of Object.entries({ rounds, batch, warmup, connections })) {
+  if (!Number.isSafeInteger(value) || value < (name === 'warmup' ? 0 : 1)) throw new TypeError(`ab: --${name} must be a whole number`);
+}
+
+/**
+ * A module of `tree` (this checkout, or a commit's copy) as the bench runs
+ * it: compiled by tsc, since tsx's output names every closure it makes
+ * (esbuild's keepNames: a property definition per closure per request).
+ */
+async function importFrom(build: Build, file: string): Promise<any> {
+  const out = path.resolve(build.runtime.contendersDir, '../../..');
+  return import(pathToFileURL(path.join(out, file.replace(/\.ts$/, build.runtime.extension))).href);
+}
+
+/** A router over the bench's registry, from `build`'s src/. */
+async function routerListener(build: Build): Promise<RequestListener> {
+  const { AgentRouter } = await importFrom(build, 'src/http/router.ts');
+  const { benchRegistry, CAPACITY } = await importFrom(build, 'scripts/bench/contenders/agents.ts');
+  return new AgentRouter(benchRegistry(), { maxStreams: CAPACITY, maxAgents: CAPACITY }).toRequestListener();
+}
+
+/** `rev`'s src/ and scripts/bench/ in a temporary folder, sharing this checkout's node_modules. */
+function checkout(rev: string): { tree: string; cleanup: () => void } {
+  const tree = mkdtempSync(path.join(os.tmpdir(), 'agent-router-ab-'));
+  const archive = execFileSync('git', ['archive', '--format=tar', rev, 'src', 'scripts/bench', 'tsconfig.json', 'package.json'], { cwd: root, maxBuffer: 1 << 28 });
+  execFileSync('tar', ['-x', '-C', tree], { input: archive });
+  symlinkSync(path.join(root, 'node_modules'), path.join(tree, 'node_modules'));
+  return { tree, cleanup: () => rmSync(tree, { recursive: true, force: true }) };
+}
+
+// One CPU for the whole run, as the bench's contenders get (Linux only; elsewhere it runs where the OS puts it).
+try {
+  execFileSync('taskset', ['-a', '-cp', '0', String(process.pid)], { stdio: 'ignore' });
+} catch {
+  process.stderr.write('ab: taskset failed or is missing; running unpinned\n');
+}
+
+const builds: Build[] = [];
+const baseTree = base === '' ? undefined : checkout(base);
+try {
+  const current = compile(root, false);
+  builds.push(current);
+  const sides: Array<{ name: string; listener: RequestListener }> = [
+    { name: 'bare node:http', listener: (await importFrom(current, 'scripts/bench/lib/bare-listener.ts')).bareListener },
+    { name: 'router (this checkout)', listener: await routerListener(current) },
+  ];
+  if (baseTree !== undefined) {
+    const rev = execFileSync('git', ['rev-parse', '--short', base], { cwd: root, encoding: 'utf8' }).trim();
+    const built = compile(baseTree.tree, false, 'base');
+    builds.push(built);
+    sides.push({ name: `router at ${base} (${rev})`, listener: await routerListener(built) });
+  }
+  const notes = builds.map((build) => build.note).filter((note) => note.includes('tsx'));
+  const loads = sides.map(({ listener }) => new MemoryLoad(http.createServer(listener), connections, shape.expected));
+  const next = (c: number, k: number): MemoryRequest => shape.request(shape.id(c, k));
+  for (let i = 0; i < warmup; i++) for (const load of loads) await load.run(batch, next);
+  // perRequest[side][round]: µs of this process's CPU per request of that side's batch in that round.
+  const perRequest: number[][] = sides.map(() => []);
+  const started = performance.now();
+  for (let round = 0; round < rounds; round++) {
+    for (let j = 0; j < sides.length; j++) {
+      const side = (round + j) % sides.length;
+      const before = process.cpuUsage();
+      await (loads[side] as MemoryLoad).run(batch, next);
+      const spent = process.cpuUsage(before);
+      (perRequest[side] as number[]).push((spent.user + spent.system) / batch);
+    }
+  }
+  const seconds = (performance.now() - started) / 1000;
+  for (const load of loads) load.close();
+
+  const fixed = (value: number, digits = 2): string => value.toFixed(digits);
+  const lines = [
+    `### In-memory A/B: ${loadName}, ${rounds} rounds of ${batch} requests per side, ${connections} connections (${fixed(seconds, 1)} s)`,
+    '',
+    '| Side | CPU µs/request, median | p25 - p75 |',
+    '|---|---:|---:|',
+    ...sides.map(({ name }, i) => {
+      const values = perRequest[i] as number[];
+      return `| ${name} | ${fixed(median(values))} | ${fixed(percentile(values, 25))} - ${fixed(percentile(values, 75))} |`;
+    }),
+    '',
+    '| Ratio, batch by batch in the same round | median | p25 - p75 |',
+    '|---|---:|---:|',
+  ];
+  const pairs: Array<[number, number]> = [[1, 0]];
+  if (sides.length > 2) pairs.push([1, 2], [2, 0]);
+  for (const [a, b] of pairs) {
+    const ratios = (perRequest[a] as number[]).map((value, round) => value / ((perRequest[b] as number[])[round] as number));
+    lines.push(`| ${sides[a]?.name} / ${sides[b]?.name} | ${fixed(median(ratios), 3)} | ${fixed(percentile(ratios, 25), 3)} - ${fixed(percentile(ratios, 75), 3)} |`);
+  }
+  for (const note of notes) lines.push('', `Warning: ${note}.`);
+  lines.push('', 'Work in this process only (the client\'s share, the same for every side, included); no kernel, no wake-ups. A median ratio moves by about 1% between runs.');
+  process.stdout.write(`${lines.join('\n')}\n`);
+} finally {
+  for (const build of builds) build.cleanup();
+  baseTree?.cleanup();
+}
+process.exit(0);
