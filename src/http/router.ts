@@ -11,13 +11,13 @@ import type { JsonObject } from '../types.ts';
 import { authorizeRequest, type Authorize } from './authorize.ts';
 import { checkParsed, JsonText, readJsonBody } from './body.ts';
 import { applyCors, checkCors, type CorsOptions } from './cors.ts';
-import { Deadlines } from './deadlines.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
 import { asObject, invokePayload, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
 import { sendError, sendJson } from './respond.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
 import { loggerOf, type Logger } from './logger.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction, type RouteMatch } from './routes.ts';
+import { RunningTurns, type RunningTurn } from './running-turns.ts';
 import { streamReply, type ReplySource, type StreamEnd } from './stream.ts';
 
 export type { Logger } from './logger.ts';
@@ -125,8 +125,8 @@ interface Exchange {
   answered: (() => void) | undefined;
 }
 
-/** A request's turn in flight: what #settle undoes once it is answered. */
-interface Running {
+/** A request's turn in flight: what #settle undoes once it is answered; linked into the router's RunningTurns. */
+interface Running extends RunningTurn {
   readonly res: ServerResponse;
   readonly agentId: string;
   readonly cancel: TurnCancel;
@@ -137,8 +137,6 @@ interface Running {
   /** The hint's signal, and what listens to it. */
   readonly outer: AbortSignal | undefined;
   onOuterAbort: (() => void) | undefined;
-  /** Under the router's turn timeout. */
-  readonly timed: boolean;
   /** Counted in openStreams. */
   streaming: boolean;
   /** A stream's: called once it ended, if the caller waits for that. */
@@ -183,9 +181,8 @@ export class AgentRouter {
   readonly #logger: Logger;
   readonly #maxStreams: number;
   #openStreams = 0;
-  /** The cancels of the requests running now, for abortAll(). */
-  readonly #running = new Set<TurnCancel>();
-  readonly #deadlines: Deadlines | undefined;
+  /** The requests running now, for abortAll() and the turn timeout. */
+  readonly #turns: RunningTurns<Running>;
 
   /** Every stream's end: one function for all of them, handed each stream's Running. */
   readonly #onStreamEnd: StreamEnd<Running> = (running, refused) => {
@@ -211,9 +208,9 @@ export class AgentRouter {
     this.#turnTimeout = options.turnTimeout ?? 300;
     this.#maxStreams = options.maxStreams ?? 10_000;
     const turnTimeout = this.#turnTimeout;
-    this.#deadlines = turnTimeout > 0 && turnTimeout !== Infinity
-      ? new Deadlines(turnTimeout, (cancel) => cancel.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${turnTimeout} s`, { expose: true })))
-      : undefined;
+    this.#turns = new RunningTurns(turnTimeout, (running) => {
+      running.cancel.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${turnTimeout} s`, { expose: true }));
+    });
     this.#logger = loggerOf(options.logger);
     this.pool = this.#registry === undefined ? undefined : (options.pool ?? new AgentPool(options));
   }
@@ -413,16 +410,16 @@ export class AgentRouter {
   /** Starts a request's turn: its cancel, cut by the client leaving, the hint's signal and the turn timeout. */
   #begin({ res, agentId, signal: outer }: Exchange, target: Resolved): Running {
     const cancel = new TurnCancel();
-    this.#running.add(cancel);
     const running: Running = {
       res, agentId, cancel,
       pooled: isPooled(target),
       onClose: cutOnClose(res, cancel),
       outer, onOuterAbort: undefined,
       // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
-      timed: this.#deadlines !== undefined && 'agent' in target,
+      timed: this.#turns.timing && 'agent' in target,
       streaming: false,
       answered: undefined,
+      began: 0, listed: false, older: undefined, newer: undefined,
     };
     res.on('close', running.onClose);
     if (outer !== undefined) {
@@ -431,7 +428,7 @@ export class AgentRouter {
       if (outer.aborted) onOuterAbort();
       else outer.addEventListener('abort', onOuterAbort, { once: true });
     }
-    if (running.timed) this.#deadlines?.add(cancel);
+    this.#turns.add(running);
     return running;
   }
 
@@ -439,8 +436,7 @@ export class AgentRouter {
   #settle(running: Running): void {
     const { res, agentId, cancel, outer, onOuterAbort } = running;
     if (running.streaming) this.#openStreams--;
-    if (running.timed) this.#deadlines?.delete(cancel);
-    this.#running.delete(cancel);
+    this.#turns.delete(running);
     res.off('close', running.onClose);
     if (onOuterAbort !== undefined) outer?.removeEventListener('abort', onOuterAbort);
     if (running.pooled) this.pool?.release(agentId);
@@ -538,7 +534,7 @@ export class AgentRouter {
    * calls it at its deadline.
    */
   abortAll(reason: unknown): void {
-    for (const cancel of this.#running) cancel.abort(reason);
+    for (const running of this.#turns.list()) running.cancel.abort(reason);
   }
 
   /** Open SSE streams now. */
