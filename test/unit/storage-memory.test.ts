@@ -58,3 +58,38 @@ test('MemoryStorage.sync.tryLock and lock() exclude each other, in arrival order
   assert.ok(again, 'free once released');
   again();
 });
+
+test('MemoryStorage: an id deleted while locked stays locked until released, then starts over; a lock alone stores nothing', async () => {
+  const storage = new MemoryStorage();
+  const sync = storage.sync;
+  const unlockNew = sync.tryLock('new');
+  assert.ok(unlockNew);
+  unlockNew();
+  assert.equal(sync.head('new'), 0);
+  assert.equal(await storage.load('new'), undefined, 'locking an id stores no record');
+
+  assert.equal(sync.commit('d', { expectedVersion: 0, state: { n: 1 }, append: [] }), 1);
+  const release = sync.tryLock('d');
+  assert.ok(release);
+  await storage.delete('d');
+  assert.equal(sync.head('d'), 0, 'deleted');
+  assert.equal(sync.tryLock('d'), undefined, 'still held by the turn that had it');
+  // The holder commits after the delete: the id starts over from version 0.
+  assert.equal(sync.commit('d', { expectedVersion: 0, state: { n: 2 }, append: [] }), 1);
+  release();
+  assert.deepEqual(await storage.load('d'), { state: { n: 2 }, messages: [], version: 1 });
+  const again = sync.tryLock('d');
+  assert.ok(again, 'free once released');
+  again();
+
+  // Deleted while held, released with nothing stored: the next lock and commit start from nothing.
+  const held = sync.tryLock('e');
+  assert.ok(held);
+  sync.commit('e', { expectedVersion: 0, state: {}, append: [{ role: 'user', content: 'x' }] });
+  await storage.delete('e');
+  held();
+  assert.equal(await storage.load('e'), undefined);
+  const next = sync.tryLock('e');
+  assert.ok(next);
+  next();
+});
