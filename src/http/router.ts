@@ -392,15 +392,19 @@ export class AgentRouter {
     const cancel = running.cancel;
     try {
       if (stream !== false) return this.#stream(running, target, message, stream === 'events', exchange.answered);
-      return this.#call(target, agentId, action, body, message, cancel)
-        .then((reply) => sendJson(res, 200, reply))
-        .then(
-          () => this.#settle(running),
-          (error: unknown) => {
+      return this.#call(target, agentId, action, body, message, cancel).then(
+        (reply) => {
+          try {
+            sendJson(res, 200, reply);
+          } finally {
             this.#settle(running);
-            throw cancel.aborted ? cancel.reason : error;
-          },
-        );
+          }
+        },
+        (error: unknown) => {
+          this.#settle(running);
+          throw cancel.aborted ? cancel.reason : error;
+        },
+      );
     } catch (error) {
       this.#settle(running);
       throw cancel.aborted ? cancel.reason : error;
