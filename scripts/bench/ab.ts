@@ -30,9 +30,35 @@ import { median, percentile } from './lib/stats.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
+const USAGE = `Usage: node --import tsx scripts/bench/ab.ts [--base=REV] [--load=chat|chat-no-turn|state]
+       [--rounds=300] [--batch=500] [--warmup=20] [--connections=32]
+  --base=REV   also serve the router as it is at git revision REV (e.g. HEAD, HEAD~1, main)
+  --load       what each request is (default chat: POST /{id}/chat, a real turn)
+  --rounds     rounds; each runs one batch per side, in a rotated order
+  --batch      requests per side per round
+  --warmup     batches per side before measuring
+  --connections  in-memory keep-alive connections per side`;
+
+const FLAGS = ['base', 'load', 'rounds', 'batch', 'warmup', 'connections'];
+for (const arg of process.argv.slice(2)) {
+  if (arg === '--help' || arg === '-h') {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  if (!FLAGS.some((name) => arg.startsWith(`--${name}=`))) {
+    process.stderr.write(`ab: unknown option ${arg}\n${USAGE}\n`);
+    process.exit(2);
+  }
+}
+
 function flag(name: string, fallback: string): string {
   const prefix = `--${name}=`;
   return process.argv.find((arg) => arg.startsWith(prefix))?.slice(prefix.length) ?? fallback;
+}
+
+function fail(message: string): never {
+  process.stderr.write(`ab: ${message}\n${USAGE}\n`);
+  process.exit(2);
 }
 
 const chatBody = JSON.stringify({ message: CHAT_MESSAGE });
@@ -56,14 +82,14 @@ const LOADS: Record<string, { request: (id: string) => MemoryRequest; id: (conne
 
 const loadName = flag('load', 'chat');
 const shape = LOADS[loadName];
-if (shape === undefined) throw new TypeError(`ab: --load must be one of ${Object.keys(LOADS).join(', ')}`);
+if (shape === undefined) fail(`--load must be one of ${Object.keys(LOADS).join(', ')}`);
 const rounds = Number(flag('rounds', '300'));
 const batch = Number(flag('batch', '500'));
 const warmup = Number(flag('warmup', '20'));
 const connections = Number(flag('connections', '32'));
 const base = flag('base', '');
 for (const [name, value] of Object.entries({ rounds, batch, warmup, connections })) {
-  if (!Number.isSafeInteger(value) || value < (name === 'warmup' ? 0 : 1)) throw new TypeError(`ab: --${name} must be a whole number`);
+  if (!Number.isSafeInteger(value) || value < (name === 'warmup' ? 0 : 1)) fail(`--${name} must be a whole number${name === 'warmup' ? '' : ' above 0'}`);
 }
 
 /**
@@ -85,6 +111,11 @@ async function routerListener(build: Build): Promise<RequestListener> {
 
 /** `rev`'s src/ and scripts/bench/ in a temporary folder, sharing this checkout's node_modules. */
 function checkout(rev: string): { tree: string; cleanup: () => void } {
+  try {
+    execFileSync('git', ['rev-parse', '--verify', '--quiet', `${rev}^{commit}`], { cwd: root, stdio: 'ignore' });
+  } catch {
+    fail(`--base=${rev} is not a commit of this repository`);
+  }
   const tree = mkdtempSync(path.join(os.tmpdir(), 'agent-router-ab-'));
   const archive = execFileSync('git', ['archive', '--format=tar', rev, 'src', 'scripts/bench', 'tsconfig.json', 'package.json'], { cwd: root, maxBuffer: 1 << 28 });
   execFileSync('tar', ['-x', '-C', tree], { input: archive });
@@ -154,7 +185,7 @@ try {
     lines.push(`| ${sides[a]?.name} / ${sides[b]?.name} | ${fixed(median(ratios), 3)} | ${fixed(percentile(ratios, 25), 3)} - ${fixed(percentile(ratios, 75), 3)} |`);
   }
   for (const note of notes) lines.push('', `Warning: ${note}.`);
-  lines.push('', 'Work in this process only (the client\'s share, the same for every side, included); no kernel, no wake-ups. A median ratio moves by about 1% between runs.');
+  lines.push('', 'Work in this process only (the client\'s share, the same for every side, included); no kernel, no wake-ups. At the default sizes a median ratio moves by about 1% from run to run.');
   process.stdout.write(`${lines.join('\n')}\n`);
 } finally {
   for (const build of builds) build.cleanup();

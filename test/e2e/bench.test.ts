@@ -17,11 +17,11 @@ interface BenchJson {
 
 const SCENARIOS = ['chat', 'state', 'sse', 'latency', 'streams', 'agents', 'proxy'];
 
-function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(args: string[], script = 'scripts/bench/index.ts'): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const env = { ...process.env };
   // Under `npm test` c8 sets this; the bench's children have nothing to report and would only run slower.
   delete env['NODE_V8_COVERAGE'];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/bench/index.ts', ...args], { cwd: process.cwd(), env });
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: process.cwd(), env });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
@@ -57,4 +57,27 @@ test('npm run bench refuses unknown options with its usage', async () => {
   assert.equal(code, 2);
   assert.match(stderr, /unknown option --frobnicate/);
   assert.match(stderr, /Usage: npm run bench/);
+});
+
+const runAb = (args: string[]): ReturnType<typeof run> => run(args, 'scripts/bench/ab.ts');
+
+test('scripts/bench/ab.ts serves every load from the bare server, this checkout and a commit, and prints numbers for each', { timeout: 180_000 }, async () => {
+  for (const load of ['chat', 'chat-no-turn', 'state']) {
+    const { code, stdout, stderr } = await runAb(['--base=HEAD', `--load=${load}`, '--rounds=3', '--batch=20', '--warmup=1', '--connections=4']);
+    assert.equal(code, 0, `ab.ts --load=${load} exited ${code}\n${stderr}`);
+    for (const side of ['bare node:http', 'router (this checkout)', 'router at HEAD']) {
+      assert.match(stdout, new RegExp(`^\\| ${side.replace(/[()]/g, '\\$&')}[^|]* \\| \\d+\\.\\d\\d \\|`, 'm'), `${load}: no number for ${side}\n${stdout}`);
+    }
+    assert.match(stdout, /^\| router \(this checkout\) \/ router at HEAD [^|]*\| \d+\.\d{3} \|/m);
+  }
+});
+
+test('scripts/bench/ab.ts refuses unknown options and revisions with its usage', async () => {
+  const unknown = await runAb(['--frobnicate']);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /unknown option --frobnicate/);
+  const badRev = await runAb(['--base=no-such-revision']);
+  assert.equal(badRev.code, 2);
+  assert.match(badRev.stderr, /--base=no-such-revision is not a commit/);
+  assert.match(badRev.stderr, /Usage: node --import tsx scripts\/bench\/ab.ts/);
 });
