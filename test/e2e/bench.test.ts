@@ -62,7 +62,7 @@ test('npm run bench refuses unknown options with its usage', async () => {
 const runAb = (args: string[]): ReturnType<typeof run> => run(args, 'scripts/bench/ab.ts');
 
 test('scripts/bench/ab.ts serves every load from the bare server, this checkout and a commit, and prints numbers for each', { timeout: 180_000 }, async () => {
-  for (const load of ['chat', 'chat-no-turn', 'state']) {
+  for (const load of ['chat', 'chat-no-turn', 'state', 'sse-burst', 'sse-turn']) {
     const { code, stdout, stderr } = await runAb(['--base=HEAD', `--load=${load}`, '--rounds=3', '--batch=20', '--warmup=1', '--connections=4']);
     assert.equal(code, 0, `ab.ts --load=${load} exited ${code}\n${stderr}`);
     for (const side of ['bare node:http', 'router (this checkout)', 'router at HEAD']) {

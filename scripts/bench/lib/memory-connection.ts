@@ -14,16 +14,19 @@ export interface MemoryRequest {
   method: 'GET' | 'POST';
   path: string;
   body?: string | undefined;
+  accept?: string | undefined;
 }
 
 /** What every response of a batch must be: checked, so a listener that fails is not timed as fast. */
 export interface ExpectedReply {
   status: number;
-  /** A prefix of the JSON body, e.g. `{"agent_id":"chat-0-0","response":`. */
-  bodyStartsWith: (request: MemoryRequest) => string;
+  /** What is wrong with a response's body (as sent: chunked framing included), or undefined when it is right. */
+  problem: (request: MemoryRequest, body: string) => string | undefined;
 }
 
 const HEAD_END = '\r\n\r\n';
+/** The last chunk of a chunked body (an SSE stream's end). */
+const LAST_CHUNK = '\r\n0\r\n\r\n';
 
 class MemoryConnection extends Duplex {
   #received = '';
@@ -52,9 +55,10 @@ class MemoryConnection extends Duplex {
   send(request: MemoryRequest, onReply: (error: Error | undefined) => void): void {
     this.#request = request;
     this.#onReply = onReply;
+    const accept = request.accept === undefined ? '' : `Accept: ${request.accept}\r\n`;
     const text = request.body === undefined
-      ? `${request.method} ${request.path} HTTP/1.1\r\nHost: bench\r\n\r\n`
-      : `${request.method} ${request.path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(request.body)}\r\n\r\n${request.body}`;
+      ? `${request.method} ${request.path} HTTP/1.1\r\nHost: bench\r\n${accept}\r\n`
+      : `${request.method} ${request.path} HTTP/1.1\r\nHost: bench\r\n${accept}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(request.body)}\r\n\r\n${request.body}`;
     // On a later turn of the event loop, as bytes from a socket arrive.
     setImmediate(() => this.push(text));
   }
@@ -63,18 +67,22 @@ class MemoryConnection extends Duplex {
     this.#received += typeof chunk === 'string' ? chunk : chunk.toString('latin1');
     const headEnd = this.#received.indexOf(HEAD_END);
     if (headEnd === -1) return;
-    const length = /\r\ncontent-length: *(\d+)/i.exec(this.#received.slice(0, headEnd))?.[1];
-    if (length === undefined) return this.#done(new Error(`a response without Content-Length: ${this.#received.slice(0, 200)}`));
-    if (this.#received.length < headEnd + HEAD_END.length + Number(length)) return;
+    const head = this.#received.slice(0, headEnd);
+    const length = /\r\ncontent-length: *(\d+)/i.exec(head)?.[1];
+    if (length !== undefined) {
+      if (this.#received.length < headEnd + HEAD_END.length + Number(length)) return;
+    } else if (/\r\ntransfer-encoding: *chunked/i.test(head)) {
+      if (!this.#received.endsWith(LAST_CHUNK)) return;
+    } else {
+      return this.#done(new Error(`a response with neither Content-Length nor chunked encoding: ${this.#received.slice(0, 200)}`));
+    }
     const received = this.#received;
     this.#received = '';
     const request = this.#request as MemoryRequest;
     const status = Number(received.slice(9, 12));
     const body = received.slice(headEnd + HEAD_END.length);
-    const wanted = this.#expected.bodyStartsWith(request);
-    this.#done(status === this.#expected.status && body.startsWith(wanted)
-      ? undefined
-      : new Error(`${request.method} ${request.path} answered ${status} ${body.slice(0, 200)}; expected ${this.#expected.status} ${wanted}`));
+    const problem = status === this.#expected.status ? this.#expected.problem(request, body) : `status ${status}`;
+    this.#done(problem === undefined ? undefined : new Error(`${request.method} ${request.path}: ${problem}; the response began ${received.slice(0, 300)}`));
   }
 
   #done(error: Error | undefined): void {
