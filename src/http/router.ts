@@ -396,6 +396,9 @@ export class AgentRouter {
         (reply) => {
           try {
             sendJson(res, 200, reply);
+          } catch (error) {
+            // A reply that cannot be sent (a remote's result JSON cannot hold) after the turn was cut: the cut answers.
+            throw cancel.aborted ? cancel.reason : error;
           } finally {
             this.#settle(running);
           }

@@ -519,3 +519,32 @@ test('ReDoS: nested-quantifier and overlapping-alternative patterns are refused 
     assert.deepEqual([reply.status, reply.body.code], [400, 'bad_agent_id']);
   }
 });
+
+test('a remote result that cannot be sent, arriving after abortAll cut the request, is answered with the cut, not a 500', async (t) => {
+  const result = deferred<unknown>();
+  const called = deferred();
+  const transport = {
+    chat: async () => 'ok',
+    stream: () => assert.fail('no stream here'),
+    // Ignores its signal, as a slow remote may, and answers with what JSON cannot write.
+    invoke: async () => {
+      called.resolve();
+      return result.promise;
+    },
+    state: async () => ({}),
+  };
+  const registry = new AgentRegistry();
+  registry.register('remote-[0-9]+', transport);
+  const logged: unknown[] = [];
+  const router = new AgentRouter(registry, { logger: { error: (_message, error) => logged.push(error) } });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const pending = postJson(`${url}/remote-1/invoke`, { method: 'slow' });
+  await called.promise;
+  router.abortAll(new AgentRouterError(503, 'shutting_down', 'The server is shutting down', { expose: true }));
+  result.resolve(10n);
+  const reply = await pending;
+  assert.equal(reply.status, 503);
+  assert.deepEqual(reply.body, { error: 'The server is shutting down', code: 'shutting_down' });
+  assert.deepEqual(logged, [], 'a shutdown is not a server failure');
+});
