@@ -17,12 +17,12 @@
  * where it is"). Use this to tell whether a change to src/ made the serving
  * path cheaper, which the full bench cannot resolve below 10-20%.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import http, { type RequestListener } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { compile, type Build } from './lib/build.ts';
 import { MemoryLoad, type ExpectedReply, type MemoryRequest } from './lib/memory-connection.ts';
 import { BURST_PREFIX, CHAT_MESSAGE, chunksOf, NO_TURN_PREFIX, SSE_MESSAGE, TURN_PREFIX } from './lib/protocol.ts';
@@ -39,22 +39,39 @@ const USAGE = `Usage: node --import tsx scripts/bench/ab.ts [--base=REV] [--load
   --warmup     batches per side before measuring
   --connections  in-memory keep-alive connections per side`;
 
-const FLAGS = ['base', 'load', 'rounds', 'batch', 'warmup', 'connections'];
+/** `part` is internal: a run with --base measures in two child processes, one per import order (see below). */
+const FLAGS = ['base', 'load', 'rounds', 'batch', 'warmup', 'connections', 'part'];
+const given = new Set<string>();
 for (const arg of process.argv.slice(2)) {
   if (arg === '--help' || arg === '-h') {
     process.stdout.write(`${USAGE}\n`);
     process.exit(0);
   }
-  if (!FLAGS.some((name) => arg.startsWith(`--${name}=`))) {
+  const name = FLAGS.find((flagName) => arg.startsWith(`--${flagName}=`));
+  if (name === undefined) {
     process.stderr.write(`ab: unknown option ${arg}\n${USAGE}\n`);
     process.exit(2);
   }
+  if (given.has(name)) {
+    process.stderr.write(`ab: --${name} is given twice\n${USAGE}\n`);
+    process.exit(2);
+  }
+  given.add(name);
 }
 
 function flag(name: string, fallback: string): string {
   const prefix = `--${name}=`;
   return process.argv.find((arg) => arg.startsWith(prefix))?.slice(prefix.length) ?? fallback;
 }
+
+/** What to remove however this process ends: process.exit() skips `finally`, so cleanups run on 'exit'. */
+const cleanups = new Set<() => void>();
+process.on('exit', () => {
+  // Latest first: a build of the base's lives under the base's tree (through its node_modules link).
+  for (const cleanup of [...cleanups].reverse()) cleanup();
+});
+// Ctrl-C or a kill must not leave the compiled copies and the base's tree behind.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
 
 function fail(message: string): never {
   process.stderr.write(`ab: ${message}\n${USAGE}\n`);
@@ -114,13 +131,15 @@ const LOADS: Record<string, { request: (id: string) => MemoryRequest; id: (conne
 };
 
 const loadName = flag('load', 'chat');
-const shape = LOADS[loadName];
-if (shape === undefined) fail(`--load must be one of ${Object.keys(LOADS).join(', ')}`);
+const shape = LOADS[loadName] ?? fail(`--load must be one of ${Object.keys(LOADS).join(', ')}`);
 const rounds = Number(flag('rounds', '300'));
 const batch = Number(flag('batch', '500'));
 const warmup = Number(flag('warmup', '20'));
 const connections = Number(flag('connections', '32'));
 const base = flag('base', '');
+if (given.has('base') && base === '') fail('--base needs a revision, e.g. --base=HEAD');
+const part = flag('part', '');
+if (part !== '' && part !== 'checkout-first' && part !== 'base-first') fail('--part is internal: checkout-first or base-first');
 for (const [name, value] of Object.entries({ rounds, batch, warmup, connections })) {
   if (!Number.isSafeInteger(value) || value < (name === 'warmup' ? 0 : 1)) fail(`--${name} must be a whole number${name === 'warmup' ? '' : ' above 0'}`);
 }
@@ -150,10 +169,17 @@ function checkout(rev: string): { tree: string; cleanup: () => void } {
     fail(`--base=${rev} is not a commit of this repository`);
   }
   const tree = mkdtempSync(path.join(os.tmpdir(), 'agent-router-ab-'));
-  const archive = execFileSync('git', ['archive', '--format=tar', rev, 'src', 'scripts/bench', 'tsconfig.json', 'package.json'], { cwd: root, maxBuffer: 1 << 28 });
-  execFileSync('tar', ['-x', '-C', tree], { input: archive });
-  symlinkSync(path.join(root, 'node_modules'), path.join(tree, 'node_modules'));
-  return { tree, cleanup: () => rmSync(tree, { recursive: true, force: true }) };
+  const cleanup = (): void => rmSync(tree, { recursive: true, force: true });
+  try {
+    const archive = execFileSync('git', ['archive', '--format=tar', rev, 'src', 'scripts/bench', 'tsconfig.json', 'package.json'], { cwd: root, maxBuffer: 1 << 28, stdio: ['ignore', 'pipe', 'pipe'] });
+    execFileSync('tar', ['-x', '-C', tree], { input: archive });
+    symlinkSync(path.join(root, 'node_modules'), path.join(tree, 'node_modules'));
+  } catch (error) {
+    cleanup();
+    fail(`--base=${rev}: could not copy its src/ and scripts/bench/ (${error instanceof Error ? error.message.split('\n')[0] : String(error)}); the bench came with dd1b7c5`);
+  }
+  cleanups.add(cleanup);
+  return { tree, cleanup };
 }
 
 /** Every order of `items`. */
@@ -166,72 +192,141 @@ function permutations(items: number[]): number[][] {
 try {
   execFileSync('taskset', ['-a', '-cp', '0', String(process.pid)], { stdio: 'ignore' });
 } catch {
-  process.stderr.write('ab: taskset failed or is missing; running unpinned\n');
+  if (part === '') process.stderr.write('ab: taskset failed or is missing; running unpinned\n');
 }
 
-const builds: Build[] = [];
-const baseTree = base === '' ? undefined : checkout(base);
-try {
-  const current = compile(root, false);
-  builds.push(current);
-  const sides: Array<{ name: string; listener: RequestListener }> = [
-    { name: 'bare node:http', listener: (await importFrom(current, 'scripts/bench/lib/bare-listener.ts')).bareListener },
-    { name: 'router (this checkout)', listener: await routerListener(current) },
-  ];
-  if (baseTree !== undefined) {
-    const rev = execFileSync('git', ['rev-parse', '--short', base], { cwd: root, encoding: 'utf8' }).trim();
-    const built = compile(baseTree.tree, false, 'base');
-    builds.push(built);
-    sides.push({ name: `router at ${base} (${rev})`, listener: await routerListener(built) });
-  }
-  const notes = builds.map((build) => build.note).filter((note) => note.includes('tsx'));
-  const loads = sides.map(({ listener }) => new MemoryLoad(http.createServer(listener), connections, shape.expected));
-  const next = (c: number, k: number): MemoryRequest => shape.request(shape.id(c, k));
-  for (let i = 0; i < warmup; i++) for (const load of loads) await load.run(batch, next);
-  // perRequest[side][round]: µs of this process's CPU per request of that side's batch in that round.
-  const perRequest: number[][] = sides.map(() => []);
-  const started = performance.now();
-  // Every order of the sides in turn: a batch costs a few percent more right after some other side's
-  // (measured: 5-7% after bare's in the SSE burst), so each side must follow each other side as often.
-  // No collection between batches: a scavenge falls in a side's batches in proportion to what that
-  // side allocates, so each pays its share of garbage collection, as a server serving it alone would.
-  const orders = permutations(sides.map((_, i) => i));
-  for (let round = 0; round < rounds; round++) {
-    for (const side of orders[round % orders.length] as number[]) {
-      const before = process.cpuUsage();
-      await (loads[side] as MemoryLoad).run(batch, next);
-      const spent = process.cpuUsage(before);
-      (perRequest[side] as number[]).push((spent.user + spent.system) / batch);
+/** What one process measured: perRequest[side][round], µs of its CPU per request of that side's batch in that round. */
+interface Measured {
+  names: string[];
+  perRequest: number[][];
+  seconds: number;
+  notes: string[];
+}
+
+/** Builds the sides in this process, the base's router first when `baseFirst`, and runs `rounds` rounds. */
+async function measure(baseFirst: boolean, rounds: number): Promise<Measured> {
+  const builds: Build[] = [];
+  const baseTree = base === '' ? undefined : checkout(base);
+  const cleanup = (): void => {
+    for (const build of builds) build.cleanup();
+    baseTree?.cleanup();
+  };
+  cleanups.add(cleanup);
+  try {
+    const current = compile(root, false);
+    builds.push(current);
+    const bare: RequestListener = (await importFrom(current, 'scripts/bench/lib/bare-listener.ts')).bareListener;
+    const names = ['bare node:http', 'router (this checkout)'];
+    let baseListener: RequestListener | undefined;
+    let built: Build | undefined;
+    if (baseTree !== undefined) {
+      const rev = execFileSync('git', ['rev-parse', '--short', base], { cwd: root, encoding: 'utf8' }).trim();
+      built = compile(baseTree.tree, false, 'base');
+      builds.push(built);
+      await sameIds(current, built);
+      names.push(`router at ${base} (${rev})`);
+      if (baseFirst) baseListener = await routerListener(built);
     }
+    const listeners = [bare, await routerListener(current)];
+    if (built !== undefined) listeners.push(baseListener ?? (await routerListener(built)));
+    const loads = listeners.map((listener) => new MemoryLoad(http.createServer(listener), connections, shape.expected));
+    const next = (c: number, k: number): MemoryRequest => shape.request(shape.id(c, k));
+    for (let i = 0; i < warmup; i++) for (const load of loads) await load.run(batch, next);
+    const perRequest: number[][] = listeners.map(() => []);
+    const started = performance.now();
+    // Every order of the sides in turn: a batch costs a few percent more right after some other side's
+    // (measured: 5-7% after bare's in the SSE burst), so each side must follow each other side as often.
+    // No collection between batches: a scavenge falls in a side's batches in proportion to what that
+    // side allocates, so each pays its share of garbage collection, as a server serving it alone would.
+    const orders = permutations(listeners.map((_, i) => i));
+    for (let round = 0; round < rounds; round++) {
+      for (const side of orders[round % orders.length] as number[]) {
+        const before = process.cpuUsage();
+        await (loads[side] as MemoryLoad).run(batch, next);
+        // What the last replies left for later (finish callbacks, socket upkeep) is this side's work too.
+        await new Promise(setImmediate);
+        const spent = process.cpuUsage(before);
+        (perRequest[side] as number[]).push((spent.user + spent.system) / batch);
+      }
+    }
+    const seconds = (performance.now() - started) / 1000;
+    for (const load of loads) load.close();
+    return { names, perRequest, seconds, notes: builds.map((build) => build.note).filter((note) => note.includes('tsx')) };
+  } finally {
+    cleanups.delete(cleanup);
+    cleanup();
   }
-  const seconds = (performance.now() - started) / 1000;
-  for (const load of loads) load.close();
-
-  const fixed = (value: number, digits = 2): string => value.toFixed(digits);
-  const lines = [
-    `### In-memory A/B: ${loadName}, ${rounds} rounds of ${batch} requests per side, ${connections} connections (${fixed(seconds, 1)} s)`,
-    '',
-    '| Side | CPU µs/request, median | p25 - p75 |',
-    '|---|---:|---:|',
-    ...sides.map(({ name }, i) => {
-      const values = perRequest[i] as number[];
-      return `| ${name} | ${fixed(median(values))} | ${fixed(percentile(values, 25))} - ${fixed(percentile(values, 75))} |`;
-    }),
-    '',
-    '| Ratio, batch by batch in the same round | median | p25 - p75 |',
-    '|---|---:|---:|',
-  ];
-  const pairs: Array<[number, number]> = [[1, 0]];
-  if (sides.length > 2) pairs.push([1, 2], [2, 0]);
-  for (const [a, b] of pairs) {
-    const ratios = (perRequest[a] as number[]).map((value, round) => value / ((perRequest[b] as number[])[round] as number));
-    lines.push(`| ${sides[a]?.name} / ${sides[b]?.name} | ${fixed(median(ratios), 3)} | ${fixed(percentile(ratios, 25), 3)} - ${fixed(percentile(ratios, 75), 3)} |`);
-  }
-  for (const note of notes) lines.push('', `Warning: ${note}.`);
-  lines.push('', 'Work in this process only (the client\'s share, the same for every side, included); no kernel, no wake-ups. The same code on both sides gives 0.96 to 1.01 (the side loaded first, this checkout, may run a little cheaper): read differences above 4%.');
-  process.stdout.write(`${lines.join('\n')}\n`);
-} finally {
-  for (const build of builds) build.cleanup();
-  baseTree?.cleanup();
 }
+
+/**
+ * The ids this checkout sends must pick the same agents in the base's
+ * registry: a base older than a load's id prefix would serve those ids with
+ * another agent (its echo turn for chat-no-turn), and the ratio would
+ * compare different work.
+ */
+async function sameIds(current: Build, built: Build): Promise<void> {
+  const ours = await importFrom(current, 'scripts/bench/lib/protocol.ts');
+  const theirs = await importFrom(built, 'scripts/bench/lib/protocol.ts');
+  for (const name of ['NO_TURN_PREFIX', 'BURST_PREFIX', 'TURN_PREFIX'] as const) {
+    if (ours[name] !== theirs[name]) fail(`--base=${base} has no ${name} (${JSON.stringify(ours[name])}): its agents differ from this checkout's; pick a later base`);
+  }
+}
+
+/**
+ * A run with --base measures in two child processes, each for half the
+ * rounds, one importing this checkout's router first and the other the
+ * base's: in one process the router imported first tends to run a little
+ * cheaper (the same code read 0.96-0.99 that way), which would favour this
+ * checkout every time.
+ */
+function measureInChild(order: 'checkout-first' | 'base-first', rounds: number): Measured {
+  const args = process.argv.slice(2).filter((arg) => !arg.startsWith('--rounds='));
+  const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...args, `--rounds=${rounds}`, `--part=${order}`], {
+    encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26,
+  });
+  if (child.status !== 0) process.exit(child.status ?? 1);
+  return JSON.parse(child.stdout) as Measured;
+}
+
+let measured: Measured;
+if (part !== '') {
+  process.stdout.write(JSON.stringify(await measure(part === 'base-first', rounds)));
+  process.exit(0);
+} else if (base === '') {
+  measured = await measure(false, rounds);
+} else {
+  const first = measureInChild('checkout-first', Math.ceil(rounds / 2));
+  const second = rounds > 1 ? measureInChild('base-first', Math.floor(rounds / 2)) : undefined;
+  measured = second === undefined ? first : {
+    names: first.names,
+    perRequest: first.perRequest.map((values, side) => [...values, ...(second.perRequest[side] as number[])]),
+    seconds: first.seconds + second.seconds,
+    notes: [...new Set([...first.notes, ...second.notes])],
+  };
+}
+
+const { names, perRequest, seconds, notes } = measured;
+const fixed = (value: number, digits = 2): string => value.toFixed(digits);
+const lines = [
+  `### In-memory A/B: ${loadName}, ${rounds} rounds of ${batch} requests per side, ${connections} connections (${fixed(seconds, 1)} s)`,
+  '',
+  '| Side | CPU µs/request, median | p25 - p75 |',
+  '|---|---:|---:|',
+  ...names.map((name, i) => {
+    const values = perRequest[i] as number[];
+    return `| ${name} | ${fixed(median(values))} | ${fixed(percentile(values, 25))} - ${fixed(percentile(values, 75))} |`;
+  }),
+  '',
+  '| Ratio, batch by batch in the same round | median | p25 - p75 |',
+  '|---|---:|---:|',
+];
+const pairs: Array<[number, number]> = [[1, 0]];
+if (names.length > 2) pairs.push([1, 2], [2, 0]);
+for (const [a, b] of pairs) {
+  const ratios = (perRequest[a] as number[]).map((value, round) => value / ((perRequest[b] as number[])[round] as number));
+  lines.push(`| ${names[a]} / ${names[b]} | ${fixed(median(ratios), 3)} | ${fixed(percentile(ratios, 25), 3)} - ${fixed(percentile(ratios, 75), 3)} |`);
+}
+for (const note of notes) lines.push('', `Warning: ${note}.`);
+lines.push('', 'CPU time of this process (user and system; in memory nearly all user), the in-memory client\'s share included on every side; no kernel network stack, no wake-ups. The same code on both sides reads about 0.97 to 1.03: read differences above 4%.');
+process.stdout.write(`${lines.join('\n')}\n`);
 process.exit(0);

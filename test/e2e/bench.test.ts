@@ -80,4 +80,10 @@ test('scripts/bench/ab.ts refuses unknown options and revisions with its usage',
   assert.equal(badRev.code, 2);
   assert.match(badRev.stderr, /--base=no-such-revision is not a commit/);
   assert.match(badRev.stderr, /Usage: node --import tsx scripts\/bench\/ab.ts/);
+  const twice = await runAb(['--rounds=2', '--rounds=3']);
+  assert.equal(twice.code, 2);
+  assert.match(twice.stderr, /--rounds is given twice/);
+  const empty = await runAb(['--base=']);
+  assert.equal(empty.code, 2);
+  assert.match(empty.stderr, /--base needs a revision/);
 });
