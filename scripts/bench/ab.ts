@@ -1,11 +1,12 @@
 /**
- * User-space CPU per request of the router, the bare server and, with
- * `--base`, the router as it was at another commit, all in this one
- * process, served through in-memory connections (lib/memory-connection.ts):
- * no sockets, no kernel, no other process to wake. Batches of requests
- * alternate between the sides, so a slow second of the machine falls on
- * all of them, and each side's batch is compared with the other sides'
- * batches of the same round.
+ * CPU per request (nearly all of it in user space) of the router, the bare
+ * server and, with `--base`, the router as it was at another commit, served
+ * side by side in one process through in-memory connections
+ * (lib/memory-connection.ts): no sockets, no kernel, no other process to
+ * wake. Batches of requests alternate between the sides, so a slow second
+ * of the machine falls on all of them, and each side's batch is compared
+ * with the other sides' batches of the same round. With `--base`, two such
+ * processes share the rounds, one per import order (see measureInChild).
  *
  *   node --import tsx scripts/bench/ab.ts                          router against bare, JSON chat
  *   node --import tsx scripts/bench/ab.ts --base=HEAD~1            ... and against the previous commit's router

@@ -3,8 +3,9 @@
  * `http.Server` with `emit('connection')`, so Node's own parser and
  * ServerResponse serve it, with no socket, no system call and no other
  * process to wake. What a batch of requests costs this process is then the
- * serving code's user-space work alone (plus this client's, the same for
- * every listener), steady enough to compare two builds of `src/` within 1%.
+ * serving code's work alone (plus this client's, the same for every
+ * listener), steady enough to compare two builds of `src/` within a few
+ * percent.
  */
 import { Duplex } from 'node:stream';
 import type { Server } from 'node:http';
