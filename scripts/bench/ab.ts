@@ -25,6 +25,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { compile, type Build } from './lib/build.ts';
+import { flag } from './lib/flag.ts';
 import { MemoryLoad, type ExpectedReply, type MemoryRequest } from './lib/memory-connection.ts';
 import { BURST_PREFIX, CHAT_MESSAGE, chunksOf, NO_TURN_PREFIX, SSE_MESSAGE, TURN_PREFIX } from './lib/protocol.ts';
 import { median, percentile } from './lib/stats.ts';
@@ -58,11 +59,6 @@ for (const arg of process.argv.slice(2)) {
     process.exit(2);
   }
   given.add(name);
-}
-
-function flag(name: string, fallback: string): string {
-  const prefix = `--${name}=`;
-  return process.argv.find((arg) => arg.startsWith(prefix))?.slice(prefix.length) ?? fallback;
 }
 
 /** What to remove however this process ends: process.exit() skips `finally`, so cleanups run on 'exit'. */

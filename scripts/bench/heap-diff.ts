@@ -15,6 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { compile } from './lib/build.ts';
 import { Contender } from './lib/contender.ts';
+import { flag } from './lib/flag.ts';
 import { inspectMachine } from './lib/machine.ts';
 import { sourcePlace } from './lib/source-place.ts';
 import { ABORTABLE_PREFIX, SLOW_MESSAGE, SLOW_PREFIX } from './lib/protocol.ts';
@@ -118,11 +119,6 @@ function tally(file: string, outDir: string): Tally {
     closures.set(closure, (closures.get(closure) ?? 0) + 1);
   }
   return { kinds, closures, literals };
-}
-
-function flag(name: string, fallback: string): string {
-  const prefix = `--${name}=`;
-  return process.argv.find((arg) => arg.startsWith(prefix))?.slice(prefix.length) ?? fallback;
 }
 
 const name = flag('contender', 'router');

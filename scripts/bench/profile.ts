@@ -16,6 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { compile } from './lib/build.ts';
 import { Contender } from './lib/contender.ts';
+import { flag } from './lib/flag.ts';
 import { runLoad, type LoadShape } from './lib/load.ts';
 import { inspectMachine } from './lib/machine.ts';
 import { sourcePlace } from './lib/source-place.ts';
@@ -47,11 +48,6 @@ interface Profile {
   nodes: ProfileNode[];
   samples: number[];
   timeDeltas: number[];
-}
-
-function flag(name: string, fallback: string): string {
-  const prefix = `--${name}=`;
-  return process.argv.find((arg) => arg.startsWith(prefix))?.slice(prefix.length) ?? fallback;
 }
 
 /** `src/http/router.ts:120 handle` for a frame of the compiled copy; the frame's own url otherwise. */
