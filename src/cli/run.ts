@@ -8,6 +8,7 @@ import { embeddedDefaults } from './defaults.ts';
 import { demoBanner, demoRegistry } from './demo.ts';
 import { HELP } from './help.ts';
 import { LoadError, loadModule, type Servable } from './load.ts';
+import { whenParentGone } from './parent-watch.ts';
 import { demoStorage } from './storage-spec.ts';
 
 const NAME = 'agent-router';
@@ -77,7 +78,7 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
     banner = `  POST ${url}/agent/{agent_id}/chat   (?stream=true for SSE)\n  GET  ${url}/healthz\n`;
   }
   // Before the line below: a script that reads it may signal at once, and must get the graceful shutdown.
-  onSignals(server, cleanup);
+  onSignals(server, cleanup, env);
   // The first line is what scripts (and the e2e tests) read to find the port.
   process.stdout.write(`${NAME}: listening on ${server.url}\n${banner}`);
 }
@@ -93,17 +94,21 @@ async function listen(server: Servable, port: number, host: string): Promise<voi
   }
 }
 
-/** `cleanup` runs after the server closed: the demo's storage releases its files, or its pool or client ends. */
-function onSignals(server: Servable, cleanup: () => Promise<void>): void {
+/**
+ * `cleanup` runs after the server closed: the demo's storage releases its
+ * files, or its pool or client ends. Under npm, the npm process going away
+ * counts as SIGTERM (see parent-watch.ts).
+ */
+function onSignals(server: Servable, cleanup: () => Promise<void>, env: NodeJS.ProcessEnv): void {
   let stopping = false;
-  const stop = (signal: NodeJS.Signals): void => {
+  const stop = (why: string): void => {
     if (stopping) {
       // A second Ctrl-C: the user does not want to wait for the drain.
-      process.stderr.write(`${NAME}: ${signal} again; exiting now\n`);
+      process.stderr.write(`${NAME}: ${why} again; exiting now\n`);
       process.exit(130);
     }
     stopping = true;
-    process.stdout.write(`${NAME}: ${signal} received; finishing running requests, then exiting\n`);
+    process.stdout.write(`${NAME}: ${why}; finishing running requests, then exiting\n`);
     server.close().then(cleanup).then(
       () => process.exit(0),
       (error: unknown) => {
@@ -112,8 +117,10 @@ function onSignals(server: Servable, cleanup: () => Promise<void>): void {
       },
     );
   };
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
+  process.on('SIGINT', () => stop('SIGINT received'));
+  process.on('SIGTERM', () => stop('SIGTERM received'));
+  // Not a second signal: Ctrl-C or a process group's SIGTERM also ends npm, and the drain must go on.
+  whenParentGone(env, () => stopping || stop('the npm process that started this server is gone'));
 }
 
 /** One line on stderr, no stack (set AGENT_ROUTER_DEBUG=1 for it); 2 for usage mistakes, 1 otherwise. */

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { listening, runCli, type Cli } from '../helpers/cli.ts';
+import { cliArgs, listening, runCli, type Cli } from '../helpers/cli.ts';
 import { getJson, postJson } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
 
@@ -178,6 +179,63 @@ test('SIGTERM still shuts down gracefully, exit 0, when whoever read stdout has 
   cli.child.kill('SIGTERM');
   assert.deepEqual(await cli.exited, { code: 0, signal: null });
   assert.doesNotMatch(cli.stderr(), /EPIPE/);
+});
+
+/**
+ * `agent-router serve` as npm runs it: through a shell that stays its parent
+ * and passes no signal on. Resolves once it listens, with the server's pid
+ * (the shell prints it first) and a promise that settles when the server's
+ * stdout closes, that is when the server process has exited.
+ */
+async function serveThroughShell(t: { after: (fn: () => unknown) => void }, env: NodeJS.ProcessEnv) {
+  const shell = spawn('sh', ['-c', '"$0" "$@" & echo "pid $!"; wait $!', process.execPath, ...cliArgs, 'serve', '--port', '0', '--storage', 'memory'], {
+    env: { ...env, PORT: '' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  shell.stdout.setEncoding('utf8').on('data', (text: string) => (out += text));
+  const closed = new Promise<void>((resolve) => shell.stdout.on('close', resolve));
+  const started = await new Promise<{ pid: number; url: string }>((resolve, reject) => {
+    const check = (): void => {
+      const pid = /^pid (\d+)$/m.exec(out)?.[1];
+      const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
+      if (pid !== undefined && url !== undefined) resolve({ pid: Number(pid), url });
+    };
+    shell.stdout.on('data', check);
+    void closed.then(() => reject(new Error(`the server exited before listening: ${out}`)));
+  });
+  t.after(() => {
+    try {
+      process.kill(started.pid, 'SIGKILL');
+    } catch {
+      // Already gone, as it should be.
+    }
+    shell.kill('SIGKILL');
+  });
+  return { ...started, shell, closed, stdout: () => out };
+}
+
+test('started through npm (npm start, npx), the server shuts down gracefully once npm is gone, though the shell between them passes no SIGTERM on', { timeout: 20_000 }, async (t) => {
+  const server = await serveThroughShell(t, { ...process.env, npm_command: 'start' });
+  assert.equal((await getJson(`${server.url}/healthz`)).status, 200);
+  // What `kill <npm>` comes to: npm forwards SIGTERM to its shell, which dies without passing it on.
+  server.shell.kill('SIGTERM');
+  await server.closed;
+  assert.match(server.stdout(), /agent-router: the npm process that started this server is gone; finishing running requests, then exiting\n$/);
+  await assert.rejects(fetch(`${server.url}/healthz`), 'nothing listens on its port any more');
+});
+
+test('started otherwise (nohup agent-router serve &), the server outlives the shell that started it', async (t) => {
+  const env = { ...process.env };
+  delete env['npm_command'];
+  const server = await serveThroughShell(t, env);
+  server.shell.kill('SIGTERM');
+  // Three of the watch's checks' worth of time: a server started under npm would have stopped by then.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  assert.equal((await getJson(`${server.url}/healthz`)).status, 200);
+  process.kill(server.pid, 'SIGTERM');
+  await server.closed;
+  assert.match(server.stdout(), /SIGTERM received; finishing running requests, then exiting\n$/);
 });
 
 test('--version prints the package\'s version and exits 0', async (t) => {
