@@ -18,7 +18,8 @@ const METHODS: FastifyMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
  * reply and lets the router write to the raw response, streams included.
  * Fastify's own refusals on these routes (413 body too large, 400 invalid
  * JSON, 415 media type) are answered in the router's `{"error", "code"}`
- * shape; a path that is not the router's gets Fastify's not-found handler.
+ * shape, except an empty JSON body, which the router answers as on
+ * node:http; a path that is not the router's gets Fastify's not-found handler.
  *
  * Everything the plugin sets (routes, a catch-all body parser, an error
  * handler) stays inside its own encapsulation context: the host app's parsers
@@ -58,6 +59,11 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
     // declared non-JSON one with 415, exactly as on node:http.
     fastify.addContentTypeParser('*', (_request, _payload, done) => done(null));
     fastify.setErrorHandler((error, request, reply) => {
+      // An empty JSON body is the router's to answer, as on node:http (it reads as `{}`: 400 missing_message on chat).
+      if (error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
+        request.body = '';
+        return handler(request, reply);
+      }
       const mapped = fromFastifyError(error, request, bodyLimit);
       if (mapped === undefined) throw error; // not a body refusal: the host's error handler decides
       // Answered through Fastify, not hijacked, so the host's onSend hooks still run. With the router's
@@ -93,7 +99,6 @@ function fromFastifyError(error: FastifyErrorLike, request: FastifyRequestLike, 
       return httpErrors.payloadTooLarge(bodyLimit);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return httpErrors.unsupportedMediaType(mediaType(request.raw.headers['content-type'] ?? ''));
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return invalidJson();
     default:
