@@ -115,13 +115,14 @@ const EVENT_STREAM = {
 
 const header = (description: string): object => ({ description, schema: { type: 'string' } });
 
-/** Every error status of DESIGN.md section 3, with when it happens and an example. */
+/** Every error status of DESIGN.md section 3 and of the README's error table, with when it happens and an example. */
 const ERRORS: Record<string, { description: string; example: { error: string; code: string }; headers?: object }> = {
   '400': { description: 'Invalid JSON body, `message` missing or not a string, bad agent id, unknown action', example: { error: 'Invalid JSON body', code: 'invalid_json' } },
   '401': { description: 'The authorize hook refused the request', example: { error: 'Unauthorized', code: 'unauthorized' }, headers: { 'WWW-Authenticate': header('Bearer') } },
   '403': { description: 'The authorize hook refused the request', example: { error: 'Forbidden', code: 'forbidden' } },
   '404': { description: 'No registry pattern matches the agent id, or unknown invoke method', example: { error: 'AgentRegistry: no pattern matches agent id "x"', code: 'agent_not_found' } },
   '405': { description: 'Wrong method on a known path', example: { error: 'Method not allowed; use POST', code: 'method_not_allowed' }, headers: { Allow: header('The method the path takes') } },
+  '409': { description: 'Storage refused the turn: another process committed first (version_conflict), or the turn lost its storage lock (lock_lost); a retry runs on the newer state. An action may also answer a 409 of its own', example: { error: 'Request failed', code: 'version_conflict' } },
   '413': { description: 'Request body over the limit (default 1 MiB)', example: { error: 'Request body is larger than the limit of 1048576 bytes', code: 'body_too_large' } },
   '415': { description: 'The declared content type is not JSON', example: { error: 'Content-Type "text/plain" is not supported; send JSON with Content-Type: application/json', code: 'unsupported_media_type' } },
   '429': { description: 'maxAgents live agents, none idle enough to evict', example: { error: 'All 1000 live agents are busy; retry shortly', code: 'too_many_agents' }, headers: { 'Retry-After': header('Seconds to wait') } },
@@ -131,7 +132,8 @@ const ERRORS: Record<string, { description: string; example: { error: string; co
   '504': { description: 'The turn, a remote target or the model provider timed out', example: { error: 'The turn took longer than 300 s', code: 'turn_timeout' } },
 };
 
-const BODY_STATUSES = new Set(['413', '415']);
+/** Only a request with a body (a turn: chat, invoke, the generic envelope) can get these; GET state cannot. */
+const BODY_STATUSES = new Set(['409', '413', '415']);
 
 interface RouteSpec {
   name: string;
