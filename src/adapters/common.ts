@@ -26,7 +26,7 @@ export function parsedBody(req: IncomingMessage, body: unknown, limit: number): 
   const header = req.headers['content-type'];
   const type = header === undefined || header === '' ? 'application/json' : mediaType(header);
   if (type !== 'application/json' && !type.endsWith('+json')) return undefined;
-  // Raw text a parser left (express.raw, express.text, Fastify's parseAs): parsed by the router, as it parses its own reads.
+  // Raw text a parser left (express.raw, express.text): parsed by the router, as it parses its own reads.
   if (typeof body === 'string' || Buffer.isBuffer(body)) return new JsonText(body);
   dropUnsafeKeys(body);
   return body;

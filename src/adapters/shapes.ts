@@ -54,8 +54,6 @@ export interface FastifyRequestLike {
   raw: IncomingMessage;
   /** The full request target, prefix included. */
   url: string;
-  /** What Fastify's content-type parser produced. */
-  body?: unknown;
 }
 
 /** Fastify's `reply`. */
@@ -68,15 +66,11 @@ export interface FastifyReplyLike {
   callNotFound(): unknown;
   /** Headers set so far through Fastify (e.g. by a CORS plugin's hook). */
   getHeaders(): Record<string, number | string | string[] | undefined>;
-  code(statusCode: number): unknown;
-  header(name: string, value: string): unknown;
-  send(payload?: unknown): unknown;
 }
 
-/** An error Fastify raises before a handler runs (body too large, invalid JSON, unsupported type). */
+/** An error Fastify raises before a handler runs (here: a Content-Type it cannot parse). */
 export interface FastifyErrorLike extends Error {
   code?: string | undefined;
-  statusCode?: number | undefined;
 }
 
 /** The HTTP methods the plugin registers its catch-all routes for. */
@@ -91,9 +85,10 @@ export interface FastifyInstanceLike {
   route(options: {
     method: FastifyMethod[];
     url: string;
-    bodyLimit?: number;
     handler: (request: FastifyRequestLike, reply: FastifyReplyLike) => Promise<void> | undefined;
   }): unknown;
+  /** Drops the parsers this context inherited (this context only). */
+  removeAllContentTypeParsers(): unknown;
   addContentTypeParser(
     contentType: string,
     parser: (request: FastifyRequestLike, payload: IncomingMessage, done: (error: Error | null, body?: unknown) => void) => void,

@@ -55,8 +55,8 @@ function checkContentEncoding(header: string | undefined): void {
 
 /**
  * A body a host's parser left as raw text (express.raw's Buffer,
- * express.text's string, a Fastify parser that keeps the bytes): the router
- * parses it as it parses a body it reads, limit included.
+ * express.text's string): the router parses it as it parses a body it
+ * reads, limit included.
  */
 export class JsonText {
   readonly #raw: Buffer | string;

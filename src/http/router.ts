@@ -255,7 +255,7 @@ export class AgentRouter {
    * router owns every path of its routes' shapes, as toRequestListener does;
    * with one, it falls through as handle() does, and `host.claim` runs once
    * the path matched, before anything is written or `hint.body` is read (the
-   * Fastify plugin hijacks its reply and hands over its parsed body there),
+   * Fastify plugin hijacks its reply there),
    * so the plugin need not match the path first with matches().
    * @internal
    */
