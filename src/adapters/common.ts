@@ -21,6 +21,11 @@ export function bodyLimitOf(router: AgentRouter): number {
  */
 export function parsedBody(req: IncomingMessage, body: unknown, limit: number): unknown {
   if (body === undefined || !req.readableEnded) return undefined;
+  return bodyFromParser(req, body, limit);
+}
+
+/** parsedBody, for a body a parser is known to have left (the Fastify plugin's own, from a host preParsing hook's stream). */
+export function bodyFromParser(req: IncomingMessage, body: unknown, limit: number): unknown {
   const length = req.headers['content-length'];
   if (length !== undefined && Number(length) > limit) return undefined;
   const header = req.headers['content-type'];

@@ -1,6 +1,8 @@
 /// <reference types="node" preserve="true" />
 // Node's types for these declarations, as in index.ts.
+import type { Readable } from 'node:stream';
 import { serveRequest, type AgentRouter } from '../http/router.ts';
+import { bodyFromParser, bodyLimitOf } from './common.ts';
 import type { FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
 export type { FastifyErrorLike, FastifyInstanceLike, FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
 
@@ -20,6 +22,7 @@ const METHODS: FastifyMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
  * and error handler are untouched elsewhere.
  */
 export function toFastify(router: AgentRouter): FastifyPlugin {
+  const bodyLimit = bodyLimitOf(router);
   return async (fastify) => {
     const prefixLength = fastify.prefix.length;
     // With ignoreDuplicateSlashes Fastify routes `//api//a/state` here; the raw URL must be read the same way.
@@ -29,8 +32,11 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
     // Not async: the promise handed back settles when the router calls back that the request is answered.
     const handler = (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> | undefined => {
       const target = (collapse ? collapseSlashes(request.url) : request.url).slice(prefixLength) || '/';
-      // Once the router has matched the path, before it writes or reads the body: the reply becomes the router's.
+      const hint: { path: string; body?: unknown } = { path: target };
+      // Once the router has matched the path, before it writes or reads the body: the reply becomes the router's,
+      // and so do the bytes a host preParsing hook's stream gave, if any (checked as a host parser's raw text).
       const claim = (): void => {
+        if (request.body !== undefined) hint.body = bodyFromParser(request.raw, request.body, bodyLimit);
         reply.hijack();
         // Headers a hook set through Fastify (CORS, request ids) would be lost with the hijack.
         const headers = reply.getHeaders();
@@ -38,16 +44,22 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
       };
       let answered!: () => void;
       const answering = new Promise<void>((resolve) => (answered = resolve));
-      if (router[serveRequest](request.raw, reply.raw, answered, { path: target }, { claim })) return answering;
+      if (router[serveRequest](request.raw, reply.raw, answered, hint, { claim })) return answering;
       reply.callNotFound();
       return undefined;
     };
 
     // Every body is the router's to read, as on node:http (its limit, its charset, encoding and
     // UTF-8 checks, its JSON rules): no Fastify parser runs on these routes. Inside this plugin's
-    // encapsulation context only: the host's parsers stay as they are everywhere else.
+    // encapsulation context only: the host's parsers stay as they are everywhere else. A host
+    // preParsing hook that hands on a stream of its own (decompressing, or keeping the raw bytes
+    // for a signature check) has the last word on the bytes: those are read here, as a host
+    // parser's would be, and the router parses them.
     fastify.removeAllContentTypeParsers();
-    fastify.addContentTypeParser('*', (_request, _payload, done) => done(null));
+    fastify.addContentTypeParser('*', (request, payload, done) => {
+      if (payload === request.raw) return done(null);
+      readUpTo(payload, bodyLimit, done);
+    });
     // Fastify 5 refuses a Content-Type it cannot parse before choosing a parser: the router answers it
     // as on node:http (415). Any other error is the host's error handler's to answer.
     fastify.setErrorHandler((error, request, reply) => {
@@ -68,4 +80,32 @@ function collapseSlashes(url: string): string {
   const query = url.indexOf('?');
   const path = query === -1 ? url : url.slice(0, query);
   return path.replace(/\/{2,}/g, '/') + (query === -1 ? '' : url.slice(query));
+}
+
+/**
+ * The bytes of a stream a preParsing hook handed on, up to one chunk past
+ * `limit` (the router then answers 413 without more being buffered).
+ */
+function readUpTo(stream: Readable, limit: number, done: (error: Error | null, body?: Buffer) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const finish = (error: Error | null): void => {
+    stream.off('data', onData);
+    stream.off('end', onEnd);
+    stream.off('error', finish);
+    if (error !== null) return done(error);
+    done(null, Buffer.concat(chunks));
+  };
+  const onData = (chunk: Buffer | string): void => {
+    const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    chunks.push(bytes);
+    size += bytes.length;
+    if (size <= limit) return;
+    stream.pause();
+    finish(null);
+  };
+  const onEnd = (): void => finish(null);
+  stream.on('data', onData);
+  stream.on('end', onEnd);
+  stream.on('error', finish);
 }

@@ -54,6 +54,8 @@ export interface FastifyRequestLike {
   raw: IncomingMessage;
   /** The full request target, prefix included. */
   url: string;
+  /** What the plugin's content-type parser left: the bytes a host `preParsing` hook's stream gave, if one replaced the request. */
+  body?: unknown;
 }
 
 /** Fastify's `reply`. */

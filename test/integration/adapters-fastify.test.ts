@@ -1,7 +1,8 @@
 // toFastify against the real Fastify 4 and 5 (npm aliases fastify4, fastify5).
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { gzipSync } from 'node:zlib';
+import { PassThrough, Readable } from 'node:stream';
+import { createGunzip, gzipSync } from 'node:zlib';
 import fastify4 from 'fastify4';
 import fastify5, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify5';
 import { toFastify } from '../../src/adapters/fastify.ts';
@@ -83,6 +84,38 @@ for (const [name, fastify] of majors) {
       }));
       assert.deepEqual(answers[0], answers[1], what);
     }
+  });
+
+  test(`${name}: a host preParsing hook that hands on a stream of its own has the last word on the body`, async (t) => {
+    const app = fastify();
+    // What hosts do there: pass the bytes through, keep them (a signature check), or decompress them.
+    app.addHook('preParsing', async (request, _reply, payload) => {
+      const how = request.headers['x-hook'];
+      if (how === 'pass') return payload.pipe(new PassThrough());
+      if (how === 'keep') {
+        const kept: Buffer[] = [];
+        for await (const chunk of payload) kept.push(chunk as Buffer);
+        return Readable.from([Buffer.concat(kept)]);
+      }
+      if (how === 'gunzip') return payload.pipe(createGunzip());
+      return payload;
+    });
+    await app.register(toFastify(makeRegistryRouter().router), { prefix: '/api' });
+    const url = await start(t, app);
+    const chat = (hook: string, body: string | Uint8Array<ArrayBuffer>, headers: Record<string, string> = {}) =>
+      fetch(`${url}/api/counter-1/chat`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-hook': hook, ...headers }, body });
+    for (const hook of ['pass', 'keep']) {
+      assert.deepEqual(await (await chat(hook, '{"message":"through the hook"}')).json(), { agent_id: 'counter-1', response: 'through the hook' }, hook);
+      await assertError(await chat(hook, '{"message":'), 400, 'invalid_json');
+      await assertError(await chat(hook, Uint8Array.from(Buffer.from('{"message":"caf\xe9"}', 'latin1'))), 400, 'invalid_json');
+      await assertError(await chat(hook, '{"nothing":1}'), 400, 'missing_message');
+    }
+    const gzipped = Uint8Array.from(gzipSync('{"message":"unzipped by the host"}'));
+    assert.deepEqual(await (await chat('gunzip', gzipped, { 'content-encoding': 'gzip' })).json(), { agent_id: 'counter-1', response: 'unzipped by the host' });
+    // Over the router's limit, with no length declared: refused once the limit is passed.
+    const big = new ReadableStream({ start(controller) { controller.enqueue(new TextEncoder().encode(`{"message":"${'x'.repeat(BODY_LIMIT * 4)}"}`)); controller.close(); } });
+    const res = await fetch(`${url}/api/counter-1/chat`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-hook': 'pass' }, body: big, duplex: 'half' } as RequestInit);
+    await assertError(res, 413, 'body_too_large');
   });
 
   test(`${name}: a host's JSON parser is not used on the router's routes (the router reads), prefixes /api and /v1 nested`, async (t) => {
