@@ -12,6 +12,10 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
+// npm's shell does not pass npm's SIGTERM on (see src/cli/parent-watch.ts): npm killed during the
+// build below must not leave a server starting up with no one to stop it.
+const parent = process.ppid;
+
 const root = path.resolve(import.meta.dirname, '..');
 const entry = path.join(root, 'dist/cli/run.js');
 
@@ -35,6 +39,11 @@ if (!existsSync(entry) || statSync(entry).mtimeMs < newestSource(path.join(root,
     console.error(`npm start: the build failed (tsc exit code ${build.status}); see the errors above`);
     process.exit(1);
   }
+}
+
+if (process.env.npm_command !== undefined && process.platform !== 'win32' && process.ppid !== parent) {
+  console.error('npm start: npm went away while dist/ was being built; not starting the server');
+  process.exit(1);
 }
 
 const { main } = await import(pathToFileURL(entry).href);

@@ -2,6 +2,13 @@
 const CHECK_MS = 500;
 
 /**
+ * The parent as this module loads, early in the process's life (the CLI's
+ * entry imports it): npm killed while the server was still starting counts
+ * as gone too, once the server listens.
+ */
+const parentAtLoad = process.ppid;
+
+/**
  * Calls `onGone` once when the process that started this one is gone, if
  * this one was started through npm (`npm start`, `npx agent-router`).
  *
@@ -19,9 +26,8 @@ const CHECK_MS = 500;
  */
 export function whenParentGone(env: NodeJS.ProcessEnv, onGone: () => void): void {
   if (env['npm_command'] === undefined || process.platform === 'win32') return;
-  const parent = process.ppid;
   const timer = setInterval(() => {
-    if (process.ppid === parent) return;
+    if (process.ppid === parentAtLoad) return;
     clearInterval(timer);
     onGone();
   }, CHECK_MS);
