@@ -14,7 +14,8 @@ const METHODS: FastifyMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
  * catch-all routes under its prefix (host routes, being more specific, still
  * win), hijacks the reply and lets the router read the body and write to the
  * raw response, streams included: every body is refused or accepted exactly
- * as on node:http. A path that is not the router's gets Fastify's not-found
+ * as on node:http, unless a host preParsing hook hands on a stream of its
+ * own (see below). A path that is not the router's gets Fastify's not-found
  * handler.
  *
  * Everything the plugin sets (routes, its content-type parsers, an error

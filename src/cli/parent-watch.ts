@@ -21,8 +21,8 @@ const parentAtLoad = process.ppid;
  *
  * Only under npm: a server started with `nohup agent-router serve &` must
  * outlive the shell that started it. Not on Windows, where a process is
- * never adopted (its parent id stays the dead parent's) and npm's
- * `cmd.exe` ends with it anyway.
+ * never adopted (its parent id stays the dead parent's), so this check
+ * could not see the parent go.
  */
 export function whenParentGone(env: NodeJS.ProcessEnv, onGone: () => void): void {
   if (env['npm_command'] === undefined || process.platform === 'win32') return;
