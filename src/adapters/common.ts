@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { AgentRouter } from '../http/router.ts';
-import { JsonText } from '../http/body.ts';
+import { JsonText, otherCharset } from '../http/body.ts';
 import { mediaType } from '../http/path.ts';
 
 /** The router's body limit in bytes (its `bodyLimit` option, 1 MiB by default). */
@@ -16,8 +16,8 @@ export function bodyLimitOf(router: AgentRouter): number {
  * length is within the router's limit. Otherwise undefined, and the router
  * reads the body itself, or refuses it without reading: 415 for a declared
  * non-JSON type (a form a host's `urlencoded()` parsed is still refused, as
- * on node:http), 413 for a declared length over its limit (the host's parser
- * may allow more).
+ * on node:http) or charset, 413 for a declared length over its limit (the
+ * host's parser may allow more).
  */
 export function parsedBody(req: IncomingMessage, body: unknown, limit: number): unknown {
   if (body === undefined || !req.readableEnded) return undefined;
@@ -31,8 +31,16 @@ export function bodyFromParser(req: IncomingMessage, body: unknown, limit: numbe
   const header = req.headers['content-type'];
   const type = header === undefined || header === '' ? 'application/json' : mediaType(header);
   if (type !== 'application/json' && !type.endsWith('+json')) return undefined;
+  // A parser may decode another charset (co-body ignores it): refused, as on node:http.
+  if (header !== undefined && otherCharset(header) !== undefined) return undefined;
   // Raw text a parser left (express.raw, express.text): parsed by the router, as it parses its own reads.
   if (typeof body === 'string' || Buffer.isBuffer(body)) return new JsonText(body);
+  if (length === undefined || req.headers['content-encoding'] !== undefined) {
+    // No length declared (chunked), or one that counts compressed bytes: the limit is held against
+    // the body as compact JSON, which is never longer than the JSON the client sent.
+    const text = JSON.stringify(body);
+    if (Buffer.byteLength(text) > limit) return new JsonText(text); // its parse answers 413
+  }
   dropUnsafeKeys(body);
   return body;
 }

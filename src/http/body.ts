@@ -40,11 +40,17 @@ export function checkContentType(header: string | undefined): void {
   if (header === undefined || header === '') return;
   const type = mediaType(header);
   if (type !== 'application/json' && !type.endsWith('+json')) throw httpErrors.unsupportedMediaType(type);
-  if (!header.includes(';')) return;
-  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(header)?.[1]?.toLowerCase();
-  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+  const charset = otherCharset(header);
+  if (charset !== undefined) {
     throw new AgentRouterError(415, 'unsupported_media_type', `Charset ${JSON.stringify(charset.slice(0, 40))} is not supported; send JSON as UTF-8`);
   }
+}
+
+/** The charset a Content-Type declares when it is not UTF-8 (lower case), else undefined. */
+export function otherCharset(header: string): string | undefined {
+  if (!header.includes(';')) return undefined;
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(header)?.[1]?.toLowerCase();
+  return charset === undefined || charset === 'utf-8' || charset === 'utf8' ? undefined : charset;
 }
 
 /** 415 for a compressed body (RFC 9110 names Content-Encoding as a 415 cause): it would be read as text. */

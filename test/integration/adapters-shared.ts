@@ -3,6 +3,7 @@
 // Koa and Fastify are held to exactly the same behaviour.
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter, type AgentRouterOptions } from '../../src/http/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
@@ -180,6 +181,27 @@ export async function checkRegistryRoutes(
 
   await t.test('a body over the limit is 413 body_too_large', async () => {
     await assertError(await post(`${api}/counter-1/chat`, { message: 'x'.repeat(BODY_LIMIT * 4) }), 413, 'body_too_large');
+  });
+
+  await t.test('a body over the limit is 413 without a declared length too (chunked), and compressed: never reaches the agent', async () => {
+    const big = JSON.stringify({ message: 'x'.repeat(BODY_LIMIT * 4) });
+    const chunked = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(big));
+        controller.close();
+      },
+    });
+    const init = { method: 'POST', headers: JSON_HEADERS, body: chunked, duplex: 'half' } as RequestInit;
+    await assertError(await fetch(`${api}/counter-1/chat`, init), 413, 'body_too_large');
+    // node:http refuses any Content-Encoding (415); a host parser that inflates it must still hold the limit (413).
+    const gzipped = await fetch(`${api}/counter-1/chat`, { method: 'POST', headers: { ...JSON_HEADERS, 'content-encoding': 'gzip' }, body: gzipSync(big) });
+    const refusal = gzipped.status === 415 ? 'unsupported_media_type' : 'body_too_large';
+    await assertError(gzipped, gzipped.status === 415 ? 415 : 413, refusal);
+  });
+
+  await t.test('a declared charset other than UTF-8 is 415, even when a host parser would decode it', async () => {
+    const res = await post(`${api}/counter-1/chat`, '{"message":"hi"}', { 'content-type': 'application/json; charset=iso-8859-1' });
+    await assertError(res, 415, 'unsupported_media_type');
   });
 
   await t.test('a declared non-JSON type is 415', async () => {
