@@ -2,7 +2,7 @@ import { AgentRouterError, type UpstreamError } from '../errors.ts';
 import { createSSEParser, drainReader } from '../sse/parser.ts';
 import { describeRemote } from './remote-url.ts';
 import type { Slots } from './slots.ts';
-import { allSlotsBusy, badResponse, incomplete, interrupted, statusError, streamFailed, timedOut, unreachable } from './upstream-errors.ts';
+import { allSlotsBusy, badResponse, fetchFailed, incomplete, readFailed, statusError, streamFailed, timedOut } from './upstream-errors.ts';
 import { Watchdog } from './watchdog.ts';
 
 /** What one read of a body gives; spelled through the reader, since the DOM library's name is not in Node's types. */
@@ -185,7 +185,7 @@ export class RemoteCall {
       response = await this.#settings.fetch(request.url, { method: request.method, headers, body: request.body ?? null, redirect: 'manual', signal });
     } catch (error) {
       this.finish();
-      throw this.#failure(error, () => unreachable(this.remote, error));
+      throw this.#failure(error, () => fetchFailed(this.remote, error));
     }
     this.#body = response.body;
     this.#watchdog.touch();
@@ -244,7 +244,7 @@ export class RemoteCall {
     try {
       step = await reader.read();
     } catch (error) {
-      throw this.#failure(error, () => interrupted(this.remote, error));
+      throw this.#failure(error, () => readFailed(this.remote, error));
     }
     // A fetch that ignores the signal may still hand over data after an abort.
     if (this.#controller.signal.aborted) throw this.#controller.signal.reason;

@@ -24,9 +24,50 @@ const CODE = /^[a-z][a-z0-9_]{0,63}$/;
  */
 const RELAYED_STATUSES: ReadonlySet<number> = new Set([400, 404, 409, 413, 415, 422, 429]);
 
-export function unreachable(remote: string, cause: unknown): UpstreamError {
-  const code = (cause as { cause?: { code?: unknown } } | undefined)?.cause?.code;
-  const detail = typeof code === 'string' ? ` (${code})` : '';
+/** The code of a fetch failure: undici's own (`UND_ERR_*`) or the system's (`ECONNREFUSED`), on the error or its cause. */
+function failureCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code ?? (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/**
+ * Node's fetch (undici) gives up on its own after 300 s without response
+ * headers, or between two body reads, whatever this transport's `timeout`.
+ */
+const FETCH_TIMEOUTS: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/** A connection that was open and then closed: the request may have reached the remote. */
+const BROKEN_CONNECTION: ReadonlySet<string> = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
+
+/** A failed fetch, before any response: the remote was not reached, the connection broke, or fetch's own timeout. */
+export function fetchFailed(remote: string, cause: unknown): UpstreamError {
+  const code = failureCode(cause);
+  if (code !== undefined && FETCH_TIMEOUTS.has(code)) return fetchTimedOut(remote, code, cause);
+  if (code !== undefined && BROKEN_CONNECTION.has(code)) {
+    return new UpstreamError(502, 'upstream_interrupted', `HTTPTransport: the connection to ${remote} broke off before it answered (${code}); the request may have reached it`, {
+      expose: true,
+      cause,
+      publicMessage: 'The connection to the remote agent broke off before it answered',
+    });
+  }
+  return unreachable(remote, cause, code);
+}
+
+/** A failed read of the body, while the remote was answering. */
+export function readFailed(remote: string, cause: unknown): UpstreamError {
+  const code = failureCode(cause);
+  return code !== undefined && FETCH_TIMEOUTS.has(code) ? fetchTimedOut(remote, code, cause) : interrupted(remote, cause);
+}
+
+function fetchTimedOut(remote: string, code: string, cause: unknown): UpstreamError {
+  return new UpstreamError(504, 'upstream_timeout', `HTTPTransport: Node's fetch stopped waiting for ${remote} (${code}: undici's own headersTimeout and bodyTimeout, 300 s by default, cap the transport's timeout); to wait longer, pass a fetch bound to an undici dispatcher with longer ones`, {
+    expose: true,
+    cause,
+    publicMessage: 'The remote agent sent nothing for too long',
+  });
+}
+
+function unreachable(remote: string, cause: unknown, code: string | undefined): UpstreamError {
+  const detail = code !== undefined ? ` (${code})` : '';
   return new UpstreamError(502, 'upstream_unreachable', `HTTPTransport: could not reach ${remote}${detail}; check that the remote is up and the url is right`, {
     expose: true,
     cause,
@@ -50,7 +91,7 @@ export function allSlotsBusy(remote: string, seconds: number): UpstreamError {
   });
 }
 
-export function interrupted(remote: string, cause: unknown): UpstreamError {
+function interrupted(remote: string, cause: unknown): UpstreamError {
   return new UpstreamError(502, 'upstream_interrupted', `HTTPTransport: the connection to ${remote} broke off mid-response`, {
     expose: true,
     cause,

@@ -281,6 +281,44 @@ test('a remote silent past the timeout is a 504 upstream_timeout, and the reques
   await assert.rejects(transport.stream('bot-1', 'x').ready, upstream(504, 'upstream_timeout'));
 });
 
+test('a remote that takes the request and then drops the connection is 502 upstream_interrupted, not "could not be reached"', async (t) => {
+  const remote = await fakeRemote(t, (req) => req.socket.destroy());
+  await assert.rejects(
+    new HTTPTransport(remote.base).chat('bot-1', 'x'),
+    upstream(502, 'upstream_interrupted', (error) => {
+      assert.match(error.message, /broke off before it answered \((UND_ERR_SOCKET|ECONNRESET)\); the request may have reached it/);
+      assert.equal((error as { publicMessage?: string }).publicMessage, 'The connection to the remote agent broke off before it answered');
+    }),
+  );
+  assert.equal(remote.requests.length, 1, 'the remote did get the request');
+});
+
+/**
+ * Node's fetch is undici, whose own headersTimeout and bodyTimeout (300 s by
+ * default) stop a request whatever the transport's `timeout`. The same undici
+ * class as the global dispatcher's, with limits short enough for a test.
+ */
+async function shortUndiciTimeouts(): Promise<typeof fetch> {
+  await fetch('data:,'); // makes Node's global dispatcher
+  const global = (globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalDispatcher.1')] as { constructor: new (options: object) => unknown };
+  const dispatcher = new global.constructor({ headersTimeout: 150, bodyTimeout: 150 });
+  return (url, init) => fetch(url, { ...init, dispatcher } as RequestInit);
+}
+
+test("fetch's own timeouts (undici's, under a longer transport timeout) are 504 upstream_timeout that say so", async (t) => {
+  const fetchWithLimits = await shortUndiciTimeouts();
+  const silent = await fakeRemote(t, () => {});
+  const saysWhy = (error: AgentRouterError): void => assert.match(error.message, /Node's fetch stopped waiting .*UND_ERR_(HEADERS|BODY)_TIMEOUT.*pass a fetch bound to an undici dispatcher/);
+  await assert.rejects(new HTTPTransport(silent.base, { timeout: 30, fetch: fetchWithLimits }).chat('bot-1', 'x'), upstream(504, 'upstream_timeout', saysWhy));
+  const stalls = await fakeRemote(t, (_req, res) => {
+    sseHead(res);
+    res.write('data: first\n\n'); // then nothing, and no pings
+  });
+  await assert.rejects(async () => {
+    for await (const _chunk of new HTTPTransport(stalls.base, { timeout: 30, fetch: fetchWithLimits }).stream('bot-1', 'x'));
+  }, upstream(504, 'upstream_timeout', saysWhy));
+});
+
 test('a stream that goes silent mid-way throws 504 from the iterator', async (t) => {
   const remote = await fakeRemote(t, (_req, res) => {
     sseHead(res);
