@@ -1,6 +1,7 @@
 import { AgentRouterError, VersionConflictError } from '../errors.ts';
 import type { Model, ModelChunk, ModelRequest } from '../models/model.ts';
 import { MemoryStorage } from '../storage/memory.ts';
+import { sameRecord } from '../storage/record-version.ts';
 import type { Storage } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject, JsonState, TokenUsage } from '../types.ts';
 import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
@@ -728,19 +729,25 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       const sync = storage.sync;
       const head = sync !== undefined ? sync.head(this.id) : await storage.head?.(this.id);
       if (head === undefined || head === this.#version) return;
-      takeAny = head < this.#version;
+      // Older, or another record: deleted and made again since this instance read it (record-version.ts).
+      takeAny = head < this.#version || (head !== 0 && this.#version !== 0 && !sameRecord(head, this.#version));
       // Only the turns this instance missed, when it has a history to extend and no turn half-way.
       if (!takeAny && storage.loadSince !== undefined && this.#version > 0 && !this.#pendingUser) {
         const known = { version: this.#version, messages: this.#messages.length };
         const tail = await storage.loadSince(this.id, known);
-        if (tail === undefined || tail.version <= this.#version) return;
-        if (this.#version === known.version && this.#messages.length === known.messages) {
-          this.#state = tail.state as S;
-          for (const message of tail.messages) this.#messages.push(message);
-          this.#version = tail.version;
-          return;
+        if (tail === undefined || !sameRecord(tail.version, known.version)) {
+          // Deleted, or deleted and made again, since the head was read: not a tail of this history.
+          takeAny = true;
+        } else {
+          if (tail.version <= this.#version) return;
+          if (this.#version === known.version && this.#messages.length === known.messages) {
+            this.#state = tail.state as S;
+            for (const message of tail.messages) this.#messages.push(message);
+            this.#version = tail.version;
+            return;
+          }
+          // Something else moved this instance on meanwhile: its history is no longer `known`.
         }
-        // Something else moved this instance on meanwhile: its history is no longer `known`.
       }
     }
     const record = await storage.load(this.id);
@@ -755,7 +762,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
         }
         return;
       }
-    } else if (record === undefined || record.version <= this.#version) {
+    } else if (record === undefined || (record.version <= this.#version && sameRecord(record.version, this.#version))) {
       return;
     }
     this.#state = record.state as S;

@@ -2,9 +2,12 @@
  * The FileStorage journal format: one agent per file, JSON lines, one line
  * per commit, appended and never rewritten in place.
  *
- *   {"id":"bob","v":1,"state":{...},"append":[...]}   first line: the id, then commit 1
+ *   {"id":"bob","v":1,"state":{...},"append":[...]}   first line: the id, then the first commit
  *   {"v":2,"state":{...},"append":[...]}              one line per later commit
  *   {"id":"bob","v":7,"state":{...},"messages":[...]} first line of a compacted file
+ *
+ * (The built-in storages start a record at a random version, not 1: see
+ * record-version.ts. A journal written before that starts at 1 and reads the same.)
  *
  * A crash mid-append leaves a torn last line (no newline, or bytes that do
  * not parse); it is dropped on load and cut off before the next append. A
@@ -78,7 +81,8 @@ export function scanJournal(bytes: Buffer, options: {
     const lineBytes = end + 1 - start;
     start = end + 1;
     view.validBytes = offset + start;
-    if (line.messages === undefined && line.v !== view.version + 1) {
+    // A journal's first line starts the record at any version (record-version.ts); each later one follows.
+    if (line.messages === undefined && !atFileStart && line.v !== view.version + 1) {
       view.staleBytes += lineBytes; // a fenced-out writer's line: ignored, reclaimed by compaction
       continue;
     }

@@ -10,6 +10,7 @@ import { journalBaseName } from './file-names.ts';
 import { FileLease } from './file-lock.ts';
 import type { LeaseSettings } from './file-lock.ts';
 import { leaseMilliseconds } from './ids.ts';
+import { firstVersion } from './record-version.ts';
 import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
 import { KeyedMutex } from './wait.ts';
 
@@ -307,7 +308,8 @@ export class FileStorage implements Storage {
     const view = await this.#refresh(agentId);
     if (view.version !== turn.expectedVersion) throw new VersionConflictError(agentId, turn.expectedVersion, view.version);
     const first = view.validBytes === 0;
-    const line = commitLine(first ? agentId : undefined, view.version + 1, stateJson, turn.append);
+    const version = view.version === 0 ? firstVersion() : view.version + 1;
+    const line = commitLine(first ? agentId : undefined, version, stateJson, turn.append);
     const file = this.#journalPath(agentId);
     const info = await appendLine(file, view, line, this.#fsync);
     const lineBytes = Buffer.byteLength(line);
@@ -317,7 +319,7 @@ export class FileStorage implements Storage {
       throw new LockLostError(agentId, 'FileStorage', 'its lease ran out and another process wrote this version first');
     }
     if (first && this.#fsync) await syncDir(this.dir);
-    const next = { version: view.version + 1, validBytes: Number(info.size), stateBytes: Buffer.byteLength(stateJson), staleBytes: view.staleBytes + view.stateBytes };
+    const next = { version, validBytes: Number(info.size), stateBytes: Buffer.byteLength(stateJson), staleBytes: view.staleBytes + view.stateBytes };
     return this.#remember(agentId, withIdentity(next, info));
   }
 

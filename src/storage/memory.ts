@@ -2,6 +2,7 @@ import { VersionConflictError } from '../errors.ts';
 import { TurnCancel } from '../agent/cancel.ts';
 import { Mailbox } from '../agent/mailbox.ts';
 import type { ChatMessage } from '../types.ts';
+import { firstVersion } from './record-version.ts';
 import type { AgentRecord, Storage, SyncStorage, TurnCommit, Unlock } from './storage.ts';
 
 /**
@@ -92,8 +93,8 @@ export class MemoryStorage implements Storage {
     }
     slot.given = turn.state;
     if (record === undefined) {
-      slot.record = { state, messages: appended, version: 1 };
-      return 1;
+      slot.record = { state, messages: appended, version: firstVersion() };
+      return slot.record.version;
     }
     record.state = state;
     for (const message of appended) record.messages.push(message);

@@ -84,7 +84,7 @@ export function statements(t: TableNames) {
     // commit together without a transaction held open across round trips. A
     // racing writer blocks on the row, then re-checks `version` and matches nothing.
     commitFirst: `WITH a AS (
-        INSERT INTO ${t.agents} (key, id, version, state) VALUES ($1, $2, 1, $3::json)
+        INSERT INTO ${t.agents} (key, id, version, state) VALUES ($1, $2, $5, $3::json)
         ON CONFLICT (key) DO NOTHING RETURNING version
       ), m AS (${appendRows('a')})
       SELECT version FROM a`,

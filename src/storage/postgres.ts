@@ -3,6 +3,7 @@ import { LockLostError, VersionConflictError } from '../errors.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkTurn } from './check.ts';
 import { assertStorableId, idDigest, leaseMilliseconds } from './ids.ts';
+import { firstVersion } from './record-version.ts';
 import { postgresStorageDDL, statements, tableNames } from './postgres-sql.ts';
 import type { TableNames } from './postgres-sql.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
@@ -147,7 +148,7 @@ class PostgresStorageImpl implements PostgresStorage {
     const state = JSON.stringify(turn.state);
     const append = JSON.stringify(turn.append);
     const { rows } = turn.expectedVersion === 0
-      ? await this.#query(agentId, this.#sql.commitFirst, [key, agentId, state, append])
+      ? await this.#query(agentId, this.#sql.commitFirst, [key, agentId, state, append, firstVersion()])
       : await this.#query(agentId, this.#sql.commitNext, [key, turn.expectedVersion, state, append]);
     if (rows[0] !== undefined) return Number(rows[0]['version']);
     const actual = await this.head(agentId).catch(() => undefined);

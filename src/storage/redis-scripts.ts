@@ -23,7 +23,8 @@ function lua(source: string): LuaScript {
 
 /**
  * KEYS: v, s, h, lock. ARGV: expected version, state JSON, the lock token
- * the committer holds ('' if none), then one JSON string per message.
+ * the committer holds ('' if none), the version to give a new record (see
+ * record-version.ts), then one JSON string per message.
  * Returns {1, new version}; {-1, current version} when the lock is no longer
  * that token's (its lease ran out: another process may be mid-turn); {0,
  * current version} when the stored version is not the expected one (nothing
@@ -41,18 +42,20 @@ local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if ARGV[3] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[3] then
   return {-1, current}
 end
-if current ~= tonumber(ARGV[1]) then
-  if ARGV[3] ~= '' and current == tonumber(ARGV[1]) + 1 and redis.call('GET', KEYS[2]) == ARGV[2] then
+local expected = tonumber(ARGV[1])
+local next = expected == 0 and tonumber(ARGV[4]) or expected + 1
+if current ~= expected then
+  if ARGV[3] ~= '' and current == next and redis.call('GET', KEYS[2]) == ARGV[2] then
     return {1, current}
   end
   return {0, current}
 end
-for i = 4, #ARGV, 1000 do
+for i = 5, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[3], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 redis.call('SET', KEYS[2], ARGV[2])
-redis.call('SET', KEYS[1], current + 1)
-return {1, current + 1}
+redis.call('SET', KEYS[1], next)
+return {1, next}
 `);
 
 /** KEYS: v, s, h. Returns {version or false, state or false, history list}, read at one instant. */

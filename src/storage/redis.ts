@@ -3,6 +3,7 @@ import { LockLostError, VersionConflictError } from '../errors.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkTurn } from './check.ts';
 import { assertStorableId, leaseMilliseconds } from './ids.ts';
+import { firstVersion } from './record-version.ts';
 import { COMMIT, commandSender, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
 import type { LuaScript, RedisClientLike, SendCommand } from './redis-scripts.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
@@ -97,7 +98,8 @@ class RedisStorageImpl implements RedisStorage {
     checkTurn(turn, 'redisStorage');
     // The token makes the commit check, in the same script, that the lock is still this process's.
     const token = this.#held.get(agentId)?.token ?? '';
-    const args = [String(turn.expectedVersion), JSON.stringify(turn.state), token, ...turn.append.map((message) => JSON.stringify(message))];
+    const first = turn.expectedVersion === 0 ? String(firstVersion()) : '';
+    const args = [String(turn.expectedVersion), JSON.stringify(turn.state), token, first, ...turn.append.map((message) => JSON.stringify(message))];
     const [ok, version] = (await runScript(this.#send, COMMIT, keys, args)) as [unknown, unknown];
     if (Number(ok) === -1) throw new LockLostError(agentId, 'redisStorage', 'its lease ran out');
     if (Number(ok) !== 1) throw new VersionConflictError(agentId, turn.expectedVersion, Number(version));

@@ -4,7 +4,13 @@ import type { ChatMessage, JsonObject } from '../types.ts';
 export interface AgentRecord {
   state: JsonObject;
   messages: ChatMessage[];
-  /** Starts at 1 with the first commit and grows by one with each commit. */
+  /**
+   * Set by the first commit, then one more with each commit. A record made
+   * again after `delete` should not reuse the deleted one's versions, or a
+   * live instance still holding it cannot tell them apart: the built-in
+   * storages start each record at a random version (`record-version.ts`).
+   * Starting at 1 works otherwise.
+   */
   version: number;
 }
 

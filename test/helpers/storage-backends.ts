@@ -4,6 +4,7 @@
  * all unique per run and removed by `cleanup`. Postgres and Redis are the
  * real servers on 127.0.0.1 (see .ci/run).
  */
+import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,7 @@ import type { FileStorageOptions } from '../../src/storage/file.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { postgresStorage } from '../../src/storage/postgres.ts';
 import type { PostgresStorageOptions } from '../../src/storage/postgres.ts';
+import { sameRecord } from '../../src/storage/record-version.ts';
 import { redisStorage } from '../../src/storage/redis.ts';
 import type { RedisClientLike, RedisStorageOptions } from '../../src/storage/redis.ts';
 import type { Storage } from '../../src/storage/storage.ts';
@@ -44,6 +46,20 @@ export interface StorageBackend {
 
 export const PG_CONFIG = { host: '127.0.0.1', port: 5432, database: 'test', user: 'postgres' } as const;
 export const REDIS_URL = 'redis://127.0.0.1:6379';
+
+/**
+ * Asserts that a record stored at `version` took exactly `commits` commits,
+ * for a test that never saw its first one (another process made it): a
+ * record's first version is random (record-version.ts) but starts a range of
+ * its own, so `version - commits + 1` must be such a start, and `version` in
+ * its range. One commit more or fewer moves that start off the range's first.
+ */
+export function assertCommits(version: number | undefined, commits: number, message?: string): void {
+  if (commits === 0) return assert.equal(version ?? 0, 0, message);
+  const first = (version ?? 0) - commits + 1;
+  const starts = first === 1 || (first > 1 && !sameRecord(first - 1, first));
+  assert.ok(starts && sameRecord(first, version as number), `${message ?? 'commits'}: version ${version} is not ${commits} commits on from a record's first version`);
+}
 
 /** A tag unique to this run, safe in identifiers and key prefixes. */
 export function runTag(): string {

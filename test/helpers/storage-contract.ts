@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { VersionConflictError } from '../../src/errors.ts';
+import { sameRecord } from '../../src/storage/record-version.ts';
 import type { AgentRecord, Storage, TurnCommit, Unlock } from '../../src/storage/storage.ts';
 import type { ChatMessage, JsonObject } from '../../src/types.ts';
 import type { StorageBackend } from './storage-backends.ts';
@@ -28,9 +29,15 @@ function freshId(label: string): string {
   return `${label}-${counter}`;
 }
 
+/** Asserts that a commit on `expectedVersion` returned `version`: one more, or for a new record any first version (record-version.ts). */
+function assertNextVersion(version: number, expectedVersion: number): void {
+  if (expectedVersion === 0) assert.ok(Number.isSafeInteger(version) && version > 0, `a first version: ${version}`);
+  else assert.equal(version, expectedVersion + 1);
+}
+
 async function commitOk(storage: Storage, id: string, turn: TurnCommit): Promise<number> {
   const version = await storage.commit(id, turn);
-  assert.equal(version, turn.expectedVersion + 1);
+  assertNextVersion(version, turn.expectedVersion);
   return version;
 }
 
@@ -57,34 +64,39 @@ export function defineStorageContract(backend: StorageBackend): void {
       user('héllo 👋\nsecond line'),
       { role: 'assistant', content: 'hi', usage: { inputTokens: 3, outputTokens: 1, totalTokens: 4 } },
     ];
-    assert.equal(await storage.commit(id, { expectedVersion: 0, state, append: messages }), 1);
+    const version = await commitOk(storage, id, { expectedVersion: 0, state, append: messages });
     const record = await storage.load(id) as AgentRecord;
-    assert.deepEqual(record, { state, messages, version: 1 });
+    assert.deepEqual(record, { state, messages, version });
     assert.equal(JSON.stringify(record.state), JSON.stringify(state));
     record.state['zeta'] = 99; // a loaded record is the caller's copy
     record.messages.push(user('not stored'));
-    assert.deepEqual(await storage.load(id), { state, messages, version: 1 });
+    assert.deepEqual(await storage.load(id), { state, messages, version });
   });
 
-  test('versions start at 1 and grow by one per commit; head follows', async () => {
+  test('the first commit sets a version and each later one adds one; head follows', async () => {
     const storage = await backend.open();
     const id = freshId('versions');
-    for (let version = 0; version < 5; version++) {
-      assert.equal(await storage.commit(id, { expectedVersion: version, state: { version }, append: [] }), version + 1);
-      if (storage.head) assert.equal(await storage.head(id), version + 1);
+    let version = 0;
+    const versions: number[] = [];
+    for (let index = 0; index < 5; index++) {
+      version = await commitOk(storage, id, { expectedVersion: version, state: { index }, append: [] });
+      versions.push(version);
+      if (storage.head) assert.equal(await storage.head(id), version);
     }
-    assert.equal((await storage.load(id))?.version, 5);
+    const first = versions[0] as number;
+    assert.deepEqual(versions, [first, first + 1, first + 2, first + 3, first + 4]);
+    assert.equal((await storage.load(id))?.version, first + 4);
   });
 
   test('a stale or future expectedVersion is refused with VersionConflictError and writes nothing', async () => {
     const storage = await backend.open();
     const id = freshId('conflict');
-    await commitOk(storage, id, { expectedVersion: 0, state: { n: 1 }, append: [user('one')] });
-    await commitOk(storage, id, { expectedVersion: 1, state: { n: 2 }, append: [user('two')] });
-    for (const expectedVersion of [0, 1, 3, 100]) {
+    const first = await commitOk(storage, id, { expectedVersion: 0, state: { n: 1 }, append: [user('one')] });
+    const second = await commitOk(storage, id, { expectedVersion: first, state: { n: 2 }, append: [user('two')] });
+    for (const expectedVersion of [0, first, second + 1, second + 98]) {
       await assert.rejects(storage.commit(id, { expectedVersion, state: { n: -1 }, append: [user('lost')] }), isConflict);
     }
-    assert.deepEqual(await storage.load(id), { state: { n: 2 }, messages: [user('one'), user('two')], version: 2 });
+    assert.deepEqual(await storage.load(id), { state: { n: 2 }, messages: [user('one'), user('two')], version: second });
   });
 
   test('history is append-only in commit order; a commit appending nothing changes only state and version', async () => {
@@ -92,40 +104,51 @@ export function defineStorageContract(backend: StorageBackend): void {
     const id = freshId('append');
     const batches: ChatMessage[][] = [[user('a'), assistant('b')], [], [user('c')], [user('d'), assistant('e'), assistant('f')], []];
     let version = 0;
-    for (const [index, append] of batches.entries()) version = await commitOk(storage, id, { expectedVersion: version, state: { index }, append });
-    assert.deepEqual(await storage.load(id), { state: { index: 4 }, messages: batches.flat(), version: 5 });
+    let first = 0;
+    for (const [index, append] of batches.entries()) {
+      version = await commitOk(storage, id, { expectedVersion: version, state: { index }, append });
+      first ||= version;
+    }
+    assert.deepEqual(await storage.load(id), { state: { index: 4 }, messages: batches.flat(), version: first + 4 });
   });
 
   test('a large history (5,000 messages, one commit of 3,000) loads whole and in order', async () => {
     const storage = await backend.open();
     const id = freshId('large');
     let version = 0;
+    let first = 0;
     const expected: ChatMessage[] = [];
     for (let turn = 0; turn < 20; turn++) {
       const append = Array.from({ length: 100 }, (_, i) => (i % 2 === 0 ? user : assistant)(`t${turn} m${i} ${'·'.repeat(i)}`));
       expected.push(...append);
       version = await commitOk(storage, id, { expectedVersion: version, state: { turn }, append });
+      first ||= version;
     }
     const big = Array.from({ length: 3000 }, (_, i) => user(`bulk ${i}`));
     expected.push(...big);
     version = await commitOk(storage, id, { expectedVersion: version, state: { turn: 'bulk' }, append: big });
     const record = await storage.load(id) as AgentRecord;
-    assert.equal(record.version, 21);
+    assert.equal(record.version, first + 20);
     assert.equal(record.messages.length, 5000);
     assert.deepEqual(record.messages, expected);
   });
 
-  test('delete forgets the agent; the id then starts again at version 1', async () => {
+  test('delete forgets the agent; the id then starts a new record, on versions the deleted one never had', async () => {
     const storage = await backend.open();
     const id = freshId('delete');
-    await commitOk(storage, id, { expectedVersion: 0, state: { a: 1 }, append: [user('x')] });
-    await commitOk(storage, id, { expectedVersion: 1, state: { a: 2 }, append: [] });
+    const first = await commitOk(storage, id, { expectedVersion: 0, state: { a: 1 }, append: [user('x')] });
+    const second = await commitOk(storage, id, { expectedVersion: first, state: { a: 2 }, append: [] });
+    assert.ok(sameRecord(first, second));
     await storage.delete?.(id);
     assert.equal(await storage.load(id), undefined);
     if (storage.head) assert.equal(await storage.head(id), 0);
-    await assert.rejects(storage.commit(id, { expectedVersion: 2, state: {}, append: [] }), isConflict);
-    await commitOk(storage, id, { expectedVersion: 0, state: { a: 3 }, append: [user('again')] });
-    assert.deepEqual(await storage.load(id), { state: { a: 3 }, messages: [user('again')], version: 1 });
+    await assert.rejects(storage.commit(id, { expectedVersion: second, state: {}, append: [] }), isConflict);
+    const again = await commitOk(storage, id, { expectedVersion: 0, state: { a: 3 }, append: [user('again')] });
+    // A live instance still holding the deleted record must see another record, not a version it knows.
+    assert.ok(again !== first && again !== second, `the new record took version ${again} of the deleted one (${first}, ${second})`);
+    assert.equal(sameRecord(again, first), false);
+    assert.equal(sameRecord(again, second), false);
+    assert.deepEqual(await storage.load(id), { state: { a: 3 }, messages: [user('again')], version: again });
     await storage.delete?.(freshId('never-stored')); // deleting an unknown id is fine
   });
 
@@ -137,12 +160,12 @@ export function defineStorageContract(backend: StorageBackend): void {
     // the bare ids are used as they are; this backend instance is fresh per run.
     const ids = [...ODD_IDS.map((id) => `${prefix}${id}`), ...ODD_IDS];
     assert.equal(new Set(ids).size, ids.length);
-    await Promise.all(ids.map(async (id, index) => {
+    const versions = await Promise.all(ids.map(async (id, index) => {
       await storage.delete?.(id);
-      await commitOk(storage, id, { expectedVersion: 0, state: { index }, append: [user(id)] });
+      return commitOk(storage, id, { expectedVersion: 0, state: { index }, append: [user(id)] });
     }));
     for (const [index, id] of ids.entries()) {
-      assert.deepEqual(await other.load(id), { state: { index }, messages: [user(id)], version: 1 }, `id #${index}`);
+      assert.deepEqual(await other.load(id), { state: { index }, messages: [user(id)], version: versions[index] }, `id #${index}`);
     }
   });
 
@@ -170,21 +193,28 @@ export function defineStorageContract(backend: StorageBackend): void {
     const rounds = 5;
     const callers = 8;
     const winners: string[] = [];
+    let version = 0;
+    let first = 0;
     for (let round = 0; round < rounds; round++) {
+      const expectedVersion = version;
       const results = await Promise.allSettled(Array.from({ length: callers }, (_, caller) =>
         (openers[caller % openers.length] as Storage).commit(id, {
-          expectedVersion: round, state: { round, caller }, append: [user(`r${round} c${caller}`)],
+          expectedVersion, state: { round, caller }, append: [user(`r${round} c${caller}`)],
         })));
       const won = results.flatMap((result, caller) => (result.status === 'fulfilled' ? [caller] : []));
       assert.equal(won.length, 1, `round ${round}: ${won.length} winners`);
       for (const result of results) {
         if (result.status === 'rejected') assert.ok(isConflict(result.reason), `round ${round}: ${String(result.reason)}`);
-        else assert.equal(result.value, round + 1);
+        else {
+          assertNextVersion(result.value, expectedVersion);
+          version = result.value;
+        }
       }
+      first ||= version;
       winners.push(`r${round} c${won[0]}`);
     }
     const record = await (openers[0] as Storage).load(id) as AgentRecord;
-    assert.equal(record.version, rounds);
+    assert.equal(record.version, first + rounds - 1);
     assert.deepEqual(record.messages.map((message) => message.content), winners);
   });
 
@@ -201,17 +231,17 @@ export function defineStorageContract(backend: StorageBackend): void {
       const [a, b] = [await backend.open(), await backend.open()];
       const id = freshId('since');
       assert.equal(await b.loadSince?.(id, { version: 0, messages: 0 }), undefined);
-      await commitOk(a, id, { expectedVersion: 0, state: { n: 1 }, append: [user('q1'), assistant('a1')] });
-      await commitOk(a, id, { expectedVersion: 1, state: { n: 2 }, append: [] });
-      await commitOk(a, id, { expectedVersion: 2, state: { n: 3 }, append: [user('q2'), assistant('a2\nwith "quotes"')] });
-      await commitOk(a, id, { expectedVersion: 3, state: { n: 4 }, append: [user('q3')] });
+      const v1 = await commitOk(a, id, { expectedVersion: 0, state: { n: 1 }, append: [user('q1'), assistant('a1')] });
+      const v2 = await commitOk(a, id, { expectedVersion: v1, state: { n: 2 }, append: [] });
+      const v3 = await commitOk(a, id, { expectedVersion: v2, state: { n: 3 }, append: [user('q2'), assistant('a2\nwith "quotes"')] });
+      const v4 = await commitOk(a, id, { expectedVersion: v3, state: { n: 4 }, append: [user('q3')] });
       const whole = await b.load(id) as AgentRecord;
-      // Known: version 1 with its 2 messages; version 2 appended none.
-      for (const known of [{ version: 1, messages: 2 }, { version: 2, messages: 2 }]) {
+      // Known: the first version with its 2 messages; the second appended none.
+      for (const known of [{ version: v1, messages: 2 }, { version: v2, messages: 2 }]) {
         const tail = await b.loadSince?.(id, known) as AgentRecord;
-        assert.deepEqual(tail, { state: whole.state, version: 4, messages: whole.messages.slice(2) }, JSON.stringify(known));
+        assert.deepEqual(tail, { state: whole.state, version: v4, messages: whole.messages.slice(2) }, JSON.stringify(known));
       }
-      assert.deepEqual((await b.loadSince?.(id, { version: 4, messages: 5 }))?.messages, [], 'nothing new');
+      assert.deepEqual((await b.loadSince?.(id, { version: v4, messages: 5 }))?.messages, [], 'nothing new');
     });
   }
 
@@ -244,8 +274,8 @@ function defineLockContract(backend: StorageBackend): void {
     await unlockA(); // idempotent
     const unlockB = await lockedB;
     assert.deepEqual(events, ['A unlocks', 'B locked']);
-    assert.equal(await b.head?.(id), 3);
-    await commitOk(b, id, { expectedVersion: 3, state: { i: 3 }, append: [user('b')] });
+    assert.equal(await b.head?.(id), version);
+    await commitOk(b, id, { expectedVersion: version, state: { i: 3 }, append: [user('b')] });
     await unlockB();
   });
 
@@ -283,6 +313,7 @@ function defineLockContract(backend: StorageBackend): void {
     const openers = await Promise.all(Array.from({ length: 4 }, () => backend.open()));
     const id = freshId('turns');
     const turnsEach = 5;
+    const versions: number[] = [];
     await Promise.all(openers.map(async (storage, who) => {
       for (let turn = 0; turn < turnsEach; turn++) {
         const unlock = await lockOf(storage)(id, AbortSignal.timeout(60_000));
@@ -291,7 +322,7 @@ function defineLockContract(backend: StorageBackend): void {
           const version = record?.version ?? 0;
           const count = Number(record?.state['count'] ?? 0);
           const tag = `w${who} t${turn}`;
-          await commitOk(storage, id, { expectedVersion: version, state: { count: count + 1 }, append: [user(tag), assistant(`re ${tag}`)] });
+          versions.push(await commitOk(storage, id, { expectedVersion: version, state: { count: count + 1 }, append: [user(tag), assistant(`re ${tag}`)] }));
         } finally {
           await unlock();
         }
@@ -299,7 +330,9 @@ function defineLockContract(backend: StorageBackend): void {
     }));
     const record = await (openers[0] as Storage).load(id) as AgentRecord;
     const total = openers.length * turnsEach;
-    assert.equal(record.version, total);
+    const first = Math.min(...versions);
+    assert.deepEqual(versions.sort((x, y) => x - y), Array.from({ length: total }, (_, i) => first + i), 'one version per turn');
+    assert.equal(record.version, first + total - 1);
     assert.deepEqual(record.state, { count: total });
     assert.equal(record.messages.length, total * 2);
     const seen = new Set<string>();
@@ -319,10 +352,10 @@ function defineLockContract(backend: StorageBackend): void {
     const dying = await openDying();
     const survivor = await backend.open();
     const id = freshId('lease');
-    await commitOk(survivor, id, { expectedVersion: 0, state: { by: 'first' }, append: [] });
+    const first = await commitOk(survivor, id, { expectedVersion: 0, state: { by: 'first' }, append: [] });
     const events: string[] = [];
     const zombieUnlock = await lockOf(dying.storage)(id);
-    const zombieSaw = await dying.storage.head?.(id) ?? 1;
+    const zombieSaw = await dying.storage.head?.(id) ?? first;
     const taken = lockOf(survivor)(id, AbortSignal.timeout(20_000)).then((unlock) => {
       events.push('survivor locked');
       return unlock;
@@ -331,11 +364,11 @@ function defineLockContract(backend: StorageBackend): void {
     dying.expire();
     const unlock = await taken;
     assert.deepEqual(events, ['lease lapses', 'survivor locked']);
-    await commitOk(survivor, id, { expectedVersion: 1, state: { by: 'survivor' }, append: [user('survivor turn')] });
+    const second = await commitOk(survivor, id, { expectedVersion: first, state: { by: 'survivor' }, append: [user('survivor turn')] });
     await unlock();
-    // The holder wakes up and commits what it started from version 1: refused.
+    // The holder wakes up and commits what it started from the first version: refused.
     await assert.rejects(dying.storage.commit(id, { expectedVersion: zombieSaw, state: { by: 'zombie' }, append: [user('zombie turn')] }));
     await zombieUnlock();
-    assert.deepEqual(await survivor.load(id), { state: { by: 'survivor' }, messages: [user('survivor turn')], version: 2 });
+    assert.deepEqual(await survivor.load(id), { state: { by: 'survivor' }, messages: [user('survivor turn')], version: second });
   });
 }

@@ -70,7 +70,8 @@ test('createTables: false leaves the schema to a migration that runs postgresSto
   const store = postgresStorage(pool, { schema, createTables: false, tablePrefix: 'mig_' });
   await assert.rejects(store.head('x'), /does not exist/);
   await admin.query(postgresStorageDDL({ schema, tablePrefix: 'mig_' }));
-  assert.equal(await store.commit('x', { expectedVersion: 0, state: {}, append: [] }), 1);
+  const version = await store.commit('x', { expectedVersion: 0, state: {}, append: [] });
+  assert.equal(await store.head('x'), version);
 });
 
 test('two table prefixes in one schema are separate stores, and their locks do not collide', async (t) => {
@@ -92,13 +93,13 @@ test('a locked turn runs on the lock\'s own connection: a pool of one does not d
   const store = postgresStorage(pool, { schema });
   await store.head('warm-up'); // creates the tables before the only client is taken
   const unlock = await store.lock('solo');
-  await withinWatchdog((async () => {
+  const version = await withinWatchdog((async () => {
     assert.equal(await store.head('solo'), 0);
     assert.equal(await store.load('solo'), undefined);
-    assert.equal(await store.commit('solo', { expectedVersion: 0, state: { ok: true }, append: [{ role: 'user', content: 'hi' }] }), 1);
+    return store.commit('solo', { expectedVersion: 0, state: { ok: true }, append: [{ role: 'user', content: 'hi' }] });
   })(), 'head/load/commit while the only pool client holds the lock');
   await unlock();
-  assert.equal(await store.head('solo'), 1);
+  assert.equal(await store.head('solo'), version);
 });
 
 test('unlock gives the connection back as it was: the pool\'s own idle_session_timeout restored', async (t) => {
@@ -138,13 +139,13 @@ test('a turn whose lock session ended mid-turn is refused at commit (lock_lost),
   const name = `ar_lost_${runTag()}`;
   const store = postgresStorage(newPool(t, { application_name: name }), { schema });
   const unlock = await store.lock('lost');
-  assert.equal(await store.commit('lost', { expectedVersion: 0, state: { n: 1 }, append: [] }), 1);
+  const first = await store.commit('lost', { expectedVersion: 0, state: { n: 1 }, append: [] });
   // What a lease expiry or a dropped connection does: the server ends the lock's session.
   await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [name]);
   let refused: unknown;
   for (let i = 0; i < 200 && refused === undefined; i++) {
     await new Promise((resolve) => setTimeout(resolve, 10));
-    await store.commit('lost', { expectedVersion: 1, state: { n: 2 }, append: [] }).then(
+    await store.commit('lost', { expectedVersion: first, state: { n: 2 }, append: [] }).then(
       () => assert.fail('committed without its lock'),
       (error: { code?: string }) => {
         // Until the client hears its session is gone, the commit fails on the dead connection itself.
@@ -155,7 +156,7 @@ test('a turn whose lock session ended mid-turn is refused at commit (lock_lost),
   assert.equal((refused as { status?: number } | undefined)?.status, 409, 'refused as lock_lost');
   await unlock();
   const other = postgresStorage(newPool(t), { schema });
-  assert.equal(await other.head('lost'), 1, 'nothing was written');
+  assert.equal(await other.head('lost'), first, 'nothing was written');
 });
 
 test('delete racing a commit leaves no message behind: the id starts clean and takes commits again', async (t) => {
@@ -164,13 +165,13 @@ test('delete racing a commit leaves no message behind: the id starts clean and t
   const say = (content: string) => [{ role: 'user' as const, content }];
   for (let round = 0; round < 60; round++) {
     const id = `racing-${round}`;
-    await store.commit(id, { expectedVersion: 0, state: {}, append: say('old conversation') });
-    await Promise.allSettled([store.commit(id, { expectedVersion: 1, state: {}, append: say('in flight') }), store.delete(id)]);
+    const old = await store.commit(id, { expectedVersion: 0, state: {}, append: say('old conversation') });
+    await Promise.allSettled([store.commit(id, { expectedVersion: old, state: {}, append: say('in flight') }), store.delete(id)]);
     // Whatever won, the id is either deleted or holds both turns; a fresh start after a delete must work.
     const head = await store.head(id);
     if (head !== 0) await store.delete(id);
-    await store.commit(id, { expectedVersion: 0, state: {}, append: say('new conversation') });
-    assert.equal(await store.commit(id, { expectedVersion: 1, state: {}, append: say('second turn') }), 2, `round ${round}`);
+    const first = await store.commit(id, { expectedVersion: 0, state: {}, append: say('new conversation') });
+    assert.equal(await store.commit(id, { expectedVersion: first, state: {}, append: say('second turn') }), first + 1, `round ${round}`);
     assert.deepEqual((await store.load(id))?.messages.map((m) => m.content), ['new conversation', 'second turn'], `round ${round}`);
   }
 });

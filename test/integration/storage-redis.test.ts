@@ -41,11 +41,11 @@ for (const flavor of ['node-redis', 'ioredis'] as const) {
 
     test('keys follow the documented layout: <prefix>{<id>}:v, :s, :h and :l', async () => {
       const store = storage();
-      await store.commit('lay/out', { expectedVersion: 0, state: { a: 1 }, append: [{ role: 'user', content: 'hi' }] });
+      const version = await store.commit('lay/out', { expectedVersion: 0, state: { a: 1 }, append: [{ role: 'user', content: 'hi' }] });
       const unlock = await store.lock('lay/out');
       const base = `${own}{lay/out}`;
       assert.deepEqual((await admin.keys(`${own}*`)).sort(), [`${base}:h`, `${base}:l`, `${base}:s`, `${base}:v`]);
-      assert.equal(await admin.get(`${base}:v`), '1');
+      assert.equal(await admin.get(`${base}:v`), String(version));
       assert.equal(await admin.get(`${base}:s`), '{"a":1}');
       assert.deepEqual(await admin.lrange(`${base}:h`, 0, -1), ['{"role":"user","content":"hi"}']);
       const ttl = await admin.pttl(`${base}:l`);
@@ -58,9 +58,9 @@ for (const flavor of ['node-redis', 'ioredis'] as const) {
 
     test('scripts reload themselves after the server forgot them (SCRIPT FLUSH)', async () => {
       const store = storage();
-      await store.commit('flush', { expectedVersion: 0, state: {}, append: [] });
+      const first = await store.commit('flush', { expectedVersion: 0, state: {}, append: [] });
       await admin.script('FLUSH');
-      assert.equal(await store.commit('flush', { expectedVersion: 1, state: { after: true }, append: [] }), 2);
+      assert.equal(await store.commit('flush', { expectedVersion: first, state: { after: true }, append: [] }), first + 1);
       await admin.script('FLUSH');
       assert.deepEqual((await store.load('flush'))?.state, { after: true });
     });
@@ -94,23 +94,27 @@ for (const flavor of ['node-redis', 'ioredis'] as const) {
     test('a turn whose lease ran out mid-turn is refused at commit (lock_lost), even before the next holder commits', async () => {
       const store = storage();
       const unlock = await store.lock('lapsed');
-      assert.equal(await store.commit('lapsed', { expectedVersion: 0, state: { n: 1 }, append: [] }), 1);
+      const first = await store.commit('lapsed', { expectedVersion: 0, state: { n: 1 }, append: [] });
+      assert.equal(await admin.get(`${own}{lapsed}:v`), String(first));
       // The lease ran out and another process took the lock, but has not committed yet.
       await admin.set(`${own}{lapsed}:l`, 'the-next-holder', 'PX', 5_000);
-      await assert.rejects(store.commit('lapsed', { expectedVersion: 1, state: { n: 2 }, append: [] }), { code: 'lock_lost', status: 409 });
-      assert.equal(await admin.get(`${own}{lapsed}:v`), '1', 'nothing was written');
+      await assert.rejects(store.commit('lapsed', { expectedVersion: first, state: { n: 2 }, append: [] }), { code: 'lock_lost', status: 409 });
+      assert.equal(await admin.get(`${own}{lapsed}:v`), String(first), 'nothing was written');
       await unlock();
       await admin.del(`${own}{lapsed}:l`);
       // Without a lock of its own, a commit is checked on the version alone, as before.
-      assert.equal(await storage().commit('lapsed', { expectedVersion: 1, state: { n: 2 }, append: [] }), 2);
+      assert.equal(await storage().commit('lapsed', { expectedVersion: first, state: { n: 2 }, append: [] }), first + 1);
     });
 
     test('a commit run twice under one lock (a re-sent command whose reply was lost) is applied once and succeeds both times', async () => {
       const store = storage();
       const unlock = await store.lock('replayed');
-      const turn = { expectedVersion: 0, state: { n: 1 }, append: [{ role: 'user' as const, content: 'once' }] };
-      assert.equal(await store.commit('replayed', turn), 1);
-      assert.equal(await store.commit('replayed', turn), 1, 'the replay answers as the commit did');
+      // A record's first version is drawn per call (record-version.ts), so a second call is no replay of a first
+      // commit (a client re-sending the command sends the same one); the replay is of the commit after it.
+      const first = await store.commit('replayed', { expectedVersion: 0, state: { n: 0 }, append: [] });
+      const turn = { expectedVersion: first, state: { n: 1 }, append: [{ role: 'user' as const, content: 'once' }] };
+      assert.equal(await store.commit('replayed', turn), first + 1);
+      assert.equal(await store.commit('replayed', turn), first + 1, 'the replay answers as the commit did');
       assert.deepEqual((await store.load('replayed'))?.messages.map((m) => m.content), ['once'], 'written once');
       await assert.rejects(store.commit('replayed', { ...turn, state: { n: 2 } }), { code: 'version_conflict' }, 'another turn is still refused');
       await unlock();

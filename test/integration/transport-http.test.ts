@@ -282,7 +282,9 @@ test('a remote silent past the timeout is a 504 upstream_timeout, and the reques
 });
 
 test('a remote that takes the request and then drops the connection is 502 upstream_interrupted, not "could not be reached"', async (t) => {
-  const remote = await fakeRemote(t, (req) => req.socket.destroy());
+  const remote = await fakeRemote(t, (req) => {
+    req.socket.destroy();
+  });
   await assert.rejects(
     new HTTPTransport(remote.base).chat('bot-1', 'x'),
     upstream(502, 'upstream_interrupted', (error) => {

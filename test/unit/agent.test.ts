@@ -56,10 +56,11 @@ test('a turn that throws leaves state and storage as they were', async () => {
   const storage = new MemoryStorage();
   const counter = new Counter('c', storage);
   await counter.invoke('increment', { by: 2 });
+  const version = counter.version;
   await assert.rejects(counter.invoke('fail'), /after setState/);
   assert.deepEqual(counter.state, { count: 2 });
   assert.deepEqual((await storage.load('c'))?.state, { count: 2 });
-  assert.equal(counter.version, 1);
+  assert.equal(counter.version, version);
 });
 
 test('setState outside a turn is a turn of its own and is stored', async () => {
@@ -85,14 +86,23 @@ test('an instance catches up when another instance wrote a newer version', async
   const a = new Counter('c', storage);
   const b = new Counter('c', storage);
   await a.invoke('increment');
-  await b.invoke('increment'); // b loads version 1 before its turn, so it does not conflict
+  const first = a.version;
+  await b.invoke('increment'); // b loads a's version before its turn, so it does not conflict
   assert.deepEqual(await a.snapshot(), { count: 2 });
   assert.equal(await a.invoke('increment'), 3);
-  assert.equal(a.version, 3);
+  assert.equal(a.version, first + 2);
 });
 
 test('two instances of one id on one MemoryStorage take turns: no conflict, every turn whole and in history', async () => {
   const storage = new MemoryStorage();
+  // Every version a commit returns, to count them from the first (record-version.ts: it is random).
+  const versions: number[] = [];
+  const commit = storage.sync.commit;
+  storage.sync.commit = (id, turn) => {
+    const version = commit(id, turn);
+    versions.push(version);
+    return version;
+  };
   const slowEcho = scriptedModel(async function* ({ messages }) {
     await new Promise((resolve) => setImmediate(resolve)); // hold the lock across an event-loop turn
     yield messages[messages.length - 1]?.content ?? '';
@@ -102,7 +112,9 @@ test('two instances of one id on one MemoryStorage take turns: no conflict, ever
   const replies = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).chat(`m${i}`)));
   assert.deepEqual(replies, Array.from({ length: 40 }, (_, i) => `m${i}`));
   const record = await storage.load('shared');
-  assert.equal(record?.version, 40);
+  const first = versions[0] as number;
+  assert.deepEqual(versions, Array.from({ length: 40 }, (_, i) => first + i));
+  assert.equal(record?.version, first + 39);
   assert.equal(record?.messages.length, 80);
   for (let i = 0; i < 80; i += 2) assert.equal(record?.messages[i]?.content, record?.messages[i + 1]?.content, 'each user message is followed by its own reply');
 });
@@ -139,8 +151,10 @@ test('an instance behind another reads only the turns it missed (loadSince), and
   const echo = scriptedModel(({ messages }) => `re: ${messages.at(-1)?.content ?? ''}`);
   const a = new Agent('behind', { model: echo, storage });
   const b = new Agent('behind', { model: echo, storage });
+  let first = 0;
   for (let i = 0; i < 3; i++) {
     await a.chat(`a${i}`);
+    first ||= a.version;
     await b.chat(`b${i}`);
   }
   await a.snapshot(); // a catches up with b's last turn
@@ -149,7 +163,7 @@ test('an instance behind another reads only the turns it missed (loadSince), and
   assert.deepEqual(a.messages.map((message) => message.content), stored);
   assert.deepEqual(b.messages.map((message) => message.content), stored);
   // Each instance loads once, then catches up by the turns it missed.
-  assert.deepEqual(reads, ['load', 'load', 'since 1/2', 'since 2/4', 'since 3/6', 'since 4/8', 'since 5/10']);
+  assert.deepEqual(reads, ['load', 'load', ...[2, 4, 6, 8, 10].map((messages, i) => `since ${first + i}/${messages}`)]);
 });
 
 test('chat without a model fails clearly', async () => {
@@ -349,10 +363,16 @@ test('a failing commit rejects chat and leaves history as it was', async () => {
   assert.deepEqual(agent.messages.map((m) => m.content), ['two', 'kept']);
 });
 
+function deeplyNested(depth: number): unknown {
+  let value: unknown = 1;
+  for (let i = 0; i < depth; i++) value = { inner: value };
+  return value;
+}
+
 test('state and action results must be JSON: a turn that would store or answer anything else fails and changes nothing', async () => {
   const storage = new MemoryStorage();
   class Careless extends Agent {
-    static override actions = ['stash', 'answer', 'when'];
+    static override actions = ['stash', 'answer', 'when', 'echo'];
     constructor(id: string) {
       super(id, { storage, initialState: { n: 0 } });
     }
@@ -367,6 +387,9 @@ test('state and action results must be JSON: a turn that would store or answer a
     async when(): Promise<Date> {
       return new Date(0);
     }
+    async echo(value: unknown): Promise<unknown> {
+      return value;
+    }
   }
   const agent = new Careless('careless-1');
   const cycle: Record<string, unknown> = {};
@@ -380,19 +403,30 @@ test('state and action results must be JSON: a turn that would store or answer a
     // What toJSON() would turn into something else: a Date read back as a string after a restart.
     [new Date(0), /state is not JSON: it holds a Date \(key "value"\), which would come back as a string; store date.toISOString\(\)/],
     [{ at: [Buffer.from('x')] }, /a Buffer \(key "0"\) that JSON stores as its toJSON\(\)/],
+    // What JSON writes as {} or as an object of indexes, and what would come back without its prototype.
+    [/x/g, /a RegExp \(key "value"\)/],
+    [new Error('e'), /an Error \(key "value"\)/],
+    [{ bytes: new Uint8Array([1, 2]) }, /a Uint8Array \(key "bytes"\)/],
+    [new (class Point { x = 1 })(), /a Point \(key "value"\), which would come back from storage as a plain object/],
+    [{ n: new Number(5) }, /a Number \(key "n"\), which would come back from storage as a plain value/],
+    [deeplyNested(20_000), /state is not JSON: it holds values nested too deeply to write/],
   ];
   for (const [value, message] of bad) {
     await assert.rejects(agent.invoke('stash', [value]), message);
   }
   await assert.rejects(agent.invoke('answer'), /action answer's result is not JSON: it holds a BigInt \(key "when"\)/);
+  await assert.rejects(agent.invoke('echo', [{ pattern: /x/ }]), /action echo's result is not JSON: it holds a RegExp \(key "pattern"\)/);
+  const point = new (class Point { x = 1 })();
+  assert.equal(await agent.invoke('echo', [point]), point, 'a result may be a class instance: it is sent once, as its JSON');
   assert.deepEqual(await agent.invoke('when'), new Date(0), 'a result may be a Date: it is sent once, as its ISO string');
   await assert.rejects(agent.setState({ n: Number.POSITIVE_INFINITY }), /Infinity/);
   // initialState too, when the agent is made: else every later setState would be refused for a key it never set.
   assert.throws(() => new Agent('dated', { initialState: { created: new Date(0) } as never }), /Agent "dated": initialState is not JSON: it holds a Date \(key "created"\)/);
   assert.deepEqual(agent.state, { n: 0 });
   assert.equal(agent.version, 0, 'nothing was committed');
+  assert.equal(await storage.load('careless-1'), undefined, 'nothing was stored');
   assert.equal(await agent.invoke('stash', [{ ok: [1, 'two', null], at: new Date(0).toISOString() }]), 'stored');
-  assert.equal((await storage.load('careless-1'))?.version, 1);
+  assert.equal((await storage.load('careless-1'))?.version, agent.version);
 });
 
 test('a model that is not a Model is refused when the agent is made, not at its first turn', () => {

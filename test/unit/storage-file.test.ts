@@ -32,39 +32,48 @@ function open(t: TestContext, dir: string, options: FileStorageOptions = {}): Fi
 const journalOf = (dir: string, id: string): string => path.join(dir, `${journalBaseName(id)}.jsonl`);
 const lockOf = (dir: string, id: string): string => path.join(dir, `${journalBaseName(id)}.lock`);
 
-async function turns(storage: FileStorage, id: string, count: number, from = 0, pad = ''): Promise<number> {
-  let version = from;
+/** Where an id's journal stands: its version (the first is random: record-version.ts) and how many `turns` it has. */
+interface Progress {
+  version: number;
+  turn: number;
+}
+
+async function turns(storage: FileStorage, id: string, count: number, from: Progress = { version: 0, turn: 0 }, pad = ''): Promise<Progress> {
+  let { version, turn } = from;
   for (let i = 0; i < count; i++) {
-    version = await storage.commit(id, { expectedVersion: version, state: { turn: version + 1, pad }, append: [user(`m${version + 1}`)] });
+    turn += 1;
+    const next = await storage.commit(id, { expectedVersion: version, state: { turn, pad }, append: [user(`m${turn}`)] });
+    if (version !== 0) assert.equal(next, version + 1, 'one version per commit');
+    version = next;
   }
-  return version;
+  return { version, turn };
 }
 
 const messagesUpTo = (n: number): ChatMessage[] => Array.from({ length: n }, (_, i) => user(`m${i + 1}`));
 
 test('a torn last line (a write cut short by a crash) is dropped on load and cut off before the next append', async (t) => {
   const dir = await tempDir(t);
-  await turns(open(t, dir), 'bob', 2);
-  await appendFile(journalOf(dir, 'bob'), '{"v":3,"state":{"turn":3},"append":[{"role":"us');
+  const two = await turns(open(t, dir), 'bob', 2);
+  await appendFile(journalOf(dir, 'bob'), `{"v":${two.version + 1},"state":{"turn":3},"append":[{"role":"us`);
   const reopened = open(t, dir);
-  assert.deepEqual(await reopened.load('bob'), { state: { turn: 2, pad: '' }, messages: messagesUpTo(2), version: 2 });
-  assert.equal(await reopened.head('bob'), 2);
-  await turns(reopened, 'bob', 1, 2);
+  assert.deepEqual(await reopened.load('bob'), { state: { turn: 2, pad: '' }, messages: messagesUpTo(2), version: two.version });
+  assert.equal(await reopened.head('bob'), two.version);
+  await turns(reopened, 'bob', 1, two);
   const lines = (await readFile(journalOf(dir, 'bob'), 'utf8')).split('\n');
   assert.equal(lines.pop(), '', 'the file ends with a newline');
   assert.equal(lines.length, 3);
   for (const line of lines) JSON.parse(line); // every line whole again
-  assert.deepEqual(await open(t, dir).load('bob'), { state: { turn: 3, pad: '' }, messages: messagesUpTo(3), version: 3 });
+  assert.deepEqual(await open(t, dir).load('bob'), { state: { turn: 3, pad: '' }, messages: messagesUpTo(3), version: two.version + 1 });
 });
 
 test('a garbled last line ending in a newline (zeroes left by a crash) is dropped too', async (t) => {
   const dir = await tempDir(t);
-  await turns(open(t, dir), 'zed', 3);
+  const { version } = await turns(open(t, dir), 'zed', 3);
   await appendFile(journalOf(dir, 'zed'), '\u0000\u0000\u0000\u0000\n');
   const storage = open(t, dir);
-  assert.equal((await storage.load('zed'))?.version, 3);
-  assert.equal(await storage.commit('zed', { expectedVersion: 3, state: {}, append: [] }), 4);
-  assert.equal((await open(t, dir).load('zed'))?.version, 4);
+  assert.equal((await storage.load('zed'))?.version, version);
+  assert.equal(await storage.commit('zed', { expectedVersion: version, state: {}, append: [] }), version + 1);
+  assert.equal((await open(t, dir).load('zed'))?.version, version + 1);
 });
 
 test('a bad line before the last one is corruption: load refuses with storage_corrupt rather than skip a turn', async (t) => {
@@ -93,17 +102,17 @@ test('a journal that names another id is refused, not served under the wrong nam
 test('compaction rewrites the journal as one snapshot line and keeps every turn', async (t) => {
   const dir = await tempDir(t);
   const storage = open(t, dir);
-  const version = await turns(storage, 'cal', 30);
+  const thirty = await turns(storage, 'cal', 30);
   assert.equal((await readFile(journalOf(dir, 'cal'), 'utf8')).split('\n').length, 31);
   assert.equal(await storage.compact('cal'), true);
   const text = await readFile(journalOf(dir, 'cal'), 'utf8');
   assert.equal(text.split('\n').length, 2, 'one line and the final newline');
-  const expected = { state: { turn: 30, pad: '' }, messages: messagesUpTo(30), version };
+  const expected = { state: { turn: 30, pad: '' }, messages: messagesUpTo(30), version: thirty.version };
   assert.deepEqual(await storage.load('cal'), expected);
   assert.deepEqual(await open(t, dir).load('cal'), expected);
   // Later turns append after the snapshot as usual.
-  await turns(storage, 'cal', 2, version);
-  assert.deepEqual(await open(t, dir).load('cal'), { state: { turn: 32, pad: '' }, messages: messagesUpTo(32), version: 32 });
+  await turns(storage, 'cal', 2, thirty);
+  assert.deepEqual(await open(t, dir).load('cal'), { state: { turn: 32, pad: '' }, messages: messagesUpTo(32), version: thirty.version + 2 });
   assert.equal(await storage.compact('never-stored'), false);
   assert.deepEqual((await readdir(dir)).filter((name) => name.includes('.tmp')), [], 'no temp file left behind');
 });
@@ -112,25 +121,25 @@ test('compaction starts on its own once superseded states outweigh the rest of t
   const dir = await tempDir(t);
   const storage = open(t, dir, { compactAfterBytes: 2_000 });
   const pad = 'x'.repeat(500); // big states, small messages: most of the file goes stale
-  await turns(storage, 'big', 40, 0, pad);
+  const forty = await turns(storage, 'big', 40, undefined, pad);
   await storage.close(); // waits for background compaction
   const lines = (await readFile(journalOf(dir, 'big'), 'utf8')).split('\n').length - 1;
   assert.ok(lines < 40, `compaction ran (${lines} lines for 40 turns)`);
-  assert.deepEqual(await open(t, dir).load('big'), { state: { turn: 40, pad }, messages: messagesUpTo(40), version: 40 });
+  assert.deepEqual(await open(t, dir).load('big'), { state: { turn: 40, pad }, messages: messagesUpTo(40), version: forty.version });
 });
 
 test('another instance\'s appends and compactions are seen (tail read, then full re-read)', async (t) => {
   const dir = await tempDir(t);
   const a = open(t, dir);
   const b = open(t, dir);
-  await turns(a, 'eve', 2);
-  assert.equal(await b.head('eve'), 2);
-  await turns(a, 'eve', 3, 2);
-  assert.equal(await b.head('eve'), 5, 'b reads only the appended lines');
+  const two = await turns(a, 'eve', 2);
+  assert.equal(await b.head('eve'), two.version);
+  const five = await turns(a, 'eve', 3, two);
+  assert.equal(await b.head('eve'), five.version, 'b reads only the appended lines');
   await a.compact('eve');
-  assert.equal(await b.head('eve'), 5, 'b notices the file was replaced');
-  await turns(b, 'eve', 1, 5);
-  assert.equal(await a.head('eve'), 6);
+  assert.equal(await b.head('eve'), five.version, 'b notices the file was replaced');
+  await turns(b, 'eve', 1, five);
+  assert.equal(await a.head('eve'), five.version + 1);
   await a.delete('eve');
   assert.equal(await b.head('eve'), 0);
   assert.deepEqual(await b.load('eve'), undefined);
@@ -140,16 +149,16 @@ test('loadSince reads only the lines another instance appended since this one\'s
   const dir = await tempDir(t);
   const a = open(t, dir);
   const b = open(t, dir);
-  await turns(a, 'fay', 2);
-  assert.equal((await b.load('fay'))?.version, 2);
-  await turns(a, 'fay', 2, 2);
-  assert.equal(await b.head('fay'), 4); // how an agent learns it is behind, right before it asks for the rest
+  const two = await turns(a, 'fay', 2);
+  assert.equal((await b.load('fay'))?.version, two.version);
+  const four = await turns(a, 'fay', 2, two);
+  assert.equal(await b.head('fay'), two.version + 2); // how an agent learns it is behind, right before it asks for the rest
   // Spoil the first line in place (same size, same file): a whole read would now refuse the journal.
   const file = journalOf(dir, 'fay');
   const text = await readFile(file, 'utf8');
   const firstLine = text.indexOf('\n');
   await writeFile(file, 'x'.repeat(firstLine) + text.slice(firstLine));
-  assert.deepEqual(await b.loadSince('fay', { version: 2, messages: 2 }), { state: { turn: 4, pad: '' }, messages: [user('m3'), user('m4')], version: 4 });
+  assert.deepEqual(await b.loadSince('fay', { version: two.version, messages: 2 }), { state: { turn: 4, pad: '' }, messages: [user('m3'), user('m4')], version: four.version });
   await assert.rejects(b.load('fay'), { code: 'storage_corrupt' }, 'the whole file was not what loadSince read');
 });
 
@@ -159,7 +168,8 @@ test('a directory removed under a running storage is made again at the next writ
   await turns(storage, 'gus', 1);
   await rm(dir, { recursive: true, force: true });
   assert.equal(await storage.head('gus'), 0);
-  assert.equal(await turns(storage, 'gus', 1), 1, 'the first commit after the removal succeeds');
+  const { version } = await turns(storage, 'gus', 1); // the first commit after the removal succeeds
+  assert.equal(await storage.head('gus'), version);
   assert.deepEqual((await storage.load('gus'))?.messages, [user('m1')]);
   await rm(dir, { recursive: true, force: true });
   const unlock = await storage.lock('gus'); // a turn takes the lock first
@@ -215,27 +225,27 @@ test('ids map to safe, distinct file names: no escape from the directory, no dev
 
 test('fsync: false still writes every commit (durable against a process crash, not a power cut)', async (t) => {
   const dir = await tempDir(t);
-  await turns(open(t, dir, { fsync: false }), 'quick', 5);
-  assert.deepEqual(await open(t, dir).load('quick'), { state: { turn: 5, pad: '' }, messages: messagesUpTo(5), version: 5 });
+  const { version } = await turns(open(t, dir, { fsync: false }), 'quick', 5);
+  assert.deepEqual(await open(t, dir).load('quick'), { state: { turn: 5, pad: '' }, messages: messagesUpTo(5), version });
 });
 
 test('a commit without lock() waits for another holder of the lock file, then checks the version', async (t) => {
   const dir = await tempDir(t);
   const holder = open(t, dir);
   const writer = open(t, dir);
-  await turns(holder, 'kim', 1);
+  const one = await turns(holder, 'kim', 1);
   const unlock = await holder.lock('kim');
   const events: string[] = [];
-  const late = writer.commit('kim', { expectedVersion: 1, state: {}, append: [user('writer')] }).then(
+  const late = writer.commit('kim', { expectedVersion: one.version, state: {}, append: [user('writer')] }).then(
     () => events.push('writer committed'),
     (error: unknown) => events.push(`writer refused: ${(error as { code?: string }).code}`),
   );
-  await turns(holder, 'kim', 1, 1);
+  await turns(holder, 'kim', 1, one);
   events.push('holder unlocks');
   await unlock();
   await late;
   assert.deepEqual(events, ['holder unlocks', 'writer refused: version_conflict']);
-  assert.equal(await writer.head('kim'), 2);
+  assert.equal(await writer.head('kim'), one.version + 1);
 });
 
 test('a lock file left by a dead process on this host is taken at once, whatever its expiry', async (t) => {

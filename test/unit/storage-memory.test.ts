@@ -7,12 +7,14 @@ test('MemoryStorage.sync: head and commit agree with the async methods; a stale 
   const storage = new MemoryStorage();
   const sync = storage.sync;
   assert.equal(sync.head('m'), 0);
-  assert.equal(sync.commit('m', { expectedVersion: 0, state: { n: 1 }, append: [{ role: 'user', content: 'a' }] }), 1);
-  assert.equal(await storage.commit('m', { expectedVersion: 1, state: { n: 2 }, append: [] }), 2);
-  assert.equal(sync.head('m'), 2);
-  assert.equal(await storage.head('m'), 2);
-  assert.throws(() => sync.commit('m', { expectedVersion: 1, state: {}, append: [] }), VersionConflictError);
-  assert.deepEqual(await storage.load('m'), { state: { n: 2 }, messages: [{ role: 'user', content: 'a' }], version: 2 });
+  const first = sync.commit('m', { expectedVersion: 0, state: { n: 1 }, append: [{ role: 'user', content: 'a' }] });
+  assert.ok(Number.isSafeInteger(first) && first > 0);
+  assert.equal(sync.head('m'), first);
+  assert.equal(await storage.commit('m', { expectedVersion: first, state: { n: 2 }, append: [] }), first + 1);
+  assert.equal(sync.head('m'), first + 1);
+  assert.equal(await storage.head('m'), first + 1);
+  assert.throws(() => sync.commit('m', { expectedVersion: first, state: {}, append: [] }), VersionConflictError);
+  assert.deepEqual(await storage.load('m'), { state: { n: 2 }, messages: [{ role: 'user', content: 'a' }], version: first + 1 });
 });
 
 test('MemoryStorage locks: waiters queue behind a lone holder in order, an aborted one gives up its place', async () => {
@@ -68,16 +70,18 @@ test('MemoryStorage: an id deleted while locked stays locked until released, the
   assert.equal(sync.head('new'), 0);
   assert.equal(await storage.load('new'), undefined, 'locking an id stores no record');
 
-  assert.equal(sync.commit('d', { expectedVersion: 0, state: { n: 1 }, append: [] }), 1);
+  const first = sync.commit('d', { expectedVersion: 0, state: { n: 1 }, append: [] });
+  assert.equal(sync.head('d'), first);
   const release = sync.tryLock('d');
   assert.ok(release);
   await storage.delete('d');
   assert.equal(sync.head('d'), 0, 'deleted');
   assert.equal(sync.tryLock('d'), undefined, 'still held by the turn that had it');
   // The holder commits after the delete: the id starts over from version 0.
-  assert.equal(sync.commit('d', { expectedVersion: 0, state: { n: 2 }, append: [] }), 1);
+  const restarted = sync.commit('d', { expectedVersion: 0, state: { n: 2 }, append: [] });
+  assert.notEqual(restarted, first, 'a new record, not the deleted one');
   release();
-  assert.deepEqual(await storage.load('d'), { state: { n: 2 }, messages: [], version: 1 });
+  assert.deepEqual(await storage.load('d'), { state: { n: 2 }, messages: [], version: restarted });
   const again = sync.tryLock('d');
   assert.ok(again, 'free once released');
   again();
