@@ -43,9 +43,9 @@ if ARGV[3] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[3] then
   return {-1, current}
 end
 local expected = tonumber(ARGV[1])
-local next = expected == 0 and tonumber(ARGV[4]) or expected + 1
+local committed = expected == 0 and tonumber(ARGV[4]) or expected + 1
 if current ~= expected then
-  if ARGV[3] ~= '' and current == next and redis.call('GET', KEYS[2]) == ARGV[2] then
+  if ARGV[3] ~= '' and current == committed and redis.call('GET', KEYS[2]) == ARGV[2] then
     return {1, current}
   end
   return {0, current}
@@ -54,8 +54,8 @@ for i = 5, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[3], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 redis.call('SET', KEYS[2], ARGV[2])
-redis.call('SET', KEYS[1], next)
-return {1, next}
+redis.call('SET', KEYS[1], committed)
+return {1, committed}
 `);
 
 /** KEYS: v, s, h. Returns {version or false, state or false, history list}, read at one instant. */
