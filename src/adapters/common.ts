@@ -37,12 +37,22 @@ export function bodyFromParser(req: IncomingMessage, body: unknown, limit: numbe
   if (typeof body === 'string' || Buffer.isBuffer(body)) return new JsonText(body);
   if (length === undefined || req.headers['content-encoding'] !== undefined) {
     // No length declared (chunked), or one that counts compressed bytes: the limit is held against
-    // the body as compact JSON, which is never longer than the JSON the client sent.
-    const text = JSON.stringify(body);
-    if (Buffer.byteLength(text) > limit) return new JsonText(text); // its parse answers 413
+    // the body as compact JSON, about what the client sent (shorter by its whitespace; longer by
+    // numbers JSON writes out, like 1e20, and by bytes a parser decoded as U+FFFD).
+    const text = compactJson(body);
+    if (text !== undefined && Buffer.byteLength(text) > limit) return new JsonText(text); // its parse answers 413
   }
   dropUnsafeKeys(body);
   return body;
+}
+
+/** The body as compact JSON; undefined when it nests too deep to write (the router then answers json_too_deep). */
+function compactJson(body: unknown): string | undefined {
+  try {
+    return JSON.stringify(body);
+  } catch {
+    return undefined;
+  }
 }
 
 const UNSAFE_KEYS = ['__proto__', 'constructor', 'prototype'];

@@ -69,13 +69,20 @@ function problemOf(value: unknown, key: string, state: boolean): string | undefi
  */
 function objectProblem(value: object, key: string, state: boolean): string | undefined {
   const prototype = Object.getPrototypeOf(value) as unknown;
-  if (prototype === Object.prototype || prototype === Array.prototype || prototype === null) return undefined;
+  if (prototype === Object.prototype || prototype === Array.prototype || prototype === null || isPlainOfOtherRealm(value, prototype)) return undefined;
   const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
   const what = typeof name === 'string' && name !== '' ? `${/^[AEIO]/.test(name) ? 'an' : 'a'} ${name}` : 'an object';
   if (LOST_BY_JSON.some((type) => value instanceof type) || ArrayBuffer.isView(value)) return `${what}${at(key)}`;
   if (!state) return undefined;
   const boxed = value instanceof Number || value instanceof String || value instanceof Boolean;
   return `${what}${at(key)}, which would come back from storage as a plain ${Array.isArray(value) ? 'array' : boxed ? 'value' : 'object'}`;
+}
+
+/** A plain object or array made in another realm (a vm context, a test runner's sandbox): its own Object or Array. */
+function isPlainOfOtherRealm(value: object, prototype: unknown): boolean {
+  const name = (prototype as { constructor?: { name?: unknown } }).constructor?.name;
+  if (Array.isArray(value)) return name === 'Array' && Object.getPrototypeOf(Object.getPrototypeOf(prototype)) === null;
+  return name === 'Object' && Object.getPrototypeOf(prototype) === null;
 }
 
 const LOST_BY_JSON: Array<abstract new (...args: never[]) => object> = [Map, Set, WeakMap, WeakSet, RegExp, Error, Promise, ArrayBuffer];

@@ -42,7 +42,7 @@ const BROKEN_CONNECTION: ReadonlySet<string> = new Set(['UND_ERR_SOCKET', 'ECONN
 export function fetchFailed(remote: string, cause: unknown): UpstreamError {
   const code = failureCode(cause);
   if (code !== undefined && FETCH_TIMEOUTS.has(code)) return fetchTimedOut(remote, code, cause);
-  if (code !== undefined && BROKEN_CONNECTION.has(code)) {
+  if (code !== undefined && BROKEN_CONNECTION.has(code) && !beforeConnected(cause)) {
     return new UpstreamError(502, 'upstream_interrupted', `HTTPTransport: the connection to ${remote} broke off before it answered (${code}); the request may have reached it`, {
       expose: true,
       cause,
@@ -50,6 +50,12 @@ export function fetchFailed(remote: string, cause: unknown): UpstreamError {
     });
   }
   return unreachable(remote, cause, code);
+}
+
+/** A reset while connecting or during the TLS handshake: nothing was sent yet. */
+function beforeConnected(error: unknown): boolean {
+  const cause = ((error as { cause?: unknown } | undefined)?.cause ?? error) as { syscall?: unknown; message?: unknown } | undefined;
+  return cause?.syscall === 'connect' || (typeof cause?.message === 'string' && cause.message.includes('before secure TLS connection'));
 }
 
 /** A failed read of the body, while the remote was answering. */

@@ -75,6 +75,24 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     await checkSingleRoutes(t, url, '/bot');
   });
 
+  test(`${name}: express.json() first, a chunked body nested deeper than JSON.stringify can write is 400 json_too_deep, not a 500`, async (t) => {
+    const fixture = makeRegistryRouter({ bodyLimit: 1024 * 1024 });
+    const app = express();
+    app.use(express.json({ limit: '1mb' }));
+    app.use('/api', toExpress(fixture.router));
+    const { url, close } = await listen(app);
+    t.after(close);
+    const deep = new TextEncoder().encode(`{"message":${'['.repeat(20_000)}${']'.repeat(20_000)}}`);
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(deep);
+        controller.close();
+      },
+    });
+    const res = await fetch(`${url}/api/counter-1/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit);
+    await assertError(res, 400, 'json_too_deep');
+  });
+
   test(`${name}: a host parser that leaves raw text (express.raw, express.text) or drains the body itself`, async (t) => {
     const logged: unknown[] = [];
     const { router } = makeRegistryRouter({ logger: { error: (_message, error) => logged.push(error) } });

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { runInNewContext } from 'node:vm';
 import { test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { Mailbox } from '../../src/agent/mailbox.ts';
@@ -425,6 +426,7 @@ test('state and action results must be JSON: a turn that would store or answer a
   assert.deepEqual(agent.state, { n: 0 });
   assert.equal(agent.version, 0, 'nothing was committed');
   assert.equal(await storage.load('careless-1'), undefined, 'nothing was stored');
+  assert.equal(await agent.invoke('stash', [runInNewContext('({ plain: { list: [1, 2] } })')]), 'stored', "plain objects and arrays of another realm (a vm context, a test runner's) are JSON");
   assert.equal(await agent.invoke('stash', [{ ok: [1, 'two', null], at: new Date(0).toISOString() }]), 'stored');
   assert.equal((await storage.load('careless-1'))?.version, agent.version);
 });
