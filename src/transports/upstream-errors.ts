@@ -24,9 +24,24 @@ const CODE = /^[a-z][a-z0-9_]{0,63}$/;
  */
 const RELAYED_STATUSES: ReadonlySet<number> = new Set([400, 404, 409, 413, 415, 422, 429]);
 
-/** The code of a fetch failure: undici's own (`UND_ERR_*`) or the system's (`ECONNREFUSED`), on the error or its cause. */
+interface FailureDetail {
+  code?: unknown;
+  syscall?: unknown;
+  message?: unknown;
+}
+
+/**
+ * What failed under a fetch or a read: the error itself when it carries a
+ * code (undici's `UND_ERR_*`), else its cause (fetch's TypeError wraps the
+ * system's `ECONNREFUSED` and the like).
+ */
+function failureOf(error: unknown): FailureDetail | undefined {
+  const outer = error as (FailureDetail & { cause?: unknown }) | undefined;
+  return outer?.code !== undefined ? outer : (outer?.cause as FailureDetail | undefined);
+}
+
 function failureCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | undefined)?.code ?? (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  const code = failureOf(error)?.code;
   return typeof code === 'string' ? code : undefined;
 }
 
@@ -54,8 +69,8 @@ export function fetchFailed(remote: string, cause: unknown): UpstreamError {
 
 /** A reset while connecting or during the TLS handshake: nothing was sent yet. */
 function beforeConnected(error: unknown): boolean {
-  const cause = ((error as { cause?: unknown } | undefined)?.cause ?? error) as { syscall?: unknown; message?: unknown } | undefined;
-  return cause?.syscall === 'connect' || (typeof cause?.message === 'string' && cause.message.includes('before secure TLS connection'));
+  const failure = failureOf(error);
+  return failure?.syscall === 'connect' || (typeof failure?.message === 'string' && failure.message.includes('before secure TLS connection'));
 }
 
 /** A failed read of the body, while the remote was answering. */
