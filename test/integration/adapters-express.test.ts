@@ -11,7 +11,7 @@ import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { deferred } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
-import { assertError, BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post } from './adapters-shared.ts';
+import { assertError, BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post, postChunked } from './adapters-shared.ts';
 
 /**
  * The README's recipe for a host that must run `express.json()` before the
@@ -82,15 +82,8 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     app.use('/api', toExpress(fixture.router));
     const { url, close } = await listen(app);
     t.after(close);
-    const deep = new TextEncoder().encode(`{"message":${'['.repeat(20_000)}${']'.repeat(20_000)}}`);
-    const body = new ReadableStream({
-      start(controller) {
-        controller.enqueue(deep);
-        controller.close();
-      },
-    });
-    const res = await fetch(`${url}/api/counter-1/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit);
-    await assertError(res, 400, 'json_too_deep');
+    const deep = `{"message":${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
+    await assertError(await postChunked(`${url}/api/counter-1/chat`, deep), 400, 'json_too_deep');
   });
 
   test(`${name}: a host parser that leaves raw text (express.raw, express.text) or drains the body itself`, async (t) => {

@@ -82,6 +82,17 @@ export function makeSingleRouter(options: AgentRouterOptions = {}): AgentRouter 
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
+/** POSTs `text` with no Content-Length (chunked), as a client streaming its upload does. */
+export function postChunked(url: string, text: string, headers: Record<string, string> = JSON_HEADERS): Promise<Response> {
+  const body = new ReadableStream({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode(text));
+      controller.close();
+    },
+  });
+  return fetch(url, { method: 'POST', headers, body, duplex: 'half' } as RequestInit);
+}
+
 export function post(url: string, body: unknown, headers: Record<string, string> = JSON_HEADERS): Promise<Response> {
   return fetch(url, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
 }
@@ -185,14 +196,7 @@ export async function checkRegistryRoutes(
 
   await t.test('a body over the limit is 413 without a declared length too (chunked), and compressed: never reaches the agent', async () => {
     const big = JSON.stringify({ message: 'x'.repeat(BODY_LIMIT * 4) });
-    const chunked = new ReadableStream({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode(big));
-        controller.close();
-      },
-    });
-    const init = { method: 'POST', headers: JSON_HEADERS, body: chunked, duplex: 'half' } as RequestInit;
-    await assertError(await fetch(`${api}/counter-1/chat`, init), 413, 'body_too_large');
+    await assertError(await postChunked(`${api}/counter-1/chat`, big), 413, 'body_too_large');
     // node:http refuses any Content-Encoding (415); a host parser that inflates it must still hold the limit (413).
     const gzipped = await fetch(`${api}/counter-1/chat`, { method: 'POST', headers: { ...JSON_HEADERS, 'content-encoding': 'gzip' }, body: gzipSync(big) });
     const refusal = gzipped.status === 415 ? 'unsupported_media_type' : 'body_too_large';
