@@ -127,8 +127,8 @@ const ERRORS: Record<string, { description: string; example: { error: string; co
   '415': { description: 'The declared content type is not JSON', example: { error: 'Content-Type "text/plain" is not supported; send JSON with Content-Type: application/json', code: 'unsupported_media_type' } },
   '429': { description: 'maxAgents live agents, none idle enough to evict', example: { error: 'All 1000 live agents are busy; retry shortly', code: 'too_many_agents' }, headers: { 'Retry-After': header('Seconds to wait') } },
   '500': { description: 'An agent or action threw; details only in the server log', example: { error: 'Internal error', code: 'internal_error' } },
-  '502': { description: 'A remote target or the model provider failed', example: { error: 'HTTPTransport: could not reach http://10.0.0.5:8080/agent; check that the remote is up and the url is right', code: 'upstream_unreachable' } },
-  '503': { description: 'The server is shutting down', example: { error: 'Server is shutting down', code: 'shutting_down' } },
+  '502': { description: 'A remote target or the model provider failed', example: { error: 'The remote agent could not be reached', code: 'upstream_unreachable' } },
+  '503': { description: 'The server is shutting down or at its stream cap, or a remote target is unavailable for now (with Retry-After when known)', example: { error: 'Server is shutting down', code: 'shutting_down' }, headers: { 'Retry-After': header('Seconds to wait, when known') } },
   '504': { description: 'The turn, a remote target or the model provider timed out', example: { error: 'The turn took longer than 300 s', code: 'turn_timeout' } },
 };
 

@@ -207,8 +207,8 @@ export class RemoteCall {
   async #statusError(response: Response): Promise<AgentRouterError> {
     const { status } = response;
     let body: unknown;
-    if (status >= 400 && status < 500) {
-      // Only a 4xx body is read: it may hold an error to relay. Others are cancelled unread.
+    if ((status >= 400 && status < 500) || status === 503) {
+      // Only a 4xx or 503 body is read: it may hold an error to relay. Others are cancelled unread.
       try {
         body = JSON.parse(await this.#readText(response, ERROR_BODY_LIMIT));
       } catch (error) {

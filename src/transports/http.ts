@@ -69,7 +69,8 @@ const OWN_HEADERS = new Set(['accept', 'content-type', 'x-request-id']);
  *
  * Failures are AgentRouterErrors: unreachable 502 `upstream_unreachable`,
  * silent past `timeout` 504 `upstream_timeout`, a 4xx JSON error relayed
- * with its status and code, a 5xx, a redirect or a non-JSON answer 502. An
+ * with its status and code, a 503 as a 503 with its Retry-After, another
+ * 5xx, a redirect or a non-JSON answer 502. An
  * aborted signal rejects with the signal's reason.
  *
  * @example

@@ -139,10 +139,12 @@ export function badResponse(remote: string, what: string, cause?: unknown): Upst
 /**
  * A non-2xx answer. A 4xx about the caller's request (RELAYED_STATUSES)
  * carrying a JSON `{"error"}` is relayed with its status, message, code and
- * a numeric Retry-After; a 3xx (never followed), a 5xx, any other 4xx, or a
- * 4xx without such a body is a 502 that names only the remote.
+ * a numeric Retry-After; a 503 is relayed as a 503 (see `unavailable`); a
+ * 3xx (never followed), any other 5xx, any other 4xx, or a 4xx without such
+ * a body is a 502 that names only the remote.
  */
 export function statusError(remote: string, status: number, body: unknown, retryAfter: string | null): AgentRouterError {
+  if (status === 503) return unavailable(remote, body, retryAfter);
   if (status >= 300 && status < 400) {
     return new UpstreamError(502, 'upstream_redirect', `HTTPTransport: ${remote} answered ${status} (a redirect); no redirect is followed, so set the url to where the remote really is`, {
       expose: true,
@@ -170,8 +172,33 @@ export function statusError(remote: string, status: number, body: unknown, retry
       publicMessage: `The remote agent answered ${status} without a JSON error body`,
     });
   }
-  const headers = retryAfter !== null && /^\d{1,9}$/.test(retryAfter) ? { headers: { 'Retry-After': retryAfter } } : {};
-  return new UpstreamError(status, relayedCode(fields['code'], 'upstream_error'), message, { expose: true, ...headers });
+  return new UpstreamError(status, relayedCode(fields['code'], 'upstream_error'), message, { expose: true, ...retryAfterHeader(retryAfter) });
+}
+
+/**
+ * A 503: the remote is shutting down (a rolling deploy), out of room, or a
+ * load balancer before it has no healthy backend. All pass, and a 502 would
+ * tell the caller the hop is broken, so it stays a 503, with the remote's
+ * numeric Retry-After. Our routers' `{"error", "code"}` (`shutting_down`,
+ * `too_many_streams`) is relayed as a stream relays it; any other body is
+ * `upstream_unavailable`, never quoted.
+ */
+function unavailable(remote: string, body: unknown, retryAfter: string | null): UpstreamError {
+  const fields = asFields(body);
+  const headers = retryAfterHeader(retryAfter);
+  if (typeof fields['error'] === 'string') {
+    return new UpstreamError(503, relayedCode(fields['code'], 'upstream_unavailable'), fields['error'], { expose: true, ...headers });
+  }
+  return new UpstreamError(503, 'upstream_unavailable', `HTTPTransport: ${remote} answered 503 (unavailable for now)`, {
+    expose: true,
+    publicMessage: 'The remote agent is unavailable for now (503); try again later',
+    ...headers,
+  });
+}
+
+/** A Retry-After in seconds is passed on; an HTTP date is not (the clocks may differ). */
+function retryAfterHeader(retryAfter: string | null): { headers?: Record<string, string> } {
+  return retryAfter !== null && /^\d{1,9}$/.test(retryAfter) ? { headers: { 'Retry-After': retryAfter } } : {};
 }
 
 /** An `event: error` frame: `{"error", "code"}` as our routers send it, or a JSON string as the seed's did. */

@@ -452,6 +452,45 @@ test('a remote 5xx is a 502 naming the remote, not its body', async (t) => {
   await assert.rejects(transport.stream('bot-1', 'x').ready, check);
 });
 
+test('a remote 503 stays a 503 with its Retry-After in seconds: our routers\' code relayed, any other body unquoted', async (t) => {
+  const remote = await fakeRemote(t, (_req, res, captured) => {
+    const { id } = route(captured);
+    if (id === 'draining') {
+      res.setHeader('retry-after', '7');
+      return json(res, 503, { error: 'The server is shutting down', code: 'shutting_down' });
+    }
+    // A load balancer with no healthy backend: HTML, and a date the caller's clock may not share.
+    res.writeHead(503, { 'content-type': 'text/html', 'retry-after': 'Wed, 21 Oct 2026 07:28:00 GMT' });
+    res.end('<h1>SECRET no healthy upstream</h1>');
+  });
+  const transport = new HTTPTransport(remote.base);
+  const draining = upstream(503, 'shutting_down', (error) => {
+    assert.equal(error.message, 'The server is shutting down');
+    assert.deepEqual((error as AgentRouterError).headers, { 'Retry-After': '7' });
+  });
+  await assert.rejects(transport.chat('draining', 'x'), draining);
+  await assert.rejects(transport.stream('draining', 'x').ready, draining);
+  await assert.rejects(transport.chat('balancer', 'x'), upstream(503, 'upstream_unavailable', (error) => {
+    assert.equal(error.message, `HTTPTransport: ${remote.base}/balancer/chat answered 503 (unavailable for now)`);
+    assert.equal((error as AgentRouterError).headers, undefined);
+  }));
+
+  const registry = new AgentRegistry();
+  registry.register('.*', transport);
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener());
+  t.after(close);
+  const post = (id: string) =>
+    fetch(`${url}/${id}/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"x"}', signal: AbortSignal.timeout(5000) });
+  const relayed = await post('draining');
+  assert.equal(relayed.status, 503);
+  assert.equal(relayed.headers.get('retry-after'), '7');
+  assert.deepEqual(await relayed.json(), { error: 'The server is shutting down', code: 'shutting_down' });
+  const balancer = await post('balancer');
+  assert.equal(balancer.status, 503);
+  assert.equal(balancer.headers.get('retry-after'), null);
+  assert.deepEqual(await balancer.json(), { error: 'The remote agent is unavailable for now (503); try again later', code: 'upstream_unavailable' });
+});
+
 test('a 200 that is not JSON, or JSON of the wrong shape, is a 502', async (t) => {
   const remote = await fakeRemote(t, (_req, res, captured) => {
     const { id } = route(captured);
