@@ -4,7 +4,7 @@ import { Agent } from '../agent/agent.ts';
 import { errorBody, httpErrors, statusOf } from '../errors.ts';
 import { authorizeRequest } from '../http/authorize.ts';
 import { applyCors } from '../http/cors.ts';
-import { splitTarget } from '../http/path.ts';
+import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { sendError, sendJson } from '../http/respond.ts';
 import { AgentRouter, serveRequest } from '../http/router.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
@@ -53,8 +53,8 @@ export class AgentServer {
    * @param config see {@link AgentServerConfig}; durations in seconds
    */
   constructor(target: AgentRegistry | Agent<any>, config: AgentServerConfig = {}) {
-    this.registry = registryFor(target);
     this.config = Object.freeze(resolveServerConfig(config));
+    this.registry = registryFor(target, config.maxIdLength ?? 256);
     this.#logger = loggerOf(config.logger);
     this.pool = new AgentPool({
       idleTimeout: this.config.idleTimeout,
@@ -255,10 +255,16 @@ function refuse(res: ServerResponse): void {
   sendJson(res, 503, errorBody(httpErrors.unavailable()), { Connection: 'close' });
 }
 
-function registryFor(target: AgentRegistry | Agent<any>): AgentRegistry {
+function registryFor(target: AgentRegistry | Agent<any>, maxIdLength: number): AgentRegistry {
   if (target instanceof AgentRegistry) return target;
   if (target instanceof Agent) {
     const agent = target;
+    try {
+      // Served at /agent/{agent_id}/...: an id no request can name would start a server that answers only 400s.
+      decodeAgentId(encodeURIComponent(agent.id), maxIdLength);
+    } catch (error) {
+      throw new TypeError(`AgentServer: the agent's id cannot be named in a URL (${(error as Error).message}); give it another id, or serve it with new AgentRouter(agent), whose routes carry no id`);
+    }
     const registry = new AgentRegistry();
     // `new` returns the object a constructor returns, so this "class" always hands back the one instance.
     const single = function SingleAgent() {

@@ -407,6 +407,17 @@ test('serve rejects a port in use with a clear error; serving twice is refused',
   assert.throws(() => new AgentServer({} as AgentRegistry), { name: 'TypeError', message: /AgentRegistry or an Agent/ });
 });
 
+test('a single Agent whose id no URL can name is refused at construction, not served as 400s; a long id fits a raised maxIdLength', async (t) => {
+  for (const id of ['x'.repeat(300), 'a/b', 'tab\there', '..']) {
+    assert.throws(() => new AgentServer(new Agent(id, { model: echoModel() })), { name: 'TypeError', message: /the agent's id cannot be named in a URL.*new AgentRouter\(agent\)/ }, id);
+  }
+  const server = new AgentServer(new Agent('x'.repeat(300), { model: echoModel(), storage: new MemoryStorage() }), { maxIdLength: 300, logger: quiet });
+  t.after(() => server.close());
+  await server.serve(0, '127.0.0.1');
+  const reply = await postJson(`${server.url}/agent/${'x'.repeat(300)}/chat`, { message: 'hi' });
+  assert.deepEqual([reply.status, reply.body.response], [200, 'hi']);
+});
+
 test('serve twice at once is refused; close() during serve() waits for it, then closes', async () => {
   const server = new AgentServer(makeRegistry().registry, { logger: quiet });
   const starting = server.serve(0);
