@@ -93,6 +93,14 @@ export interface RequestHint {
 /** The internal entry AgentServer and the Fastify plugin answer through; see `AgentRouter[serveRequest]`. @internal */
 export const serveRequest: unique symbol = Symbol('agent-router.serveRequest');
 
+/**
+ * AgentServer's close() at its deadline: `abortAll`, and the same reason for
+ * every request that reaches its turn later (one still sending its body, or
+ * waiting on an authorize hook), which would otherwise start a turn after the
+ * deadline. @internal
+ */
+export const shutTurns: unique symbol = Symbol('agent-router.shutTurns');
+
 /** What an action returns when it answered synchronously. */
 const ANSWERED: Promise<void> = Promise.resolve();
 /** What a stream's dispatch resolves with: the stream calls `answered` itself when it ends. */
@@ -181,6 +189,8 @@ export class AgentRouter {
   readonly #logger: Logger;
   readonly #maxStreams: number;
   #openStreams = 0;
+  /** Set by `[shutTurns]`: why no turn may begin any more. */
+  #shut: { reason: unknown } | undefined;
   /** The requests running now, for abortAll() and the turn timeout. */
   readonly #turns: RunningTurns<Running>;
 
@@ -377,6 +387,7 @@ export class AgentRouter {
     // Gone while an async authorize hook ran (the generic envelope's, or any with a body a framework
     // parsed): no 'close' will come again to cut the turn, so it must not start, nor make an agent.
     if (res.destroyed) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
+    if (this.#shut !== undefined) throw this.#shut.reason;
     let stream: boolean | 'events' = false;
     let message = '';
     if (action === 'chat') {
@@ -542,6 +553,12 @@ export class AgentRouter {
    */
   abortAll(reason: unknown): void {
     for (const running of this.#turns.list()) running.cancel.abort(reason);
+  }
+
+  /** See `shutTurns`. */
+  [shutTurns](reason: unknown): void {
+    this.#shut = { reason };
+    this.abortAll(reason);
   }
 
   /** Open SSE streams now. */

@@ -6,7 +6,7 @@ import { authorizeRequest } from '../http/authorize.ts';
 import { applyCors } from '../http/cors.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { sendError, sendJson } from '../http/respond.ts';
-import { AgentRouter, serveRequest } from '../http/router.ts';
+import { AgentRouter, serveRequest, shutTurns } from '../http/router.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
 import { AgentRegistry, type AgentClass } from '../registry/registry.ts';
 import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from './config.ts';
@@ -202,7 +202,7 @@ export class AgentServer {
     for (const res of this.#inFlight.responses()) if (!res.headersSent) res.setHeader('Connection', 'close');
     if (!(await this.#inFlight.idle(this.config.shutdownTimeout * 1000))) {
       // The router aborts the requests it runs; no per-request listener on a shared signal (O(n) to remove).
-      this.router.abortAll(httpErrors.unavailable());
+      this.router[shutTurns](httpErrors.unavailable());
       await this.#inFlight.idle(ABORT_GRACE_MS);
     }
     this.pool.clear();

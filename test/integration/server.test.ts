@@ -344,6 +344,30 @@ test('close() past its deadline ends open streams with event: error, held reques
   assert.equal(server.httpServer?.listening, false);
 });
 
+test('close() past its deadline: a request still in its authorize hook then gets 503, and its turn never starts', async (t) => {
+  const authorized = deferred();
+  const release = deferred();
+  const started: string[] = [];
+  const authorize = async (_req: unknown, { agentId }: { agentId: string }) => {
+    if (agentId !== 'gated-2') return true;
+    authorized.resolve();
+    await release.promise;
+    return true;
+  };
+  const { server, url } = await start(t, { shutdownTimeout: 0, authorize }, undefined, (id) => started.push(id));
+  const open = await openStream(`${url}/agent/gated-1/chat`);
+  const late = postJson(`${url}/agent/gated-2/chat`, { message: 'authorized after the deadline' });
+  await authorized.promise;
+  const closing = server.close();
+  // The open stream's event: error marks the deadline's abort; only then does the hook let the request through.
+  assert.deepEqual((await open.rest()).map((event) => event.event), ['error']);
+  release.resolve();
+  const reply = await late;
+  assert.deepEqual([reply.status, reply.body], [503, { error: 'Server is shutting down', code: 'shutting_down' }]);
+  await closing;
+  assert.deepEqual(started, ['gated-1']);
+});
+
 test('a listener mounted on your own server answers 503 once close() began', async (t) => {
   const { registry } = makeRegistry();
   const server = new AgentServer(registry, { logger: quiet });
