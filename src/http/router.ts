@@ -591,8 +591,8 @@ export class AgentRouter {
   #fail(res: ServerResponse, error: unknown): void {
     const status = statusOf(error);
     if (status >= 500 && status !== 503) this.#logger.error(`AgentRouter: request failed with ${status}`, error);
-    // The client is gone (our own 499s all say so): nobody to answer. Any other 499 is answered like any status.
-    if (status === 499 && (error as AgentRouterError).code === 'client_closed') return;
+    // sendError writes nothing to a client that is gone (what our own 499 client_closed says); an
+    // action's own 499, whatever its code, reaches a client still there like any status.
     sendError(res, error);
   }
 }

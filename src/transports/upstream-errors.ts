@@ -19,8 +19,7 @@ const CODE = /^[a-z][a-z0-9_]{0,63}$/;
  * hop itself and is the operator's to fix, so the caller gets a 502: 401 and
  * 403 refuse the transport's credentials, 404 `not_found` and 405 mean the
  * url points at no agent router, 499 that the remote saw this transport hang
- * up (relayed, its `client_closed` would leave our caller unanswered: the
- * router takes that code for its own client gone).
+ * up (not the caller, who is still there to be answered).
  */
 const RELAYED_STATUSES: ReadonlySet<number> = new Set([400, 404, 409, 413, 415, 422, 429]);
 

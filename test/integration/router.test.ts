@@ -133,6 +133,20 @@ test('error rows of DESIGN.md answer JSON {error, code} with their status', asyn
   assert.deepEqual((await getJson(`${url}/counter-1/state`)).body.state, { count: 0, log: [] }, 'a failed action changes nothing');
 });
 
+test("an action's own 499 is answered, even with the code the router uses for a client that is gone", async (t) => {
+  class Picky extends Agent {
+    static override actions = ['refuse'];
+    async refuse(): Promise<never> {
+      throw new AgentRouterError(499, 'client_closed', 'Refused by the action', { expose: true });
+    }
+  }
+  const { url, close } = await listen(new AgentRouter(new Picky('picky', { storage: new MemoryStorage() })).toRequestListener());
+  t.after(close);
+  // Unanswered before: the timeout is the test's failure, not a wait.
+  const reply = await fetch(`${url}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"method":"refuse"}', signal: AbortSignal.timeout(5000) });
+  assert.deepEqual([reply.status, await reply.json()], [499, { error: 'Refused by the action', code: 'client_closed' }]);
+});
+
 test('405 carries Allow', async (t) => {
   const { url, close } = await listen(registryRouter().toRequestListener());
   t.after(close);
