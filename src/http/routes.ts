@@ -11,13 +11,16 @@ export interface RouteMatch {
 
 const SINGLE: Record<string, RouteMatch> = Object.assign(Object.create(null) as Record<string, RouteMatch>, {
   '/chat': { action: 'chat', segment: undefined, method: 'POST' },
+  '/chat/': { action: 'chat', segment: undefined, method: 'POST' },
   '/invoke': { action: 'invoke', segment: undefined, method: 'POST' },
+  '/invoke/': { action: 'invoke', segment: undefined, method: 'POST' },
   '/state': { action: 'state', segment: undefined, method: 'GET' },
+  '/state/': { action: 'state', segment: undefined, method: 'GET' },
   '/': { action: 'request', segment: undefined, method: 'POST' },
   '': { action: 'request', segment: undefined, method: 'POST' },
 });
 
-/** `/chat`, `/invoke`, `/state`, `/` of a single-agent router. */
+/** `/chat`, `/invoke`, `/state`, `/` of a single-agent router (a trailing slash is tolerated, as on a registry router). */
 export function matchSingle(path: string): RouteMatch | undefined {
   return SINGLE[path];
 }

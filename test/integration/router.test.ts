@@ -67,6 +67,10 @@ test('single agent under a prefix; other paths are not the router\'s', async (t)
   t.after(close);
   assert.equal((await postJson(`${url}/bot/chat`, { message: 'hi' })).body.response, 'hi');
   assert.equal((await postJson(`${url}/bot`, { action: 'state' })).status, 200);
+  // A trailing slash is tolerated, as on a registry router.
+  assert.equal((await postJson(`${url}/bot/chat/`, { message: 'hi' })).body.response, 'hi');
+  assert.equal((await postJson(`${url}/bot/invoke/`, { method: 'increment' })).body.result, 1);
+  assert.deepEqual((await getJson(`${url}/bot/state/`)).body.state, { count: 1, log: [] });
   const miss = await postJson(`${url}/botx/chat`, { message: 'hi' });
   assert.equal(miss.status, 404);
   assert.equal(miss.body.code, 'not_found');
