@@ -129,7 +129,7 @@ const ERRORS: Record<string, { description: string; example: { error: string; co
   '500': { description: 'An agent or action threw; details only in the server log', example: { error: 'Internal error', code: 'internal_error' } },
   '502': { description: 'A remote target or the model provider failed', example: { error: 'The remote agent could not be reached', code: 'upstream_unreachable' } },
   '503': { description: 'The server is shutting down or at its stream cap, or a remote target is unavailable for now (with Retry-After when known)', example: { error: 'Server is shutting down', code: 'shutting_down' }, headers: { 'Retry-After': header('Seconds to wait, when known') } },
-  '504': { description: 'The turn, a remote target or the model provider timed out', example: { error: 'The turn took longer than 300 s', code: 'turn_timeout' } },
+  '504': { description: 'The turn, a remote target or the model provider timed out', example: { error: "The turn did not complete within 300 s (waiting behind the agent's earlier turns included)", code: 'turn_timeout' } },
 };
 
 /** Only a request with a body (a turn: chat, invoke, the generic envelope) can get these; GET state cannot. */

@@ -37,7 +37,7 @@ export interface AgentRouterOptions extends AgentPoolOptions {
   maxIdLength?: number | undefined;
   /** Seconds between `: ping` comments on an idle stream; 0 turns them off. @defaultValue 15 */
   pingInterval?: number | undefined;
-  /** Seconds a turn may take before it is aborted (504); 0 or Infinity for no limit. @defaultValue 300 */
+  /** Seconds a turn may take before it is aborted (504), counted from when the request asks for it: waiting behind the agent's earlier turns counts. 0 or Infinity for no limit. @defaultValue 300 */
   turnTimeout?: number | undefined;
   /** Runs before any agent is touched; see {@link Authorize}. */
   authorize?: Authorize | undefined;
@@ -219,7 +219,7 @@ export class AgentRouter {
     this.#maxStreams = options.maxStreams ?? 10_000;
     const turnTimeout = this.#turnTimeout;
     this.#turns = new RunningTurns(turnTimeout, (running) => {
-      running.cancel.abort(new AgentRouterError(504, 'turn_timeout', `The turn took longer than ${turnTimeout} s`, { expose: true }));
+      running.cancel.abort(new AgentRouterError(504, 'turn_timeout', `The turn did not complete within ${turnTimeout} s (waiting behind the agent's earlier turns included)`, { expose: true }));
     });
     this.#logger = loggerOf(options.logger);
     this.pool = this.#registry === undefined ? undefined : (options.pool ?? new AgentPool(options));

@@ -105,7 +105,7 @@ test('a model that stalls but honours its signal is cut at turnTimeout: 504 JSON
   );
   const json = await postWithin(`${url}/s/chat`, { message: 'stall' });
   assert.equal(json.status, 504);
-  assert.deepEqual(json.body, { error: 'The turn took longer than 0.05 s', code: 'turn_timeout' });
+  assert.deepEqual(json.body, { error: "The turn did not complete within 0.05 s (waiting behind the agent's earlier turns included)", code: 'turn_timeout' });
   const { events } = await collectSSE(await streamChat(`${url}/s/chat`, 'stall'));
   assert.deepEqual(events.map((e) => e.event), ['message', 'error']);
   assert.equal(JSON.parse(events[1]?.data ?? '').code, 'turn_timeout');
@@ -135,6 +135,26 @@ test('an action that never settles is cut at turnTimeout, and the agent serves t
   const { url } = await serve(t, Stuck, { turnTimeout: 0.05 });
   assert.equal((await postWithin(`${url}/w/invoke`, { method: 'wait' })).status, 504);
   assert.equal((await postWithin(`${url}/w/invoke`, { method: 'ping' })).body.result, 'pong');
+});
+
+test('turnTimeout counts from when a request asks for its turn: one waiting behind a stuck action is answered 504 without its turn starting', async (t) => {
+  let modelCalls = 0;
+  class Stuck extends Agent {
+    static override actions = ['wait'];
+    constructor(id: string) {
+      super(id, { storage: new MemoryStorage(), model: scriptedModel(() => `call ${++modelCalls}`) });
+    }
+    wait(): Promise<never> {
+      return new Promise<never>(() => {});
+    }
+  }
+  // A single-agent router keeps its one instance, so its next turns wait for the abandoned action.
+  const { url, close } = await listen(new AgentRouter(new Stuck('solo'), { turnTimeout: 0.2, logger: { error: () => {} } }).toRequestListener());
+  t.after(close);
+  assert.equal((await postWithin(`${url}/invoke`, { method: 'wait' })).status, 504);
+  const queued = await postWithin(`${url}/chat`, { message: 'behind the stuck action' });
+  assert.deepEqual(queued.body, { error: "The turn did not complete within 0.2 s (waiting behind the agent's earlier turns included)", code: 'turn_timeout' });
+  assert.equal(modelCalls, 0);
 });
 
 test('an action abandoned at turnTimeout cannot change state when it carries on later', async (t) => {
