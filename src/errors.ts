@@ -107,11 +107,8 @@ export const httpErrors = {
   notFound: (code: string, message: string) => new AgentRouterError(404, code, message),
   methodNotAllowed: (allow: string) =>
     new AgentRouterError(405, 'method_not_allowed', `Method not allowed; use ${allow}`, { headers: { Allow: allow } }),
-  payloadTooLarge: (limit: number) =>
-    // Connection: close, so the unread rest of the upload is dropped, not parsed as a next request.
-    new AgentRouterError(413, 'body_too_large', `Request body is larger than the limit of ${limit} bytes`, {
-      headers: { Connection: 'close' },
-    }),
+  // No Connection: close: the body reader reads and drops the rest of the upload (see discardRest).
+  payloadTooLarge: (limit: number) => new AgentRouterError(413, 'body_too_large', `Request body is larger than the limit of ${limit} bytes`),
   unsupportedMediaType: (type: string) =>
     new AgentRouterError(
       415,

@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AgentRouterError, httpErrors } from '../errors.ts';
 import { mediaType } from './path.ts';
 
@@ -24,11 +24,76 @@ export function readJsonBody(req: IncomingMessage, limit: number): Promise<unkno
     checkContentType(req.headers['content-type']);
     checkContentEncoding(req.headers['content-encoding']);
     const declared = req.headers['content-length'];
-    if (declared !== undefined && Number(declared) > limit) throw httpErrors.payloadTooLarge(limit);
+    if (declared !== undefined && Number(declared) > limit) {
+      discardRest(req);
+      throw httpErrors.payloadTooLarge(limit);
+    }
   } catch (error) {
     return Promise.reject(error);
   }
+  continueIfAsked(req);
   return readAndParse(req, limit);
+}
+
+/**
+ * After a 413, how much more of the upload is read and dropped, and for how
+ * long, before the connection is cut. Closing at once resets a connection
+ * the client is still writing to, and the reset can reach it before it read
+ * the 413: Node's fetch then fails with EPIPE instead of the answer. Reading
+ * the rest for a while (what nginx calls a lingering close) lets the client
+ * read it; a connection whose whole upload was read stays usable.
+ */
+const DISCARD_BYTES = 16 * 1024 * 1024;
+const DISCARD_MS = 2000;
+
+function discardRest(req: IncomingMessage): void {
+  if (req.readableEnded || req.destroyed) return;
+  let left = DISCARD_BYTES;
+  const stop = (): void => {
+    clearTimeout(timer);
+    req.off('data', onData);
+    req.off('end', stop);
+    req.off('close', stop);
+  };
+  const cut = (): void => {
+    stop();
+    req.destroy();
+  };
+  const onData = (chunk: Buffer): void => {
+    left -= chunk.length;
+    if (left < 0) cut();
+  };
+  const timer = setTimeout(cut, DISCARD_MS);
+  timer.unref();
+  req.on('data', onData);
+  req.on('end', stop);
+  req.on('close', stop);
+  req.resume();
+}
+
+/**
+ * Requests whose `Expect: 100-continue` AgentServer holds (Node's
+ * `checkContinue`): the client waits for `100 Continue` before sending the
+ * body, so a request refused on its headers alone (path, type, declared
+ * length, authorize) is answered without the body ever being sent. The
+ * value is the response's keep-alive, turned off meanwhile: an answer
+ * before the 100 closes the connection, since the body the client held back
+ * would otherwise be read as the next request (RFC 9110, section 10.1.1).
+ */
+const heldContinues = new WeakMap<IncomingMessage, { res: ServerResponse; keepAlive: boolean }>();
+
+/** For a `checkContinue` listener: the 100 goes out when the router starts reading the body. */
+export function holdContinue(req: IncomingMessage, res: ServerResponse): void {
+  heldContinues.set(req, { res, keepAlive: res.shouldKeepAlive });
+  res.shouldKeepAlive = false;
+}
+
+function continueIfAsked(req: IncomingMessage): void {
+  const held = heldContinues.get(req);
+  if (held === undefined) return;
+  heldContinues.delete(req);
+  held.res.shouldKeepAlive = held.keepAlive;
+  held.res.writeContinue();
 }
 
 /**
@@ -184,8 +249,7 @@ function readAndParse(req: IncomingMessage, limit: number): Promise<unknown> {
       size += chunk.length;
       if (size > limit) {
         cleanup();
-        // Stop reading: the rest of an oversized upload is not worth receiving.
-        req.pause();
+        discardRest(req);
         reject(httpErrors.payloadTooLarge(limit));
         return;
       }

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Agent } from '../agent/agent.ts';
 import { errorBody, httpErrors, statusOf } from '../errors.ts';
 import { authorizeRequest } from '../http/authorize.ts';
+import { holdContinue } from '../http/body.ts';
 import { applyCors } from '../http/cors.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { sendError, sendJson } from '../http/respond.ts';
@@ -149,6 +150,11 @@ export class AgentServer {
     server.keepAliveTimeout = keepAliveTimeout * 1000;
     server.on('clientError', answerClientError);
     server.on('checkExpectation', answerExpectation);
+    // Node would send 100 Continue before the router saw the request; the router sends it once it reads the body.
+    server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+      holdContinue(req, res);
+      this.listener(req, res);
+    });
     this.#http = server; // claimed now, so a second serve() while this one starts is refused
     await new Promise<void>((resolve, reject) => {
       const onError = (error: NodeJS.ErrnoException): void => {
