@@ -178,9 +178,9 @@ export function statusError(remote: string, status: number, body: unknown, retry
  * A 503: the remote is shutting down (a rolling deploy), out of room, or a
  * load balancer before it has no healthy backend. All pass, and a 502 would
  * tell the caller the hop is broken, so it stays a 503, with the remote's
- * numeric Retry-After. Our routers' `{"error", "code"}` (`shutting_down`,
- * `too_many_streams`) is relayed as a stream relays it; any other body is
- * `upstream_unavailable`, never quoted.
+ * numeric Retry-After. A JSON `{"error"}` (our routers' `shutting_down`,
+ * `too_many_streams`) is relayed as a 4xx one is, and as a stream relays
+ * it; any other body is `upstream_unavailable`, never quoted.
  */
 function unavailable(remote: string, body: unknown, retryAfter: string | null): UpstreamError {
   const fields = asFields(body);
