@@ -1,5 +1,5 @@
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
-import { count, isObject, parseData, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
+import { count, isObject, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
 import { checkCommonOptions, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
 
 /** The Messages API version this adapter speaks (sent as `anthropic-version`). */
@@ -79,7 +79,8 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
 
 /**
  * Named events: `message_start` (input usage), `content_block_delta` with a
- * `text_delta`, `message_delta` (cumulative output usage), `message_stop`,
+ * `text_delta`, `message_delta` (cumulative output usage; `stop_reason:
+ * "refusal"` fails the turn as `model_refused`), `message_stop`,
  * `ping`, `error`. Other events and delta types (tool input, thinking) are
  * skipped, as the API's versioning policy asks of clients.
  */
@@ -107,9 +108,13 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
           }
           return [];
         }
-        case 'message_delta':
+        case 'message_delta': {
           readUsage(data['usage']);
+          const delta = data['delta'];
+          // The API's streaming refusals: the text so far is not an answer, and kept in the context it gets the next turns refused too.
+          if (isObject(delta) && delta['stop_reason'] === 'refusal') throw refused(context, 'the model refused (stop_reason refusal)');
           return [];
+        }
         case 'message_stop':
           done = true;
           return [];

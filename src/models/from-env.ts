@@ -16,7 +16,8 @@ export const DEFAULT_ANTHROPIC_MODEL = 'claude-haiku-4-5';
  *   `OPENAI_MODEL` (default `gpt-4o-mini`). A base URL alone is enough, for
  *   local servers that need no key (Ollama: `http://localhost:11434/v1`).
  * - else `ANTHROPIC_API_KEY` set: `anthropicModel` with `ANTHROPIC_MODEL`
- *   (default `claude-haiku-4-5`) and `ANTHROPIC_BASE_URL` if set.
+ *   (default `claude-haiku-4-5`) and `ANTHROPIC_BASE_URL` if set, read as
+ *   Anthropic's SDKs read it: the API's root, `/v1` added unless it ends so.
  * - else `fallback()` (the offline echo model in the CLI).
  *
  * Empty values count as unset. OpenAI wins when both keys are set.
@@ -31,7 +32,7 @@ export function modelFromEnv(env: Env = process.env, fallback?: () => Model): Mo
     return value === undefined || value === '' ? undefined : value;
   };
   const openAIKey = get('OPENAI_API_KEY');
-  const openAIBase = get('OPENAI_BASE_URL');
+  const openAIBase = checkURL('OPENAI_BASE_URL', get('OPENAI_BASE_URL'));
   if (openAIKey !== undefined || openAIBase !== undefined) {
     return openAIModel({ model: get('OPENAI_MODEL') ?? DEFAULT_OPENAI_MODEL, apiKey: openAIKey, baseURL: openAIBase });
   }
@@ -40,7 +41,7 @@ export function modelFromEnv(env: Env = process.env, fallback?: () => Model): Mo
     return anthropicModel({
       model: get('ANTHROPIC_MODEL') ?? DEFAULT_ANTHROPIC_MODEL,
       apiKey: anthropicKey,
-      baseURL: get('ANTHROPIC_BASE_URL'),
+      baseURL: withV1(checkURL('ANTHROPIC_BASE_URL', get('ANTHROPIC_BASE_URL'))),
     });
   }
   if (fallback === undefined) {
@@ -49,4 +50,22 @@ export function modelFromEnv(env: Env = process.env, fallback?: () => Model): Mo
     );
   }
   return fallback();
+}
+
+/** A base URL variable, refused by its name when it is not an absolute http(s) URL. */
+function checkURL(name: string, value: string | undefined): string | undefined {
+  if (value === undefined || (/^https?:\/\//i.test(value) && URL.canParse(value))) return value;
+  throw new TypeError(`modelFromEnv: ${name} must be an absolute http(s) URL, got ${JSON.stringify(value.slice(0, 100))}`);
+}
+
+/**
+ * Anthropic's SDKs (and the tools that share their variable) take
+ * ANTHROPIC_BASE_URL as the API's root and add `/v1/messages`: a value set
+ * for them (`https://api.anthropic.com`, a gateway's path) lacks the `/v1`
+ * that `anthropicModel`'s baseURL includes.
+ */
+function withV1(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const base = value.replace(/\/+$/, '');
+  return /\/v1$/i.test(base) ? base : `${base}/v1`;
 }

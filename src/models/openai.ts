@@ -1,6 +1,6 @@
 import type { TokenUsage } from '../types.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
-import { count, isObject, parseData, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
+import { count, isObject, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
 import { checkCommonOptions, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
 
 export interface OpenAIModelOptions extends ProviderHTTPOptions {
@@ -62,6 +62,8 @@ export function openAIModel(options: OpenAIModelOptions): Model {
 /**
  * Chat completion chunks: text in `choices[0].delta.content`, the end in
  * `finish_reason`, usage in a last chunk with empty `choices`, then `[DONE]`.
+ * A refusal (`delta.refusal`) or `finish_reason: "content_filter"` fails the
+ * turn as `model_refused`.
  * A stream that ends after a `finish_reason` but without `[DONE]` is complete
  * too (some compatible servers skip it).
  */
@@ -87,6 +89,9 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
         if (!isObject(choice) || (choice['index'] !== undefined && choice['index'] !== 0)) continue;
         const delta = choice['delta'];
         if (isObject(delta) && typeof delta['content'] === 'string' && delta['content'] !== '') out.push(delta['content']);
+        // A refusal comes as its own text, not as content: a reply of it would be stored as an empty one.
+        if (isObject(delta) && typeof delta['refusal'] === 'string' && delta['refusal'] !== '') throw refused(context, 'the model refused (delta.refusal)');
+        if (choice['finish_reason'] === 'content_filter') throw refused(context, "the provider's content filter stopped the reply (finish_reason content_filter)");
         if (typeof choice['finish_reason'] === 'string') finished = true;
       }
       const reported = chunk['usage'];

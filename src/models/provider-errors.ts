@@ -12,9 +12,10 @@
  * | `model_request_rejected` | any other HTTP 4xx |
  * | `model_stream_error` | an error event inside a stream that began with 200 |
  * | `model_bad_response` | a 200 that is not SSE, data that is not a JSON object, an oversized line |
+ * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`) or a content filter cut the reply (`finish_reason: "content_filter"`) |
  * | `model_connection_failed` | no response at all (refused, DNS, TLS) |
  * | `model_stream_interrupted` | the stream ended before its last event (a cut connection) |
- * | `model_timeout` | no headers or no bytes for `timeout` seconds |
+ * | `model_timeout` | no headers or no bytes for `timeout` seconds (or for Node's fetch's own 300 s) |
  */
 import { ModelProviderError } from '../errors.ts';
 
@@ -107,6 +108,32 @@ export function timeoutError(context: ProviderContext, seconds: number): ModelPr
   return new ModelProviderError('model_timeout', `${context.label}: no answer from the provider for ${seconds} s; raise timeout or check the provider`, {
     provider: context.provider,
     status: 504,
+  });
+}
+
+/**
+ * Node's fetch (undici) gives up on its own after 300 s without response
+ * headers, or between two body reads, whatever `timeout` says. Not retried:
+ * a provider silent that long would cost another 300 s.
+ */
+export function fetchTimeoutError(context: ProviderContext, cause: unknown): ModelProviderError {
+  return new ModelProviderError(
+    'model_timeout',
+    `${context.label}: no answer from the provider for 300 s, the limit of Node's own fetch (undici), which a timeout above 300 s cannot raise; pass a fetch bound to an undici Agent with longer headersTimeout and bodyTimeout to wait longer`,
+    { provider: context.provider, status: 504, cause },
+  );
+}
+
+/**
+ * The model refused, or the provider's content filter cut its reply. Not
+ * retried (the same request would be refused again), and the turn is not
+ * stored: Anthropic asks that a refused exchange leave the context, or the
+ * next turns are refused too.
+ */
+export function refused(context: ProviderContext, what: string): ModelProviderError {
+  return new ModelProviderError('model_refused', redact(`${context.label}: ${what}; the turn is not kept, so the next one is sent without it`, context.secrets), {
+    provider: context.provider,
+    providerStatus: 200,
   });
 }
 

@@ -10,6 +10,7 @@ import type { ModelChunk } from './model.ts';
 import {
   badResponse,
   connectionFailed,
+  fetchTimeoutError,
   httpError,
   notAStream,
   streamInterrupted,
@@ -31,7 +32,7 @@ export interface ProviderRequest extends ProviderContext {
   url: string;
   headers: Headers;
   body: unknown;
-  /** Seconds without response headers or body bytes before `model_timeout`. */
+  /** Seconds without response headers or body bytes before `model_timeout`; Infinity for none. */
   timeout: number;
   maxRetries: number;
   fetch: typeof fetch;
@@ -91,9 +92,12 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
   let timedOut = false;
   let timer: unknown;
   // An idle timer, re-armed on headers and on every body read: a slow but
-  // steady stream is fine, a silent one is not.
+  // steady stream is fine, a silent one is not. Stopped while a chunk waits
+  // for the consumer (a client reading slowly holds the provider back too).
+  const stop = (): void => providerTimers.clearTimeout(timer);
   const arm = (): void => {
     providerTimers.clearTimeout(timer);
+    if (request.timeout === Infinity) return;
     timer = providerTimers.setTimeout(() => {
       timedOut = true;
       controller.abort(new Error('model provider timed out'));
@@ -104,6 +108,7 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     if (timedOut) return timeoutError(request, request.timeout);
     if (error instanceof ModelProviderError) return error;
     if (error instanceof RangeError) return badResponse(request, 'an SSE line or event is too large', error);
+    if (isFetchTimeout(error)) return fetchTimeoutError(request, error);
     return stage === 'connect' ? connectionFailed(request, error) : streamInterrupted(request, error);
   };
 
@@ -123,8 +128,9 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     arm();
     try {
       if (!response.ok) throw await httpError(request, response);
+      // No type is read as a stream (some compatible servers send none); any other than SSE is not one.
       const type = response.headers.get('content-type') ?? '';
-      if (response.body === null || /json/i.test(type)) throw await notAStream(request, response);
+      if (response.body === null || (type !== '' && !/^\s*text\/event-stream\s*(?:;|$)/i.test(type))) throw await notAStream(request, response);
       const decoder = request.decoder();
       const body = response.body.pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({
@@ -135,7 +141,11 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
         }),
       );
       for await (const event of readSSE(body, { complete: () => decoder.done })) {
-        yield* decoder.event(event);
+        for (const chunk of decoder.event(event)) {
+          stop();
+          yield chunk;
+          arm();
+        }
         if (decoder.done) break;
       }
       yield* decoder.end();
@@ -146,6 +156,12 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     providerTimers.clearTimeout(timer);
     request.signal.removeEventListener('abort', onAbort);
   }
+}
+
+/** Node's fetch's own 300 s limits (undici's headers and body timeouts), as the error or its cause. */
+function isFetchTimeout(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code ?? ((error as { cause?: { code?: unknown } } | undefined)?.cause?.code);
+  return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
 }
 
 /** Milliseconds before retry number `attempt + 1`: the provider's `Retry-After` when sane, else backoff with jitter. */
@@ -175,7 +191,8 @@ export interface ProviderHTTPOptions {
   /** Extra request headers (e.g. `OpenAI-Organization`, OpenRouter's `HTTP-Referer`, `anthropic-beta`). */
   headers?: Record<string, string> | undefined;
   /**
-   * Seconds without response headers or stream bytes before the turn fails with `model_timeout`.
+   * Seconds without response headers or stream bytes before the turn fails with `model_timeout`;
+   * Infinity for no limit. Node's own fetch still gives up after 300 s (see the README).
    * @defaultValue 120
    */
   timeout?: number | undefined;
@@ -197,17 +214,29 @@ export function checkCommonOptions(
   if (typeof options.model !== 'string' || options.model === '') {
     throw new TypeError(`${factory}: pass the model name, e.g. ${factory}({ model: '...', apiKey })`);
   }
-  if (options.timeout !== undefined && (typeof options.timeout !== 'number' || !(options.timeout > 0))) {
-    throw new TypeError(`${factory}: timeout is in seconds and must be a positive number, e.g. timeout: 60`);
+  const { timeout } = options;
+  // A timer takes at most 2^31 - 1 ms; Node fires a longer one at once.
+  if (timeout !== undefined && (typeof timeout !== 'number' || !(timeout > 0) || (timeout > MAX_TIMER_SECONDS && timeout !== Infinity))) {
+    throw new TypeError(`${factory}: timeout is in seconds and must be a positive number up to ${MAX_TIMER_SECONDS} (about 24 days), or Infinity for none, e.g. timeout: 60`);
   }
   if (options.maxRetries !== undefined && (!Number.isInteger(options.maxRetries) || (options.maxRetries as number) < 0)) {
     throw new TypeError(`${factory}: maxRetries must be a whole number >= 0, e.g. maxRetries: 2`);
   }
   const { baseURL } = options;
   if (baseURL !== undefined && (typeof baseURL !== 'string' || !/^https?:\/\//i.test(baseURL) || !URL.canParse(baseURL))) {
-    throw new TypeError(`${factory}: baseURL must be an absolute http(s) URL, e.g. 'http://localhost:11434/v1'`);
+    const example = factory === 'anthropicModel' ? 'https://api.anthropic.com/v1' : 'http://localhost:11434/v1';
+    throw new TypeError(`${factory}: baseURL must be an absolute http(s) URL, e.g. '${example}'`);
+  }
+  // fetch refuses such a URL on every request, quoting it, password and all, into the error.
+  if (baseURL !== undefined) {
+    const { username, password } = new URL(baseURL);
+    if (username !== '' || password !== '') {
+      throw new TypeError(`${factory}: baseURL must not hold a user name or password (fetch refuses such URLs); pass the key as apiKey, or a header in headers`);
+    }
   }
 }
+
+const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
 
 /** `${baseURL}/${path}` with one slash between them. */
 export function joinURL(baseURL: string, path: string): string {

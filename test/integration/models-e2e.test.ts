@@ -25,6 +25,8 @@ interface Provider {
   text: string;
   usage: { inputTokens: number; outputTokens: number; totalTokens: number };
   errorBody: string;
+  /** A stream in which the model refuses, as the provider documents it. */
+  refusal: string;
   model: (baseURL: string) => Model;
   /** The conversation the fake received, as [role, content] pairs, system first when there is one. */
   conversation: (body: Record<string, unknown>) => Array<[string, string]>;
@@ -40,6 +42,11 @@ const providers: Provider[] = [
     text: 'Hello! How can I help you today?',
     usage: { inputTokens: 9, outputTokens: 10, totalTokens: 19 },
     errorBody: JSON.stringify(JSON.parse(fixture('openai-errors.json'))['401']).replace('{{apiKey}}', OPENAI_KEY),
+    refusal: [
+      { choices: [{ index: 0, delta: { role: 'assistant', content: null, refusal: '' }, finish_reason: null }] },
+      { choices: [{ index: 0, delta: { refusal: "I'm sorry, I can't assist with that." }, finish_reason: null }] },
+      { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
+    ].map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join('') + 'data: [DONE]\n\n',
     model: (url) => openAIModel({ model: 'gpt-4o-mini', apiKey: OPENAI_KEY, baseURL: `${url}/v1`, maxRetries: 0 }),
     conversation: (body) => pairs(body['messages']),
   },
@@ -49,6 +56,8 @@ const providers: Provider[] = [
     text: 'Hello!',
     usage: { inputTokens: 25, outputTokens: 15, totalTokens: 40 },
     errorBody: JSON.stringify(JSON.parse(fixture('anthropic-errors.json'))['401']),
+    // Anthropic's streaming refusal: the text so far, then stop_reason "refusal".
+    refusal: fixture('anthropic-stream.sse').replace('"stop_reason": "end_turn"', '"stop_reason": "refusal"'),
     model: (url) => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: ANTHROPIC_KEY, baseURL: `${url}/v1`, maxRetries: 0 }),
     conversation: (body) => [['system', String(body['system'])], ...pairs(body['messages'])],
   },
@@ -135,5 +144,17 @@ for (const provider of providers) {
     assert.equal(last?.event, 'error');
     assert.deepEqual(JSON.parse(last?.data ?? ''), { error: 'Request failed', code: 'model_stream_interrupted' });
     assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
+  });
+
+  test(`${provider.name}: a refusal ends the turn with model_refused and is not kept, so the next turn is sent without it`, async (t) => {
+    const { fake, storage, url } = await serve(t, provider, (index) => ({ body: index === 0 ? provider.refusal : provider.stream }));
+    const refused = await collectSSE(await streamChat(url, 'Something refused'));
+    const last = refused.events.at(-1);
+    assert.equal(last?.event, 'error');
+    assert.deepEqual(JSON.parse(last?.data ?? ''), { error: 'Request failed', code: 'model_refused' });
+    assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
+    const next = await postJson(url, { message: 'Something else' });
+    assert.deepEqual(next.body, { agent_id: 'bot-1', response: provider.text });
+    assert.deepEqual(provider.conversation((await fake.request(1)).body), [['system', 'Be brief.'], ['user', 'Something else']]);
   });
 }

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import { openAIModel } from '../../src/models/openai.ts';
 import { listen } from '../helpers/listen.ts';
+import { shortUndiciTimeouts } from '../helpers/undici.ts';
 import {
   closedPortURL,
   collect,
@@ -155,6 +156,42 @@ test('a 200 answer that is JSON, not a stream, is a bad response', async (t) => 
   providerError(await collect(model(fake.url)), 'model_bad_response');
 });
 
+test('a 200 answer that is a web page (a proxy, a wrong baseURL) is a bad response, not retried as a cut stream', async (t) => {
+  const fake = await fakeProvider(t, () => ({ headers: { 'content-type': 'text/html; charset=utf-8' }, body: '<html><body>Sign in</body></html>' }));
+  const error = providerError(await collect(model(fake.url, { maxRetries: 2 })), 'model_bad_response');
+  assert.match(error.message, /check baseURL/);
+  assert.equal(fake.requests.length, 1);
+});
+
+test('a refusal (delta.refusal) or a content filter stop fails the turn as model_refused, without a retry', async (t) => {
+  const chunk = (choice: object) => `data: ${JSON.stringify({ choices: [{ index: 0, ...choice }] })}\n\n`;
+  const bodies = {
+    refusal: chunk({ delta: { role: 'assistant', content: null, refusal: '' } }) + chunk({ delta: { refusal: "I'm sorry, I can't help with that." } }) + chunk({ delta: {}, finish_reason: 'stop' }) + 'data: [DONE]\n\n',
+    filter: `${FIRST_EVENTS}${chunk({ delta: {}, finish_reason: 'content_filter' })}data: [DONE]\n\n`,
+  };
+  for (const [name, body] of Object.entries(bodies)) {
+    const fake = await fakeProvider(t, () => ({ body }));
+    const outcome = await collect(model(fake.url, { maxRetries: 2 }));
+    const error = providerError(outcome, 'model_refused');
+    assert.match(error.message, name === 'refusal' ? /refused \(delta\.refusal\)/ : /content filter .*finish_reason content_filter/, name);
+    assert.equal(error.retryable, false, name);
+    assert.equal(fake.requests.length, 1, name);
+  }
+});
+
+test("Node's fetch's own 300 s limits are model_timeout that says so, not a connection failure retried", async (t) => {
+  const fetchWithLimits = await shortUndiciTimeouts();
+  const silent = await fakeProvider(t, () => ({ silent: true }));
+  const stalls = await fakeProvider(t, () => ({ body: FIRST_EVENTS, after: 'hold' }));
+  for (const fake of [silent, stalls]) {
+    const outcome = await collect(model(fake.url, { timeout: 600, maxRetries: 2, fetch: fetchWithLimits }));
+    const error = providerError(outcome, 'model_timeout');
+    assert.equal(error.status, 504);
+    assert.match(error.message, /300 s, the limit of Node's own fetch/);
+    assert.equal(fake.requests.length, 1);
+  }
+});
+
 test('a connection cut mid-stream fails the turn and is not retried after the first chunk', async (t) => {
   const fake = await fakeProvider(t, () => ({ body: FIRST_EVENTS, after: 'cut' }));
   const outcome = await collect(model(fake.url, { maxRetries: 2 }));
@@ -229,6 +266,20 @@ test('stopping the iteration early closes the request too', async (t) => {
   assert.deepEqual(await fake.requests[0]?.closed, { finished: false });
 });
 
+test('timeout: Infinity sets no idle timer at all', async (t) => {
+  const clock = manualClock(t);
+  const fake = await fakeProvider(t, () => ({ body: FIRST_EVENTS, after: 'hold' }));
+  const controller = new AbortController();
+  const iterator = model(fake.url, { timeout: Infinity }).stream({ system: undefined, messages: [], signal: controller.signal })[Symbol.asyncIterator]();
+  assert.deepEqual(await iterator.next(), { done: false, value: 'Hello' });
+  const next = iterator.next();
+  await new Promise(setImmediate); // the generator resumed, past where it re-arms the timer
+  // Node would fire a timer of Infinity ms at once (after a TimeoutOverflowWarning).
+  assert.equal(clock.fire(Infinity), 0);
+  controller.abort();
+  await assert.rejects(next, { name: 'AbortError' });
+});
+
 test('an already aborted signal sends nothing', async (t) => {
   const fake = await fakeProvider(t, () => ({ body: STREAM }));
   const outcome = await collect(model(fake.url), { signal: AbortSignal.abort() });
@@ -240,6 +291,14 @@ test('rejects misuse with errors that name the fix', () => {
   assert.throws(() => openAIModel(undefined as never), /openAIModel\(\{ model/);
   assert.throws(() => openAIModel({ model: '' }), /model name/);
   assert.throws(() => openAIModel({ model: 'm', timeout: 0 }), /seconds/);
+  // A timer over 2^31 - 1 ms would fire at once; Infinity means none.
+  assert.throws(() => openAIModel({ model: 'm', timeout: 3_000_000 }), /up to 2147483 .*or Infinity/);
+  assert.equal(openAIModel({ model: 'm', timeout: Infinity }).name, 'openai:m');
+  assert.throws(() => openAIModel({ model: 'm', baseURL: 'http://user:sk-secret-password@localhost:11434/v1' }), (error: Error) => {
+    assert.match(error.message, /must not hold a user name or password/);
+    assert.doesNotMatch(error.message, /sk-secret/);
+    return true;
+  });
   assert.throws(() => openAIModel({ model: 'm', maxRetries: -1 }), /maxRetries/);
   assert.throws(() => openAIModel({ model: 'm', baseURL: 'localhost:11434' }), /absolute http\(s\) URL/);
   assert.equal(openAIModel({ model: 'gpt-4o-mini' }).name, 'openai:gpt-4o-mini');
@@ -267,9 +326,13 @@ test('a stream that stops making progress for timeout seconds fails with model_t
     signal: new AbortController().signal,
   })[Symbol.asyncIterator]();
   assert.deepEqual(await iterator.next(), { done: false, value: 'Hello' });
+  // While the consumer holds a chunk the timer is stopped: a slow reader is not a silent provider.
+  assert.equal(clock.fire(5000), 0);
+  const next = iterator.next();
+  await clock.scheduled(5000);
   // Each piece of the body re-armed the timer: only the last one is live.
   assert.equal(clock.fire(5000), 1);
-  await assert.rejects(iterator.next(), { name: 'ModelProviderError', code: 'model_timeout', status: 504 });
+  await assert.rejects(next, { name: 'ModelProviderError', code: 'model_timeout', status: 504 });
   assert.deepEqual(await fake.requests[0]?.closed, { finished: false });
 });
 

@@ -8,6 +8,7 @@ import { AgentRegistry } from '../../src/registry/registry.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
 import { settledHeap } from '../helpers/fuzz-heap.ts';
 import { listen } from '../helpers/listen.ts';
+import { shortUndiciTimeouts } from '../helpers/undici.ts';
 
 /** One request as the fake remote saw it. */
 interface Captured {
@@ -294,18 +295,6 @@ test('a remote that takes the request and then drops the connection is 502 upstr
   );
   assert.equal(remote.requests.length, 1, 'the remote did get the request');
 });
-
-/**
- * Node's fetch is undici, whose own headersTimeout and bodyTimeout (300 s by
- * default) stop a request whatever the transport's `timeout`. The same undici
- * class as the global dispatcher's, with limits short enough for a test.
- */
-async function shortUndiciTimeouts(): Promise<typeof fetch> {
-  await fetch('data:,'); // makes Node's global dispatcher
-  const global = (globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalDispatcher.1')] as { constructor: new (options: object) => unknown };
-  const dispatcher = new global.constructor({ headersTimeout: 150, bodyTimeout: 150 });
-  return (url, init) => fetch(url, { ...init, dispatcher } as RequestInit);
-}
 
 test("fetch's own timeouts (undici's, under a longer transport timeout) are 504 upstream_timeout that say so", async (t) => {
   const fetchWithLimits = await shortUndiciTimeouts();

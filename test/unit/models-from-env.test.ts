@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import test from 'node:test';
 import { DEFAULT_ANTHROPIC_MODEL, DEFAULT_OPENAI_MODEL, modelFromEnv } from '../../src/models/from-env.ts';
 import type { Model } from '../../src/models/model.ts';
@@ -36,9 +38,27 @@ test('ANTHROPIC_API_KEY picks the Anthropic model; OpenAI wins when both are set
   assert.equal(modelFromEnv({ ANTHROPIC_API_KEY: 'k', OPENAI_API_KEY: 'sk-x' }, fallback).name, `openai:${DEFAULT_OPENAI_MODEL}`);
 });
 
-test('a malformed base URL fails at startup with a message that names the fix', () => {
-  assert.throws(() => modelFromEnv({ OPENAI_BASE_URL: 'localhost:11434' }, fallback), /absolute http\(s\) URL/);
-  assert.throws(() => modelFromEnv({ ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: 'nope' }, fallback), /absolute http\(s\) URL/);
+test('a malformed base URL fails at startup with a message that names the variable and the fix', () => {
+  assert.throws(() => modelFromEnv({ OPENAI_BASE_URL: 'localhost:11434' }, fallback), /OPENAI_BASE_URL must be an absolute http\(s\) URL, got "localhost:11434"/);
+  assert.throws(() => modelFromEnv({ ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: 'nope' }, fallback), /ANTHROPIC_BASE_URL must be an absolute http\(s\) URL/);
+});
+
+test("ANTHROPIC_BASE_URL is read as Anthropic's SDKs read it, the API's root: /v1 is added unless it ends so", async (t) => {
+  const paths: string[] = [];
+  const server = http.createServer((req, res) => {
+    paths.push(req.url ?? '');
+    req.resume();
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end('event: message_stop\ndata: {"type": "message_stop"}\n\n');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => server.close());
+  const root = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  for (const base of [root, `${root}/`, `${root}/v1`, `${root}/gateway/anthropic`]) {
+    const model = modelFromEnv({ ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: base }, fallback);
+    for await (const _chunk of model.stream({ system: undefined, messages: [{ role: 'user', content: 'hi' }], signal: AbortSignal.timeout(5000) }));
+  }
+  assert.deepEqual(paths, ['/v1/messages', '/v1/messages', '/v1/messages', '/gateway/anthropic/v1/messages']);
 });
 
 test('reads process.env by default', () => {

@@ -1,0 +1,12 @@
+/**
+ * Node's fetch is undici, whose own headersTimeout and bodyTimeout (300 s by
+ * default) stop a request whatever a caller's own `timeout`. A fetch through
+ * the same undici class as the global dispatcher's (undici is not a
+ * dependency), with limits short enough for a test.
+ */
+export async function shortUndiciTimeouts(): Promise<typeof fetch> {
+  await fetch('data:,'); // makes Node's global dispatcher
+  const global = (globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalDispatcher.1')] as { constructor: new (options: object) => unknown };
+  const dispatcher = new global.constructor({ headersTimeout: 150, bodyTimeout: 150 });
+  return (url, init) => fetch(url, { ...init, dispatcher } as RequestInit);
+}
