@@ -30,6 +30,9 @@ interface RedisClient {
   /** node-redis v5+; v4 and ioredis have `quit`. */
   close?(): Promise<unknown>;
   quit?(): Promise<unknown>;
+  /** Drops the connection at once: node-redis v5+ `destroy`, v4 and ioredis `disconnect`. */
+  destroy?(): unknown;
+  disconnect?(): unknown;
 }
 
 export async function openPostgres(spec: PostgresSpec, cwd: string, log: Log): Promise<OpenedStorage> {
@@ -94,11 +97,22 @@ export async function openRedis(spec: RedisSpec, cwd: string, log: Log): Promise
   client.on('ready', () => {
     reported = false;
   });
+  // The drivers' connectTimeout covers the TCP connect only: a server that accepts and never answers
+  // (a stopped Redis, another service's port, TLS spoken to with redis://) would hold the start for ever.
+  const drop = (): void => {
+    try {
+      if (typeof client.destroy === 'function') client.destroy();
+      else client.disconnect?.();
+    } catch {
+      // already closed
+    }
+  };
   try {
-    await client.connect();
+    await withinConnectTimeout(client.connect());
   } catch (error) {
+    drop();
     // ioredis rejects with "Connection is closed."; the cause was its last 'error' event.
-    throw unreachable('Redis', spec, lastError ?? error);
+    throw unreachable('Redis', spec, error instanceof SilentServer ? error : (lastError ?? error));
   }
   ready = true;
 
@@ -107,7 +121,13 @@ export async function openRedis(spec: RedisSpec, cwd: string, log: Log): Promise
     await storage.close();
     await (typeof client.close === 'function' ? client.close() : client.quit?.());
   };
-  await check(storage, close, `cannot use Redis at ${spec.address}`, spec);
+  try {
+    await withinConnectTimeout(check(storage, close, `cannot use Redis at ${spec.address}`, spec));
+  } catch (error) {
+    if (!(error instanceof SilentServer)) throw error;
+    drop();
+    throw unreachable('Redis', spec, error);
+  }
   const prefix = spec.prefix === undefined ? '' : `, key prefix ${JSON.stringify(spec.prefix)}`;
   return { storage, label: `Redis at ${spec.shown}${prefix} (redisStorage on ${driverName}; kept across restarts)`, close };
 }
@@ -120,6 +140,17 @@ async function check(storage: Storage, close: () => Promise<void>, failure: stri
     await close().catch(() => undefined);
     throw new LoadError(`${failure}: ${describe(error, spec.url)}`, { cause: error });
   }
+}
+
+/** A server that took the connection and then said nothing for CONNECT_TIMEOUT_MS. */
+class SilentServer extends Error {}
+
+function withinConnectTimeout<T>(work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const silent = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new SilentServer(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`)), CONNECT_TIMEOUT_MS);
+  });
+  return Promise.race([work, silent]).finally(() => clearTimeout(timer));
 }
 
 function missing(spec: PostgresSpec | RedisSpec, what: string): LoadError {

@@ -219,6 +219,29 @@ test('a driver missing from the project is one line naming the package to instal
   }
 });
 
+test('a server that takes the connection and never answers (a stopped Redis, another service\'s port) is one line after 10 s: exit code 1', async (t) => {
+  const held: net.Socket[] = [];
+  const silent = net.createServer((socket) => held.push(socket));
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    for (const socket of held) socket.destroy();
+    silent.close();
+  });
+  const { port } = silent.address() as net.AddressInfo;
+  const cases = [
+    [`redis://default:s3cret-pw@127.0.0.1:${port}/0`, `agent-router: cannot connect to Redis at 127.0.0.1:${port}: no answer within 10 s; check that it runs and the --storage URL\n`],
+    [`postgres://postgres:s3cret-pw@127.0.0.1:${port}/test`, /^agent-router: cannot connect to Postgres at 127\.0\.0\.1:\d+: .*timeout.*; check that it runs and the --storage URL\n$/],
+  ] as const;
+  const runs = cases.map(([storage]) => runCli(t, ['serve', '--port', '0', '--storage', storage]));
+  for (const [i, [storage, expected]] of cases.entries()) {
+    const cli = runs[i] as Cli;
+    assert.deepEqual(await cli.exited, { code: 1, signal: null }, storage);
+    if (typeof expected === 'string') assert.equal(cli.stderr(), expected);
+    else assert.match(cli.stderr(), expected);
+    assert.doesNotMatch(cli.stdout() + cli.stderr(), /s3cret/);
+  }
+});
+
 test('a server that does not answer is one line naming host:port, never the password: exit code 1', async (t) => {
   const port = await closedPort();
   const cases = [

@@ -58,6 +58,10 @@ test('package.json has no runtime dependencies', () => {
   assert.equal(pkg.optionalDependencies, undefined);
   assert.equal(pkg.type, 'module');
   assert.equal(pkg.engines.node, '^20.19.0 || >=22.12.0', 'the versions whose require() loads ES modules');
+  // npm warns on installing a package with these (prepare included, though it runs only for git installs),
+  // and a reviewer where dependencies are forbidden flags it: dist/ is built by prepack instead.
+  for (const script of ['preinstall', 'install', 'postinstall', 'prepare']) assert.equal(pkg.scripts[script], undefined, script);
+  assert.equal(pkg.scripts.prepack, 'tsc -p scripts/tsconfig.build.json');
 });
 
 test('every subpath export has its types under typesVersions too, for TypeScript\'s legacy node10 resolution', () => {
