@@ -101,14 +101,28 @@ export function statusOf(error: unknown): number {
   return error instanceof AgentRouterError ? error.status : 500;
 }
 
+/**
+ * Whether a failure goes to the operator's log: a 5xx, but for our own 503s
+ * (shutting down, a stream cap), which are expected. A remote's 503 is
+ * logged: a load balancer refusing for ever shows nowhere else.
+ */
+export function worthLogging(error: unknown): boolean {
+  const status = statusOf(error);
+  return status >= 500 && (status !== 503 || error instanceof UpstreamError);
+}
+
 /** Shorthand constructors for the errors the HTTP layer raises. */
 export const httpErrors = {
   badRequest: (code: string, message: string) => new AgentRouterError(400, code, message),
   notFound: (code: string, message: string) => new AgentRouterError(404, code, message),
   methodNotAllowed: (allow: string) =>
     new AgentRouterError(405, 'method_not_allowed', `Method not allowed; use ${allow}`, { headers: { Allow: allow } }),
-  // No Connection: close: the body reader reads and drops the rest of the upload (see discardRest).
-  payloadTooLarge: (limit: number) => new AgentRouterError(413, 'body_too_large', `Request body is larger than the limit of ${limit} bytes`),
+  /**
+   * `closeConnection` when nothing reads the rest of the upload: it would be parsed as the next
+   * request. The router's own body reader reads and drops it instead (see discardRest).
+   */
+  payloadTooLarge: (limit: number, closeConnection = false) =>
+    new AgentRouterError(413, 'body_too_large', `Request body is larger than the limit of ${limit} bytes`, closeConnection ? { headers: { Connection: 'close' } } : {}),
   unsupportedMediaType: (type: string) =>
     new AgentRouterError(
       415,

@@ -48,6 +48,9 @@ const DISCARD_MS = 2000;
 
 function discardRest(req: IncomingMessage): void {
   if (req.readableEnded || req.destroyed) return;
+  // HTTP/2 resets the one stream (RST_STREAM NO_ERROR) once it is answered, with no connection at stake;
+  // reading on, or pausing, would leave it open, its flow-control window shut.
+  if (req.httpVersionMajor >= 2) return;
   let left = DISCARD_BYTES;
   const stop = (): void => {
     clearTimeout(timer);
@@ -138,7 +141,8 @@ export class JsonText {
   /** The parsed body; 413 over `limit` bytes, 400 when not UTF-8 JSON. */
   parse(limit: number): unknown {
     const raw = this.#raw;
-    if ((typeof raw === 'string' ? Buffer.byteLength(raw) : raw.length) > limit) throw httpErrors.payloadTooLarge(limit);
+    // A hook's stream (Fastify's preParsing) may have stopped reading at the limit, the rest unread.
+    if ((typeof raw === 'string' ? Buffer.byteLength(raw) : raw.length) > limit) throw httpErrors.payloadTooLarge(limit, true);
     if (typeof raw !== 'string' && !isUtf8(raw)) throw notUtf8();
     return parseJson(raw.toString());
   }

@@ -2,7 +2,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { Agent, cancelledBy, committedState } from '../agent/agent.ts';
 import { TurnCancel } from '../agent/cancel.ts';
-import { AgentRouterError, httpErrors, statusOf } from '../errors.ts';
+import { AgentRouterError, httpErrors, statusOf, worthLogging } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';
 import { AgentPool, type AgentPoolOptions } from '../server/pool.ts';
 import { isTransport, type AgentTransport } from '../transports/transport.ts';
@@ -589,8 +589,7 @@ export class AgentRouter {
   }
 
   #fail(res: ServerResponse, error: unknown): void {
-    const status = statusOf(error);
-    if (status >= 500 && status !== 503) this.#logger.error(`AgentRouter: request failed with ${status}`, error);
+    if (worthLogging(error)) this.#logger.error(`AgentRouter: request failed with ${statusOf(error)}`, error);
     // sendError writes nothing to a client that is gone (what our own 499 client_closed says); an
     // action's own 499, whatever its code, reaches a client still there like any status.
     sendError(res, error);

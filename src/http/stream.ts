@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { cancelledBy, chatInto, type Agent, type ChatSink } from '../agent/agent.ts';
 import type { TurnCancel } from '../agent/cancel.ts';
-import { AgentRouterError, errorBody, statusOf } from '../errors.ts';
+import { AgentRouterError, errorBody, statusOf, worthLogging } from '../errors.ts';
 import { DONE_FRAME, formatEvent } from '../sse/format.ts';
 import { SSEWriter } from '../sse/writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
@@ -129,7 +129,7 @@ class ReplyStream<T> implements ChatSink {
     const cancel = this.#cancel;
     const cause = cancel.aborted ? cancel.reason : error;
     const status = statusOf(cause);
-    if (status >= 500 && status !== 503) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${status}`, cause);
+    if (worthLogging(cause)) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${status}`, cause);
     const body = errorBody(cause);
     this.#end(this.#typed ? formatEvent(typedFrame('turn.failed', body), 'turn.failed') : formatEvent(JSON.stringify(body), 'error'));
   }

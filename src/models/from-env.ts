@@ -52,10 +52,10 @@ export function modelFromEnv(env: Env = process.env, fallback?: () => Model): Mo
   return fallback();
 }
 
-/** A base URL variable, refused by its name when it is not an absolute http(s) URL. */
+/** A base URL variable, refused by its name (not its value: a key pasted there must not reach a log). */
 function checkURL(name: string, value: string | undefined): string | undefined {
   if (value === undefined || (/^https?:\/\//i.test(value) && URL.canParse(value))) return value;
-  throw new TypeError(`modelFromEnv: ${name} must be an absolute http(s) URL, got ${JSON.stringify(value.slice(0, 100))}`);
+  throw new TypeError(`modelFromEnv: ${name} must be an absolute http(s) URL, e.g. ${name === 'OPENAI_BASE_URL' ? 'http://localhost:11434/v1' : 'https://api.anthropic.com'}`);
 }
 
 /**
@@ -66,6 +66,8 @@ function checkURL(name: string, value: string | undefined): string | undefined {
  */
 function withV1(value: string | undefined): string | undefined {
   if (value === undefined) return undefined;
-  const base = value.replace(/\/+$/, '');
-  return /\/v1$/i.test(base) ? base : `${base}/v1`;
+  const url = new URL(value);
+  const path = url.pathname.replace(/\/+$/, '');
+  url.pathname = /\/v1$/i.test(path) ? path : `${path}/v1`;
+  return url.href;
 }

@@ -93,9 +93,15 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
   let timer: unknown;
   // An idle timer, re-armed on headers and on every body read: a slow but
   // steady stream is fine, a silent one is not. Stopped while a chunk waits
-  // for the consumer (a client reading slowly holds the provider back too).
-  const stop = (): void => providerTimers.clearTimeout(timer);
+  // for the consumer (a client reading slowly holds the provider back too);
+  // `held` keeps the reads the SSE decoder makes ahead meanwhile from re-arming it.
+  let held = false;
+  const stop = (): void => {
+    held = true;
+    providerTimers.clearTimeout(timer);
+  };
   const arm = (): void => {
+    held = false;
     providerTimers.clearTimeout(timer);
     if (request.timeout === Infinity) return;
     timer = providerTimers.setTimeout(() => {
@@ -128,25 +134,33 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     arm();
     try {
       if (!response.ok) throw await httpError(request, response);
-      // No type is read as a stream (some compatible servers send none); any other than SSE is not one.
       const type = response.headers.get('content-type') ?? '';
-      if (response.body === null || (type !== '' && !/^\s*text\/event-stream\s*(?:;|$)/i.test(type))) throw await notAStream(request, response);
+      if (response.body === null || /json/i.test(type)) throw await notAStream(request, response);
       const decoder = request.decoder();
       const body = response.body.pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({
           transform(bytes, out) {
-            arm();
+            if (!held) arm();
             out.enqueue(bytes);
           },
         }),
+        // An abort (the timeout's too) errors the reader at once, wherever the pipe stands.
+        { signal: controller.signal },
       );
+      let events = 0;
       for await (const event of readSSE(body, { complete: () => decoder.done })) {
+        events++;
         for (const chunk of decoder.event(event)) {
           stop();
           yield chunk;
           arm();
         }
         if (decoder.done) break;
+      }
+      // Some servers stream SSE under another type (Flask's text/html default), so the type alone
+      // does not refuse a body; one that held no event at all is a web page, not a cut stream.
+      if (events === 0 && !/^\s*text\/event-stream\s*(?:;|$)/i.test(type)) {
+        throw badResponse(request, `a body of type ${JSON.stringify(type.slice(0, 60))} with no event in it; check baseURL points at a streaming API`);
       }
       yield* decoder.end();
     } catch (error) {

@@ -212,7 +212,8 @@ export class RemoteCall {
       try {
         body = JSON.parse(await this.#readText(response, ERROR_BODY_LIMIT));
       } catch (error) {
-        if (error instanceof AgentRouterError || this.#controller.signal.aborted) throw error;
+        // A 503 stays one, whatever its body (too large, cut): the caller's retry hint matters more.
+        if (this.#controller.signal.aborted || (error instanceof AgentRouterError && status !== 503)) throw error;
       }
     }
     return statusError(this.remote, status, body, response.headers.get('retry-after'));

@@ -174,19 +174,22 @@ export function statusError(remote: string, status: number, body: unknown, retry
   return new UpstreamError(status, relayedCode(fields['code'], 'upstream_error'), message, { expose: true, ...retryAfterHeader(retryAfter) });
 }
 
+/** The 503s our own routers answer, relayed with their message: nothing in them names the remote. */
+const OWN_UNAVAILABLE: ReadonlySet<unknown> = new Set(['shutting_down', 'too_many_streams', 'upstream_busy', 'upstream_unavailable']);
+
 /**
  * A 503: the remote is shutting down (a rolling deploy), out of room, or a
  * load balancer before it has no healthy backend. All pass, and a 502 would
  * tell the caller the hop is broken, so it stays a 503, with the remote's
- * numeric Retry-After. A JSON `{"error"}` (our routers' `shutting_down`,
- * `too_many_streams`) is relayed as a 4xx one is, and as a stream relays
- * it; any other body is `upstream_unavailable`, never quoted.
+ * numeric Retry-After. Our routers' own 503s (`shutting_down`, ...) are
+ * relayed as a stream relays them; any other body is `upstream_unavailable`,
+ * never quoted (a 5xx body can name internal hosts).
  */
 function unavailable(remote: string, body: unknown, retryAfter: string | null): UpstreamError {
   const fields = asFields(body);
   const headers = retryAfterHeader(retryAfter);
-  if (typeof fields['error'] === 'string') {
-    return new UpstreamError(503, relayedCode(fields['code'], 'upstream_unavailable'), fields['error'], { expose: true, ...headers });
+  if (OWN_UNAVAILABLE.has(fields['code']) && typeof fields['error'] === 'string') {
+    return new UpstreamError(503, fields['code'] as string, fields['error'].slice(0, 500), { expose: true, ...headers });
   }
   return new UpstreamError(503, 'upstream_unavailable', `HTTPTransport: ${remote} answered 503 (unavailable for now)`, {
     expose: true,

@@ -114,6 +114,8 @@ for (const [name, fastify] of majors) {
     assert.deepEqual(await (await chat('gunzip', gzipped, { 'content-encoding': 'gzip' })).json(), { agent_id: 'counter-1', response: 'unzipped by the host' });
     // Over the router's limit, with no length declared: refused once the limit is passed.
     const res = await postChunked(`${url}/api/counter-1/chat`, `{"message":"${'x'.repeat(BODY_LIMIT * 4)}"}`, { 'content-type': 'application/json', 'x-hook': 'pass' });
+    // The hook's stream stopped at the limit, the rest unread: the connection closes, or it would stall on it.
+    assert.equal(res.headers.get('connection'), 'close');
     await assertError(res, 413, 'body_too_large');
   });
 

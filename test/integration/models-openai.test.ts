@@ -161,6 +161,9 @@ test('a 200 answer that is a web page (a proxy, a wrong baseURL) is a bad respon
   const error = providerError(await collect(model(fake.url, { maxRetries: 2 })), 'model_bad_response');
   assert.match(error.message, /check baseURL/);
   assert.equal(fake.requests.length, 1);
+  // A server that streams SSE under another type (Flask's text/html default) still works: the body decides.
+  const mislabelled = await fakeProvider(t, () => ({ headers: { 'content-type': 'text/html; charset=utf-8' }, body: STREAM }));
+  assert.equal((await collect(model(mislabelled.url))).chunks.join(''), TEXT);
 });
 
 test('a refusal (delta.refusal) or a content filter stop fails the turn as model_refused, without a retry', async (t) => {
@@ -264,6 +267,27 @@ test('stopping the iteration early closes the request too', async (t) => {
     break;
   }
   assert.deepEqual(await fake.requests[0]?.closed, { finished: false });
+});
+
+test('bytes that arrive while the consumer holds a chunk do not restart the idle timer (the SSE decoder reads ahead)', async (t) => {
+  const clock = manualClock(t);
+  let respond: ((text: string) => void) | undefined;
+  const { url: base, close } = await listen((req, res) => {
+    req.resume();
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(FIRST_EVENTS);
+    respond = (text) => res.write(text);
+  });
+  t.after(close);
+  const iterator = model(base, { timeout: 5 }).stream({ system: undefined, messages: [], signal: AbortSignal.timeout(10_000) })[Symbol.asyncIterator]();
+  assert.deepEqual(await iterator.next(), { done: false, value: 'Hello' });
+  // The rest of the reply comes while 'Hello' is still held: read ahead, it must not start the clock again.
+  (respond as (text: string) => void)(STREAM.split('\n\n').slice(2).join('\n\n'));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  assert.equal(clock.fire(5000), 0);
+  const rest: string[] = [];
+  for (let next = await iterator.next(); next.done !== true; next = await iterator.next()) if (typeof next.value === 'string') rest.push(next.value);
+  assert.equal(['Hello', ...rest].join(''), TEXT);
 });
 
 test('timeout: Infinity sets no idle timer at all', async (t) => {

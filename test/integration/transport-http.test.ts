@@ -448,6 +448,8 @@ test('a remote 503 stays a 503 with its Retry-After in seconds: our routers\' co
       res.setHeader('retry-after', '7');
       return json(res, 503, { error: 'The server is shutting down', code: 'shutting_down' });
     }
+    if (id === 'foreign') return json(res, 503, { error: 'SECRET backend 10.0.0.5 is down', code: 'no_backend' });
+    if (id === 'huge') return json(res, 503, { error: 'x'.repeat(100_000) });
     // A load balancer with no healthy backend: HTML, and a date the caller's clock may not share.
     res.writeHead(503, { 'content-type': 'text/html', 'retry-after': 'Wed, 21 Oct 2026 07:28:00 GMT' });
     res.end('<h1>SECRET no healthy upstream</h1>');
@@ -463,10 +465,15 @@ test('a remote 503 stays a 503 with its Retry-After in seconds: our routers\' co
     assert.equal(error.message, `HTTPTransport: ${remote.base}/balancer/chat answered 503 (unavailable for now)`);
     assert.equal((error as AgentRouterError).headers, undefined);
   }));
+  // Only our routers' own 503 codes are relayed with their message; a body too large to read is still a 503.
+  for (const id of ['foreign', 'huge']) {
+    await assert.rejects(transport.chat(id, 'x'), upstream(503, 'upstream_unavailable', (error) => assert.ok(!error.message.includes('SECRET'), id)), id);
+  }
 
   const registry = new AgentRegistry();
   registry.register('.*', transport);
-  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener());
+  const logged: string[] = [];
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: (message) => logged.push(message) } }).toRequestListener());
   t.after(close);
   const post = (id: string) =>
     fetch(`${url}/${id}/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"x"}', signal: AbortSignal.timeout(5000) });
@@ -478,6 +485,8 @@ test('a remote 503 stays a 503 with its Retry-After in seconds: our routers\' co
   assert.equal(balancer.status, 503);
   assert.equal(balancer.headers.get('retry-after'), null);
   assert.deepEqual(await balancer.json(), { error: 'The remote agent is unavailable for now (503); try again later', code: 'upstream_unavailable' });
+  // The operator hears of a remote's 503s (a load balancer refusing for ever shows nowhere else).
+  assert.deepEqual(logged, ['AgentRouter: request failed with 503', 'AgentRouter: request failed with 503']);
 });
 
 test('a 200 that is not JSON, or JSON of the wrong shape, is a 502', async (t) => {

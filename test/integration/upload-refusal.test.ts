@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import http2 from 'node:http2';
 import net from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
@@ -155,4 +156,34 @@ test('AgentServer holds Expect: 100-continue until the router reads the body: re
   assert.match(first, /connection: keep-alive/i);
   client.socket.write(`POST /agent/bot-1/chat HTTP/1.1\r\n${JSON_HEAD}Authorization: yes\r\nContent-Length: ${CHAT.length}\r\n\r\n${CHAT}`);
   await client.until(/HTTP\/1\.1 200[^]*HTTP\/1\.1 200[^]*"response":"hello"/);
+});
+
+test('over HTTP/2 a 413 ends the one stream at once (no lingering: no connection is at stake), and the session serves on', async (t) => {
+  const server = http2.createServer(new AgentRouter(registry(), { bodyLimit: 1024 }).toRequestListener());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const session = http2.connect(`http://127.0.0.1:${(server.address() as net.AddressInfo).port}`);
+  t.after(() => {
+    session.destroy();
+    server.close();
+  });
+  const big = session.request({ ':method': 'POST', ':path': '/bot-1/chat', 'content-type': 'application/json', 'content-length': String(30 << 20) });
+  big.on('error', () => {});
+  const status = new Promise((resolve) => big.on('response', (headers) => resolve(headers[':status'])));
+  const closed = new Promise<number>((resolve) => big.on('close', () => resolve(big.rstCode)));
+  big.resume();
+  const piece = Buffer.alloc(256 * 1024, 0x20);
+  void (async () => {
+    for (let sent = 0; sent < 30 << 20 && !big.destroyed; sent += piece.length) {
+      if (!big.write(piece)) await new Promise((resolve) => big.once('drain', resolve).once('close', resolve));
+    }
+  })();
+  assert.equal(await status, 413);
+  // Before, a stream left half open with its window shut waited here for ever (the test's timeout).
+  assert.equal(await closed, http2.constants.NGHTTP2_NO_ERROR);
+  const small = session.request({ ':method': 'POST', ':path': '/bot-1/chat', 'content-type': 'application/json' });
+  let text = '';
+  small.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  small.end(CHAT);
+  await new Promise((resolve) => small.on('close', resolve));
+  assert.match(text, /"response":"hello"/);
 });

@@ -39,7 +39,9 @@ test('ANTHROPIC_API_KEY picks the Anthropic model; OpenAI wins when both are set
 });
 
 test('a malformed base URL fails at startup with a message that names the variable and the fix', () => {
-  assert.throws(() => modelFromEnv({ OPENAI_BASE_URL: 'localhost:11434' }, fallback), /OPENAI_BASE_URL must be an absolute http\(s\) URL, got "localhost:11434"/);
+  assert.throws(() => modelFromEnv({ OPENAI_BASE_URL: 'localhost:11434' }, fallback), /OPENAI_BASE_URL must be an absolute http\(s\) URL, e\.g\. http:\/\/localhost:11434\/v1$/);
+  // Not quoted: a key pasted into the wrong variable must not reach a log.
+  assert.throws(() => modelFromEnv({ OPENAI_BASE_URL: 'sk-proj-SECRET0123456789' }, fallback), (error: Error) => !error.message.includes('SECRET'));
   assert.throws(() => modelFromEnv({ ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: 'nope' }, fallback), /ANTHROPIC_BASE_URL must be an absolute http\(s\) URL/);
 });
 
