@@ -92,6 +92,8 @@ export function holdContinue(req: IncomingMessage, res: ServerResponse): void {
 }
 
 function continueIfAsked(req: IncomingMessage): void {
+  // Most requests expect nothing: no WeakMap lookup for them.
+  if (req.headers.expect === undefined) return;
   const held = heldContinues.get(req);
   if (held === undefined) return;
   heldContinues.delete(req);
