@@ -555,7 +555,7 @@ export class AgentRouter {
     for (const running of this.#turns.list()) running.cancel.abort(reason);
   }
 
-  /** See `shutTurns`. */
+  /** See `shutTurns`. @internal */
   [shutTurns](reason: unknown): void {
     this.#shut = { reason };
     this.abortAll(reason);

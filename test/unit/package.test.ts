@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -71,8 +71,22 @@ test('every subpath export has its types under typesVersions too, for TypeScript
   for (const [key, value] of subpaths) assert.deepEqual(pkg.typesVersions['*'][key.slice(2)], [value.types], key);
 });
 
-test('the built library imports nothing but node: modules and its own files', () => {
-  const out = mkdtempSync(path.join(tmpdir(), 'agent-router-dist-'));
+/** A consumer's strict TypeScript project: skipLibCheck off (TypeScript's default), so every published .d.ts is checked. */
+const CONSUMER = `import { Agent, AgentRegistry, AgentRouter, AgentServer, HTTPTransport, echoModel } from 'agent-router';
+import { toExpress } from 'agent-router/express';
+import { toKoa } from 'agent-router/koa';
+import { toFastify } from 'agent-router/fastify';
+class Counter extends Agent<{ count: number }> {}
+const registry = new AgentRegistry();
+registry.register('c-.*', Counter);
+registry.register('r-.*', new HTTPTransport('http://127.0.0.1:1/agent'));
+const router = new AgentRouter(registry);
+void [toExpress(router), toKoa(router), toFastify(router), new AgentServer(new Counter('x', { model: echoModel() }))];
+`;
+
+test('the built library imports nothing but node: modules and its own files, and its types compile in a strict project without skipLibCheck', () => {
+  const project = mkdtempSync(path.join(tmpdir(), 'agent-router-dist-'));
+  const out = path.join(project, 'node_modules/agent-router/dist');
   try {
     execFileSync(path.join(root, 'node_modules/.bin/tsc'), ['-p', 'scripts/tsconfig.build.json', '--outDir', out], { cwd: root });
     const files = readdirSync(out, { recursive: true }).map(String).filter((f) => f.endsWith('.js'));
@@ -95,7 +109,22 @@ test('the built library imports nothing but node: modules and its own files', ()
         assert.ok(!specifier.endsWith('.ts'), `${file} imports ${specifier} (a .ts extension survived the build)`);
       }
     }
+
+    // stripInternal drops what is tagged @internal: a member left behind that names it breaks every consumer.
+    copyFileSync(path.join(root, 'package.json'), path.join(project, 'node_modules/agent-router/package.json'));
+    writeFileSync(path.join(project, 'package.json'), '{"type": "module"}');
+    writeFileSync(path.join(project, 'use.ts'), CONSUMER);
+    const compilerOptions = {
+      strict: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', noEmit: true,
+      skipLibCheck: false, types: ['node'], typeRoots: [path.join(root, 'node_modules/@types')],
+    };
+    writeFileSync(path.join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions, include: ['use.ts'] }));
+    try {
+      execFileSync(path.join(root, 'node_modules/.bin/tsc'), ['-p', 'tsconfig.json'], { cwd: project, encoding: 'utf8' });
+    } catch (error) {
+      assert.fail(`the published types do not compile:\n${(error as { stdout?: string }).stdout ?? String(error)}`);
+    }
   } finally {
-    rmSync(out, { recursive: true, force: true });
+    rmSync(project, { recursive: true, force: true });
   }
 });
