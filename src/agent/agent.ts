@@ -174,6 +174,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   #stale = false;
   #staged: S | undefined;
   #inTurn = false;
+  /** An action runs now (its turn's setState calls join it); a chat turn has no code of the user's to call setState. */
+  #inAction = false;
   /** The running chat turn's user message is the history's last entry, not yet committed. */
   #pendingUser = false;
   /** Actions cut at their turn's end that are still running. */
@@ -274,9 +276,14 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     return this.#abandoned > 0;
   }
 
-  /** Merges into state. Inside a turn (an action) it joins that turn; outside, it is a turn of its own. */
+  /**
+   * Merges into state. Inside an action it joins the action's turn (as does
+   * any call made while an action runs: the caller cannot be told apart);
+   * otherwise it is a turn of its own, after the running one: joined to a
+   * chat turn, it would be lost when that turn failed.
+   */
   async setState(update: StateUpdate<S>): Promise<S> {
-    if (this.#inTurn) return this.#stage(update);
+    if (this.#inTurn && this.#inAction) return this.#stage(update);
     if (this.#abandoned > 0) {
       throw new AgentRouterError(409, 'turn_ended', `Agent ${JSON.stringify(this.id)}: setState from an action whose turn was already cut`);
     }
@@ -439,10 +446,15 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     const action = (this as unknown as Record<string, (...args: unknown[]) => unknown>)[method] as (...args: unknown[]) => unknown;
     const args = actionArguments(params);
     return this.#turn(cancelOf(options), async () => {
-      const result = await action.apply(this, args);
-      // Checked inside the turn: a result no caller could be sent must not leave a committed change behind.
-      assertJson(result, `Agent ${JSON.stringify(this.id)}: action ${method}'s result`);
-      return { result, append: [] };
+      this.#inAction = true;
+      try {
+        const result = await action.apply(this, args);
+        // Checked inside the turn: a result no caller could be sent must not leave a committed change behind.
+        assertJson(result, `Agent ${JSON.stringify(this.id)}: action ${method}'s result`);
+        return { result, append: [] };
+      } finally {
+        this.#inAction = false;
+      }
     });
   }
 

@@ -72,6 +72,30 @@ test('setState outside a turn is a turn of its own and is stored', async () => {
   await assert.rejects(counter.setState(null as never), /state must be a plain object/);
 });
 
+test('setState from outside while a chat turn runs is a turn of its own after it, and is kept when that turn fails', async () => {
+  const storage = new MemoryStorage();
+  let fail: (error: Error) => void = () => {};
+  const agent = new Agent<{ n: number }>('x', {
+    storage,
+    initialState: { n: 0 },
+    model: scriptedModel(() => new Promise<string>((_, reject) => (fail = reject))),
+  });
+  const chat = agent.chat('hello');
+  await new Promise(setImmediate); // the chat turn is waiting on its model
+  let applied = false;
+  const outside = agent.setState({ n: 42 }).then((state) => {
+    applied = true;
+    return state;
+  });
+  await new Promise(setImmediate);
+  assert.equal(applied, false, 'it waits for the chat turn, not joins it');
+  fail(new Error('model failed'));
+  await assert.rejects(chat, /model failed/);
+  assert.deepEqual(await outside, { n: 42 });
+  assert.deepEqual(agent.state, { n: 42 });
+  assert.deepEqual((await storage.load('x'))?.state, { n: 42 });
+});
+
 test('a new instance loads state and history from storage', async () => {
   const storage = new MemoryStorage();
   const first = new Counter('c', storage);
