@@ -70,6 +70,9 @@ function problemOf(value: unknown, key: string, state: boolean): string | undefi
 function objectProblem(value: object, key: string, state: boolean): string | undefined {
   const prototype = Object.getPrototypeOf(value) as unknown;
   if (prototype === Object.prototype || prototype === Array.prototype || prototype === null || isPlainOfOtherRealm(value, prototype)) return undefined;
+  // An action written as a generator returns one unstarted: its body never runs, and JSON writes it as {}.
+  const tag = Object.prototype.toString.call(value);
+  if (tag === '[object Generator]' || tag === '[object AsyncGenerator]') return `a generator${at(key)} (an action returns its result; a generator action never runs)`;
   const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
   const what = typeof name === 'string' && name !== '' ? `${/^[AEIO]/.test(name) ? 'an' : 'a'} ${name}` : 'an object';
   if (LOST_BY_JSON.some((type) => value instanceof type) || ArrayBuffer.isView(value)) return `${what}${at(key)}`;

@@ -397,7 +397,7 @@ function deeplyNested(depth: number): unknown {
 test('state and action results must be JSON: a turn that would store or answer anything else fails and changes nothing', async () => {
   const storage = new MemoryStorage();
   class Careless extends Agent {
-    static override actions = ['stash', 'answer', 'when', 'echo'];
+    static override actions = ['stash', 'answer', 'when', 'echo', 'generate', 'generateLater'];
     constructor(id: string) {
       super(id, { storage, initialState: { n: 0 } });
     }
@@ -414,6 +414,14 @@ test('state and action results must be JSON: a turn that would store or answer a
     }
     async echo(value: unknown): Promise<unknown> {
       return value;
+    }
+    // Written as generators by mistake: called, they return unstarted, so the setState never runs.
+    *generate(): Generator<number> {
+      yield 1;
+    }
+    async *generateLater(): AsyncGenerator<number> {
+      await this.setState({ n: 7 });
+      yield 1;
     }
   }
   const agent = new Careless('careless-1');
@@ -441,6 +449,8 @@ test('state and action results must be JSON: a turn that would store or answer a
   }
   await assert.rejects(agent.invoke('answer'), /action answer's result is not JSON: it holds a BigInt \(key "when"\)/);
   await assert.rejects(agent.invoke('echo', [{ pattern: /x/ }]), /action echo's result is not JSON: it holds a RegExp \(key "pattern"\)/);
+  await assert.rejects(agent.invoke('generate'), /action generate's result is not JSON: it holds a generator \(an action returns its result; a generator action never runs\)/);
+  await assert.rejects(agent.invoke('generateLater'), /action generateLater's result is not JSON: it holds a generator/);
   const point = new (class Point { x = 1 })();
   assert.equal(await agent.invoke('echo', [point]), point, 'a result may be a class instance: it is sent once, as its JSON');
   assert.deepEqual(await agent.invoke('when'), new Date(0), 'a result may be a Date: it is sent once, as its ISO string');
