@@ -94,12 +94,16 @@ export class AgentPool {
       entry = undefined;
     }
     if (entry === undefined) {
-      if (this.#entries.size >= this.maxAgents && !this.#evictOldestIdle()) {
+      const idle = this.#entries.size >= this.maxAgents ? this.#oldestIdle() : undefined;
+      if (this.#entries.size >= this.maxAgents && idle === undefined) {
         throw new AgentRouterError(429, 'too_many_agents', `All ${this.maxAgents} live agents are busy; retry shortly`, {
           headers: { 'Retry-After': '1' },
         });
       }
-      entry = { id, agent: create(id), active: 0, lastUsed: 0, older: undefined, newer: undefined };
+      // Made before the eviction: a constructor that throws must not cost a live agent its place.
+      const agent = create(id);
+      if (idle !== undefined) this.#drop(idle.id, idle, 'capacity');
+      entry = { id, agent, active: 0, lastUsed: 0, older: undefined, newer: undefined };
       this.#entries.set(id, entry);
       this.#link(entry);
       this.#callHook(this.#onCreate, entry.agent, undefined);
@@ -116,7 +120,8 @@ export class AgentPool {
   release(id: string): void {
     const entry = this.#entries.get(id);
     if (entry === undefined) return;
-    entry.active--;
+    // A release with no acquire left (a caller's extra one) must not make the next acquire's instance look idle.
+    if (entry.active > 0) entry.active--;
     entry.lastUsed = this.#now();
     this.#touch(entry);
   }
@@ -168,13 +173,10 @@ export class AgentPool {
     return entry.active > 0 || entry.agent.busy;
   }
 
-  #evictOldestIdle(): boolean {
-    for (let entry = this.#oldest; entry !== undefined; entry = entry.newer) {
-      if (this.#isBusy(entry)) continue;
-      this.#drop(entry.id, entry, 'capacity');
-      return true;
-    }
-    return false;
+  /** The least recently used instance that is not busy: the one to drop for room. */
+  #oldestIdle(): Entry | undefined {
+    for (let entry = this.#oldest; entry !== undefined; entry = entry.newer) if (!this.#isBusy(entry)) return entry;
+    return undefined;
   }
 
   #drop(id: string, entry: Entry, reason: EvictReason): void {

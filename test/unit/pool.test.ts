@@ -142,6 +142,21 @@ test('at maxAgents with every instance busy, acquire throws 429 with Retry-After
   assert.ok(pool.acquire('a', (id) => new Counter(id)));
 });
 
+test('at maxAgents a constructor that throws costs no live agent its place; an extra release does not make a busy instance look idle', () => {
+  const { pool, evicted, use } = makePool({ maxAgents: 1 });
+  use('a');
+  assert.throws(() => pool.acquire('b', () => {
+    throw new Error('constructor failed');
+  }), /constructor failed/);
+  assert.deepEqual(evicted, []);
+  assert.deepEqual(pool.list().map((agent) => agent.id), ['a']);
+
+  pool.release('a'); // one more than acquired
+  pool.acquire('a', (id) => new Counter(id));
+  assert.equal(pool.evict('a'), false, 'a is in use');
+  assert.throws(() => pool.acquire('b', (id) => new Counter(id)), { status: 429 });
+});
+
 test('evict drops an idle instance on purpose and reports what it did', () => {
   const { pool, evicted, use } = makePool();
   const agent = use('x');
