@@ -115,6 +115,9 @@ export class RemoteCall {
       },
     });
     let drained = false;
+    // The whole stream is bounded too, not only each event: a remote that never ends its reply
+    // would otherwise be relayed for ever (the transport's timeout cuts only silence).
+    let received = 0;
     try {
       while (!finished) {
         const step = await this.#read(reader);
@@ -124,6 +127,11 @@ export class RemoteCall {
           parser.feed(decoder.decode(step.value, { stream: true }));
         } catch (error) {
           throw this.badResponse(`an SSE event larger than ${this.#settings.maxResponseSize} characters`, error);
+        }
+        // Checked after the parse: what follows `done` in the same read is a tail, not the reply.
+        received += step.value.length;
+        if (!finished && received > this.#settings.maxResponseSize) {
+          throw this.badResponse(`a stream longer than maxResponseSize (${this.#settings.maxResponseSize} bytes) in all`);
         }
         while (queue.length > 0) {
           this.#watchdog.pause();

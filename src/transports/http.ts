@@ -45,8 +45,9 @@ export interface HTTPTransportOptions {
    */
   maxConnections?: number | undefined;
   /**
-   * Largest JSON reply and largest single SSE event accepted, in bytes
-   * (characters for SSE); a bigger one is a 502.
+   * Largest JSON reply, and largest streamed reply (all its events
+   * together), accepted, in bytes; a bigger one is a 502 (an `event: error`
+   * once the stream began).
    * @defaultValue 16 MiB
    */
   maxResponseSize?: number | undefined;

@@ -569,7 +569,8 @@ test('bodies: JSON must be UTF-8 (another charset or a compressed body is 415, i
   const bom = await send('\ufeff{"message":"marked"}', {});
   assert.equal((await bom.json()).response, 'marked');
   // A number JSON can write but JavaScript holds only as Infinity, which no reply or state can carry.
-  for (const huge of ['1e999', '-1e999', '9'.repeat(400)]) {
+  // A long number with a short exponent overflows too: 1 and 290 zeros, times 1e99.
+  for (const huge of ['1e999', '-1e999', '9'.repeat(400), `1${'0'.repeat(290)}e99`]) {
     const refused = await send(`{"message":"x","n":${huge}}`, {});
     assert.equal(refused.status, 400, huge.slice(0, 10));
     assert.deepEqual(await refused.json(), { error: 'Invalid JSON body: a number is too large to represent (it would be Infinity)', code: 'invalid_json' });

@@ -515,6 +515,19 @@ test('a JSON reply over maxResponseSize is a 502, and the connection is dropped'
   await assert.rejects(new HTTPTransport(remote.base, { maxResponseSize: 1024 }).chat('bot-1', 'x'), upstream(502, 'upstream_bad_response'));
 });
 
+test('a stream is bounded by maxResponseSize in all, not only per event: a remote that never ends its reply is cut', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => {
+    sseHead(res);
+    const timer = setInterval(() => res.write(`data: ${'x'.repeat(100)}\n\n`), 1); // small events, for ever
+    res.on('close', () => clearInterval(timer));
+  });
+  const chunks: string[] = [];
+  await assert.rejects(async () => {
+    for await (const chunk of new HTTPTransport(remote.base, { maxResponseSize: 4096 }).stream('bot-1', 'x')) chunks.push(chunk);
+  }, upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /a stream longer than maxResponseSize \(4096 bytes\) in all/)));
+  assert.ok(chunks.length > 0 && chunks.length < 4096 / 100, `${chunks.length} events relayed before the cut`);
+});
+
 test('no redirect is followed, cross-origin or not: a 3xx is a 502', async (t) => {
   const elsewhere = await fakeRemote(t);
   const remote = await fakeRemote(t, (_req, res, captured) => {

@@ -8,6 +8,7 @@ import { echoModel } from '../../src/models/echo.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { AgentServer } from '../../src/server/server.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
+import { MiB, mib, settledHeap } from '../helpers/fuzz-heap.ts';
 import { listen } from '../helpers/listen.ts';
 
 /**
@@ -186,4 +187,28 @@ test('over HTTP/2 a 413 ends the one stream at once (no lingering: no connection
   small.end(CHAT);
   await new Promise((resolve) => small.on('close', resolve));
   assert.match(text, /"response":"hello"/);
+});
+
+test('a body sent chunked a byte at a time holds about its own size while it arrives, not an object per piece', async (t) => {
+  const { url, close, server } = await listen(new AgentRouter(registry()).toRequestListener());
+  t.after(close);
+  let reading: import('node:http').IncomingMessage | undefined;
+  server.on('request', (req) => (reading = req));
+  const client = await connect(Number(new URL(url).port));
+  t.after(() => client.socket.destroy());
+  const pieces = 200_000;
+  const head = `POST /bot-1/chat HTTP/1.1\r\n${JSON_HEAD}Transfer-Encoding: chunked\r\n\r\n`;
+  const opening = `${(12).toString(16)}\r\n{"message":"\r\n`;
+  const body = '1\r\nx\r\n'.repeat(pieces);
+  const before = await settledHeap();
+  client.socket.write(head + opening + body);
+  const sent = Buffer.byteLength(head + opening + body);
+  // Every byte read by the server, the body not yet ended: what it holds now is what it keeps per piece.
+  while ((reading?.socket?.bytesRead ?? 0) < sent) await new Promise((resolve) => setTimeout(resolve, 10));
+  const held = (await settledHeap()) - before;
+  console.log(`heap held for a 200 KB body in ${pieces} pieces: ${mib(held)}`);
+  // Before: a Buffer object per piece, about 16 MiB here (and some 400 MB for a 1 MiB body).
+  assert.ok(held < 4 * MiB, `heap grew by ${mib(held)}`);
+  client.socket.write('2\r\n"}\r\n0\r\n\r\n');
+  await client.until(new RegExp(`HTTP/1\\.1 200[^]*"response":"x{${pieces}}"`));
 });
