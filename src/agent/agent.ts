@@ -174,8 +174,17 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   #stale = false;
   #staged: S | undefined;
   #inTurn = false;
-  /** An action runs now (its turn's setState calls join it); a chat turn has no code of the user's to call setState. */
+  /** An action runs now: setState calls join its turn, and fail with it. */
   #inAction = false;
+  /**
+   * setState calls made from outside a running chat turn (a chat turn has no
+   * code of the user's): staged into it, so one its model waits on (another
+   * agent's action writing back) cannot deadlock, and applied in a turn of
+   * their own if the chat turn stores nothing, so none is lost.
+   */
+  #carried: Array<StateUpdate<S>> | undefined;
+  /** How many of #carried the commit under way holds. */
+  #carriedInCommit = 0;
   /** The running chat turn's user message is the history's last entry, not yet committed. */
   #pendingUser = false;
   /** Actions cut at their turn's end that are still running. */
@@ -279,11 +288,14 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   /**
    * Merges into state. Inside an action it joins the action's turn (as does
    * any call made while an action runs: the caller cannot be told apart);
-   * otherwise it is a turn of its own, after the running one: joined to a
-   * chat turn, it would be lost when that turn failed.
+   * during a chat turn it is stored with that turn, or after it if the turn
+   * stores nothing; otherwise it is a turn of its own.
    */
   async setState(update: StateUpdate<S>): Promise<S> {
-    if (this.#inTurn && this.#inAction) return this.#stage(update);
+    if (this.#inTurn) {
+      if (!this.#inAction) (this.#carried ??= []).push(update);
+      return this.#stage(update);
+    }
     if (this.#abandoned > 0) {
       throw new AgentRouterError(409, 'turn_ended', `Agent ${JSON.stringify(this.id)}: setState from an action whose turn was already cut`);
     }
@@ -667,6 +679,11 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   #end(unlock: Session): Promise<void> | undefined {
     this.#staged = undefined;
     this.#inTurn = false;
+    const carried = this.#carried;
+    if (carried !== undefined) {
+      this.#carried = undefined;
+      this.#applyCarried(carried);
+    }
     let unlocking: void | Promise<void>;
     try {
       unlocking = unlock();
@@ -682,12 +699,27 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   }
 
   /**
+   * The outside setState calls a chat turn did not store (it failed, or they
+   * came during its commit), as a turn of their own after it. Their callers
+   * had their answer already; a failure here is the storage's, and the next
+   * turn meets it too.
+   */
+  #applyCarried(updates: Array<StateUpdate<S>>): void {
+    this.#turn({ cancel: new TurnCancel(), own: true }, async () => {
+      let state = this.state;
+      for (const update of updates) state = this.#stage(update);
+      return { result: state, append: [] };
+    }).catch(() => {});
+  }
+
+  /**
    * Stores the turn, then applies it here; `inPlace` leading messages of
    * `append` are already in the history. A promise only when the storage
    * answers asynchronously.
    */
   #commit(append: ChatMessage[], inPlace = 0): Promise<void> | undefined {
     const state = this.#staged ?? this.#state;
+    this.#carriedInCommit = this.#carried?.length ?? 0;
     if (state === this.#state && append.length === 0) return undefined;
     if (state !== this.#state) assertJsonState(state, `Agent ${JSON.stringify(this.id)}: state`);
     const expectedVersion = this.#version;
@@ -721,6 +753,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
 
   #apply(expectedVersion: number, state: S, append: ChatMessage[], inPlace: number, version: number): void {
     this.#pendingUser = false;
+    if (this.#carried !== undefined) this.#carried = this.#carried.length > this.#carriedInCommit ? this.#carried.slice(this.#carriedInCommit) : undefined;
     // A concurrent snapshot() may already have reloaded this very commit.
     if (this.#version !== expectedVersion) return;
     this.#state = state;

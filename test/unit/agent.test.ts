@@ -72,7 +72,7 @@ test('setState outside a turn is a turn of its own and is stored', async () => {
   await assert.rejects(counter.setState(null as never), /state must be a plain object/);
 });
 
-test('setState from outside while a chat turn runs is a turn of its own after it, and is kept when that turn fails', async () => {
+test('setState from outside while a chat turn runs is stored with that turn, or after it when the turn fails', async () => {
   const storage = new MemoryStorage();
   let fail: (error: Error) => void = () => {};
   const agent = new Agent<{ n: number }>('x', {
@@ -82,18 +82,35 @@ test('setState from outside while a chat turn runs is a turn of its own after it
   });
   const chat = agent.chat('hello');
   await new Promise(setImmediate); // the chat turn is waiting on its model
-  let applied = false;
-  const outside = agent.setState({ n: 42 }).then((state) => {
-    applied = true;
-    return state;
-  });
-  await new Promise(setImmediate);
-  assert.equal(applied, false, 'it waits for the chat turn, not joins it');
+  assert.deepEqual(await agent.setState({ n: 42 }), { n: 42 });
   fail(new Error('model failed'));
   await assert.rejects(chat, /model failed/);
-  assert.deepEqual(await outside, { n: 42 });
+  // Before, the failed chat turn took the update down with it.
+  await agent.setState((state) => state); // queued behind the update's own turn
   assert.deepEqual(agent.state, { n: 42 });
   assert.deepEqual((await storage.load('x'))?.state, { n: 42 });
+  assert.deepEqual(agent.messages, [], 'the failed chat left no history');
+});
+
+test("a chat model that calls another agent's action which writes back to the first agent does not deadlock", async () => {
+  const storage = new MemoryStorage();
+  let caller: Agent<{ n: number }> | undefined;
+  class Tool extends Agent {
+    static override actions = ['bump'];
+    async bump(): Promise<string> {
+      await (caller as Agent<{ n: number }>).setState((state) => ({ n: state.n + 1 }));
+      return 'bumped';
+    }
+  }
+  const tool = new Tool('tool', { storage });
+  caller = new Agent<{ n: number }>('caller', {
+    storage,
+    initialState: { n: 0 },
+    model: scriptedModel(async () => String(await tool.invoke('bump'))),
+  });
+  assert.equal(await caller.chat('use the tool'), 'bumped');
+  assert.deepEqual(caller.state, { n: 1 });
+  assert.deepEqual((await storage.load('caller'))?.state, { n: 1 }, 'stored with the chat turn');
 });
 
 test('a new instance loads state and history from storage', async () => {
