@@ -197,9 +197,10 @@ export function checkParsed<T>(value: T): T {
  * null). Only text with such an exponent or run of digits is walked: with
  * an exponent of two digits at most, a number needs 210 digits before its
  * point to pass 1.8e308 (JSON allows no leading zeros), so 209 in a row
- * catch it, and 309 without one.
+ * catch it, and 309 without one. The lookbehind tries a run of digits from
+ * its start only: otherwise every digit of a long body would start a scan.
  */
-const HUGE_NUMBER = /[eE][+-]?\d{3}|\d{209}/;
+const HUGE_NUMBER = /[eE][+-]?\d{3}|(?<!\d)\d{209}/;
 
 function numberOutOfRange(): AgentRouterError {
   return httpErrors.badRequest('invalid_json', 'Invalid JSON body: a number is too large to represent (it would be Infinity)');

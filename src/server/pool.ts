@@ -94,14 +94,15 @@ export class AgentPool {
       entry = undefined;
     }
     if (entry === undefined) {
-      const idle = this.#entries.size >= this.maxAgents ? this.#oldestIdle() : undefined;
-      if (this.#entries.size >= this.maxAgents && idle === undefined) {
+      if (this.#entries.size >= this.maxAgents && this.#oldestIdle() === undefined) {
         throw new AgentRouterError(429, 'too_many_agents', `All ${this.maxAgents} live agents are busy; retry shortly`, {
           headers: { 'Retry-After': '1' },
         });
       }
       // Made before the eviction: a constructor that throws must not cost a live agent its place.
       const agent = create(id);
+      // Looked up again: a constructor may have used this pool itself.
+      const idle = this.#entries.size >= this.maxAgents ? this.#oldestIdle() : undefined;
       if (idle !== undefined) this.#drop(idle.id, idle, 'capacity');
       entry = { id, agent, active: 0, lastUsed: 0, older: undefined, newer: undefined };
       this.#entries.set(id, entry);

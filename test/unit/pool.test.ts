@@ -151,6 +151,18 @@ test('at maxAgents a constructor that throws costs no live agent its place; an e
   assert.deepEqual(evicted, []);
   assert.deepEqual(pool.list().map((agent) => agent.id), ['a']);
 
+  // A constructor that uses the pool itself: the agent to drop for room is chosen after it ran.
+  const nested = makePool({ maxAgents: 2 });
+  nested.use('a');
+  nested.use('b');
+  nested.pool.acquire('e', (id) => {
+    nested.use('f');
+    return new Counter(id);
+  });
+  assert.deepEqual(nested.evicted, [['a', 'capacity'], ['b', 'capacity']]);
+  assert.deepEqual(nested.pool.list().map((agent) => agent.id).sort(), ['e', 'f']);
+  assert.equal(nested.pool.size, 2);
+
   pool.release('a'); // one more than acquired
   pool.acquire('a', (id) => new Counter(id));
   assert.equal(pool.evict('a'), false, 'a is in use');
