@@ -1,6 +1,7 @@
 import { anthropicModel } from './anthropic.ts';
 import type { Model } from './model.ts';
 import { openAIModel } from './openai.ts';
+import { isHttpURL } from './provider-http.ts';
 
 /** Environment variables as `process.env` holds them. */
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -54,7 +55,7 @@ export function modelFromEnv(env: Env = process.env, fallback?: () => Model): Mo
 
 /** A base URL variable, refused by its name (not its value: a key pasted there must not reach a log). */
 function checkURL(name: string, value: string | undefined): string | undefined {
-  if (value === undefined || (/^https?:\/\//i.test(value) && URL.canParse(value))) return value;
+  if (value === undefined || isHttpURL(value)) return value;
   throw new TypeError(`modelFromEnv: ${name} must be an absolute http(s) URL, e.g. ${name === 'OPENAI_BASE_URL' ? 'http://localhost:11434/v1' : 'https://api.anthropic.com'}`);
 }
 

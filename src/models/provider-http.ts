@@ -4,6 +4,7 @@
  * failure becomes a `ModelProviderError` (codes in provider-errors.ts).
  */
 import { ModelProviderError } from '../errors.ts';
+import { mediaType } from '../http/path.ts';
 import { readSSE, type SSEEvent } from '../sse/parser.ts';
 import type { JsonObject } from '../types.ts';
 import type { ModelChunk } from './model.ts';
@@ -159,7 +160,7 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
       }
       // Some servers stream SSE under another type (Flask's text/html default), so the type alone
       // does not refuse a body; one that held no event at all is a web page, not a cut stream.
-      if (events === 0 && !/^\s*text\/event-stream\s*(?:;|$)/i.test(type)) {
+      if (events === 0 && mediaType(type) !== 'text/event-stream') {
         throw badResponse(request, `a body of type ${JSON.stringify(type.slice(0, 60))} with no event in it; check baseURL points at a streaming API`);
       }
       yield* decoder.end();
@@ -237,7 +238,7 @@ export function checkCommonOptions(
     throw new TypeError(`${factory}: maxRetries must be a whole number >= 0, e.g. maxRetries: 2`);
   }
   const { baseURL } = options;
-  if (baseURL !== undefined && (typeof baseURL !== 'string' || !/^https?:\/\//i.test(baseURL) || !URL.canParse(baseURL))) {
+  if (baseURL !== undefined && (typeof baseURL !== 'string' || !isHttpURL(baseURL))) {
     const example = factory === 'anthropicModel' ? 'https://api.anthropic.com/v1' : 'http://localhost:11434/v1';
     throw new TypeError(`${factory}: baseURL must be an absolute http(s) URL, e.g. '${example}'`);
   }
@@ -251,6 +252,11 @@ export function checkCommonOptions(
 }
 
 const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+
+/** An absolute http(s) URL: what a provider's base URL must be. */
+export function isHttpURL(value: string): boolean {
+  return /^https?:\/\//i.test(value) && URL.canParse(value);
+}
 
 /** `${baseURL}/${path}` with one slash between them. */
 export function joinURL(baseURL: string, path: string): string {

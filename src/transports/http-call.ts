@@ -1,4 +1,5 @@
 import { AgentRouterError, type UpstreamError } from '../errors.ts';
+import { mediaType } from '../http/path.ts';
 import { createSSEParser, drainReader } from '../sse/parser.ts';
 import { describeRemote } from './remote-url.ts';
 import type { Slots } from './slots.ts';
@@ -200,7 +201,7 @@ export class RemoteCall {
     try {
       if (response.status < 200 || response.status >= 300) throw await this.#statusError(response);
       const type = response.headers.get('content-type') ?? '';
-      if (request.stream && !/^\s*text\/event-stream\s*(;|$)/i.test(type)) {
+      if (request.stream && mediaType(type) !== 'text/event-stream') {
         throw this.badResponse(`content type ${JSON.stringify(type.slice(0, 100))} instead of text/event-stream`);
       }
       if (response.body === null) throw this.badResponse('no body');
