@@ -63,8 +63,8 @@ const SCHEMAS: Record<string, Schema> = {
     properties: {
       method: { type: 'string', minLength: 1, description: "One of the agent class's static `actions`." },
       params: {
-        description: 'An object is passed as the single argument, an array is spread as positional arguments; absent means none.',
-        type: ['object', 'array'],
+        // No type: any JSON value is taken, and a generator given `type: object` alone would type it as an empty record.
+        description: 'An object is passed as the single argument, an array is spread as positional arguments, absent or null means none, and any other value is the single argument.',
       },
     },
   },
@@ -80,7 +80,7 @@ const SCHEMAS: Record<string, Schema> = {
   StateResponse: {
     type: 'object',
     required: ['agent_id', 'state'],
-    properties: { agent_id: { type: 'string' }, state: { type: 'object' } },
+    properties: { agent_id: { type: 'string' }, state: { type: 'object', additionalProperties: true, description: "The agent's committed state." } },
   },
   GenericRequest: {
     description: 'The action envelope; the default action is chat.',

@@ -288,7 +288,7 @@ export class AgentRouter {
     try {
       host?.claim?.();
       if (matched === 'openapi') {
-        sendJson(res, 200, this.openapi());
+        this.#serveDocument(req, res);
         answered?.();
         return true;
       }
@@ -363,11 +363,27 @@ export class AgentRouter {
     const { path, query } = splitTarget(target);
     const rest = stripPrefix(path, this.prefix);
     if (rest === undefined) return undefined;
-    if (this.options.openapi === true && rest === '/openapi.json' && (method === 'GET' || method === 'HEAD')) return 'openapi';
+    if (this.options.openapi === true && rest === '/openapi.json') {
+      // In a registry, a POST there is the generic route of an agent named "openapi.json", as it always was.
+      if (method === 'GET' || method === 'HEAD' || (method === 'OPTIONS' && this.options.cors !== undefined)) return 'openapi';
+      if (!hosted && (method !== 'POST' || this.#agent !== undefined)) return 'openapi';
+    }
     const route = this.#agent === undefined ? matchRegistry(rest) : matchSingle(rest);
     if (route === undefined) return undefined;
     if (hosted && route.action === 'request' && method !== 'POST' && !(method === 'OPTIONS' && this.options.cors !== undefined)) return undefined;
     return { route, query };
+  }
+
+  /**
+   * `{prefix}/openapi.json`: the document for GET and HEAD, under the same
+   * CORS rules as the routes it describes (a docs page on another origin
+   * reads it), and a 405 naming what the path takes for any other method.
+   */
+  #serveDocument(req: IncomingMessage, res: ServerResponse): void {
+    const methods = this.#agent === undefined ? 'GET, HEAD, POST' : 'GET, HEAD';
+    if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, methods.replace(', HEAD', ''))) return;
+    if (req.method !== 'GET' && req.method !== 'HEAD') throw httpErrors.methodNotAllowed(methods);
+    sendJson(res, 200, this.openapi());
   }
 
   /** The router's routes as an OpenAPI 3.1 document, with its `tags` and `responses` options; a fresh object each call. */

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter, type AgentRouterOptions } from '../../src/http/router.ts';
 import type { OpenAPIDocument } from '../../src/http/openapi.ts';
@@ -130,6 +131,48 @@ test('operation ids are unique and carry the prefix', () => {
   assert.deepEqual(ids.sort(), ['apiV1Chat', 'apiV1Invoke', 'apiV1Request', 'apiV1State']);
 });
 
+/** A validator for one of the document's schemas (JSON Schema 2020-12, as OpenAPI 3.1's are). */
+function schemaValidator(doc: OpenAPIDocument, name: string): (value: unknown) => boolean {
+  const ajv = new Ajv2020({ strict: false });
+  ajv.addSchema({ $id: 'doc', components: doc.components });
+  const validate = ajv.compile({ $ref: `doc#/components/schemas/${name}` });
+  return (value) => validate(value) === true;
+}
+
+test('the schemas take every body the README documents, and type open objects as open (for client generators)', async (t) => {
+  const doc = registryRouter().openapi();
+  const invoke = schemaValidator(doc, 'InvokeRequest');
+  for (const params of [{ by: 2 }, [1, 2], null, 5, 'text', true]) {
+    assert.ok(invoke({ method: 'increment', params }), `params ${JSON.stringify(params)}`);
+    assert.ok(invoke({ payload: { method: 'increment', params } }), `wrapped params ${JSON.stringify(params)}`);
+  }
+  assert.ok(invoke({ method: 'increment' }));
+  assert.ok(!invoke({ params: {} }), 'a call names its method');
+
+  const generic = schemaValidator(doc, 'GenericRequest');
+  for (const body of [{ message: 'hi' }, { action: 'chat', message: 'hi' }, { action: 'invoke', payload: { method: 'increment', params: { by: 2 } } }, { action: 'state' }]) {
+    assert.ok(generic(body), JSON.stringify(body));
+  }
+
+  // A state with keys, as the server answers it, fits StateResponse.
+  const { url, close } = await listen(registryRouter().toRequestListener());
+  t.after(close);
+  const state = await (await fetch(`${url}/counter-1/state`)).json();
+  assert.deepEqual(state, { agent_id: 'counter-1', state: { count: 0 } });
+  assert.ok(schemaValidator(doc, 'StateResponse')(state));
+
+  // openapi-typescript reads `{type: object}` with no properties as Record<string, never>: every such schema says it is open.
+  const closedObjects: string[] = [];
+  const walk = (node: unknown, where: string): void => {
+    if (typeof node !== 'object' || node === null) return;
+    const schema = node as Record<string, unknown>;
+    if (schema['type'] === 'object' && schema['properties'] === undefined && schema['additionalProperties'] === undefined) closedObjects.push(where);
+    for (const [key, value] of Object.entries(schema)) walk(value, `${where}/${key}`);
+  };
+  walk(doc.components.schemas, '#/components/schemas');
+  assert.deepEqual(closedObjects, []);
+});
+
 test('every documented operation is answered by the router, with a reply of the documented shape', async (t) => {
   const router = registryRouter({ prefix: '/agents' });
   const { url, close } = await listen(router.toRequestListener());
@@ -179,6 +222,45 @@ test('openapi.json is off by default, served at GET {prefix}/openapi.json with o
   assert.deepEqual(served, router.openapi());
   assert.ok(served.paths['/agents/openapi.json']?.['get'] !== undefined);
   await assertValid(served);
+});
+
+test('openapi.json follows the cors option (a docs page on another origin reads it) and names its methods in a 405', async (t) => {
+  const origin = 'http://docs.example';
+  const registry = await listen(registryRouter({ prefix: '/agents', openapi: true, cors: { origins: [origin] } }).toRequestListener());
+  t.after(registry.close);
+  const url = `${registry.url}/agents/openapi.json`;
+
+  const read = await fetch(url, { headers: { origin } });
+  assert.equal(read.status, 200);
+  assert.equal(read.headers.get('access-control-allow-origin'), origin);
+  await read.body?.cancel();
+
+  // A GET carrying a token is preflighted: the answer must allow GET, not only the generic route's POST.
+  const preflight = await fetch(url, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' } });
+  assert.equal(preflight.status, 204);
+  assert.equal(preflight.headers.get('access-control-allow-origin'), origin);
+  assert.match(preflight.headers.get('access-control-allow-methods') ?? '', /\bGET\b/);
+
+  const refusedOrigin = await fetch(url, { headers: { origin: 'http://elsewhere.example' } });
+  assert.equal(refusedOrigin.status, 200);
+  assert.equal(refusedOrigin.headers.get('access-control-allow-origin'), null);
+  await refusedOrigin.body?.cancel();
+
+  const wrong = await fetch(url, { method: 'DELETE' });
+  assert.equal(wrong.status, 405);
+  assert.equal(wrong.headers.get('allow'), 'GET, HEAD, POST', 'POST there is still the generic route of an agent named "openapi.json"');
+  assert.equal(((await wrong.json()) as { code: string }).code, 'method_not_allowed');
+
+  const envelope = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"action":"state"}' });
+  assert.equal(envelope.status, 404, 'the generic route, looking up an agent named "openapi.json" (no pattern takes it)');
+  assert.equal(((await envelope.json()) as { code: string }).code, 'agent_not_found');
+
+  const single = await listen(singleRouter({ openapi: true }).toRequestListener());
+  t.after(single.close);
+  const singleWrong = await fetch(`${single.url}/openapi.json`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  assert.equal(singleWrong.status, 405);
+  assert.equal(singleWrong.headers.get('allow'), 'GET, HEAD');
+  await singleWrong.body?.cancel();
 });
 
 test('each call returns a fresh document, so a caller may change it', () => {
