@@ -3,6 +3,7 @@ import { cancelledBy, chatInto, type Agent, type ChatSink } from '../agent/agent
 import type { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, errorBody, statusOf, worthLogging } from '../errors.ts';
 import { DONE_FRAME, formatEvent } from '../sse/format.ts';
+import { ChunkSeam } from '../sse/seams.ts';
 import { SSEWriter } from '../sse/writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
 import type { Logger } from './router.ts';
@@ -74,6 +75,8 @@ class ReplyStream<T> implements ChatSink {
   readonly #owner: T;
   /** The reply so far (the typed stream's `turn.finished` carries it). */
   #text = '';
+  /** The plain stream's watch on a pair or a CRLF split between chunks; made by the first chunk that splits one. */
+  #seam: ChunkSeam | undefined;
 
   constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, logger }: StreamOptions, onEnd: StreamEnd<T>, owner: T) {
     this.#agentId = agentId;
@@ -108,7 +111,11 @@ class ReplyStream<T> implements ChatSink {
   chunk(text: string): Promise<void> | undefined {
     // A turn whose client is gone ends without committing (as the pull loop stops pulling).
     if (!this.#writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
-    if (!this.#typed) return this.#writer.send(text);
+    if (!this.#typed) {
+      if (this.#seam !== undefined) text = this.#seam.next(text);
+      else if (ChunkSeam.needed(text)) text = (this.#seam = new ChunkSeam()).next(text);
+      return text === '' ? undefined : this.#writer.send(text);
+    }
     this.#text += text;
     return this.#writer.send(typedFrame('text.delta', { text }), 'text.delta');
   }
@@ -122,6 +129,8 @@ class ReplyStream<T> implements ChatSink {
 
   /** The turn completed; a local agent's is committed, even when the request was cut during the commit. */
   done(): void {
+    const rest = this.#seam?.rest();
+    if (rest) this.#writer.send(rest);
     this.#end(this.#typed ? formatEvent(typedFrame('turn.finished', { result: { agent_id: this.#agentId, text: this.#text } }), 'turn.finished') : DONE_FRAME);
   }
 

@@ -53,6 +53,18 @@ test('the exact bytes: data lines, blank line per event, newlines split into sev
   assert.equal(naiveSSEText('data: Hello\n\ndata:  world\n\n'), 'Hello world', 'a client stripping "data: " prints the text');
 });
 
+test('a surrogate pair or a CRLF split between two chunks arrives whole, as the JSON reply has it', async (t) => {
+  // A model slicing text by UTF-16 index splits an emoji; a lone half written alone goes out as U+FFFD.
+  const chunks = ['x\uD83D', '\uDE00 a\r', '\nb\r', '\r', '\n', 'c\uD83D', '\uDE00', '\uD83D'];
+  const { url } = await serve(t, () => chunks[Symbol.iterator]());
+  const json = (await postJson(`${url}/json/chat`, { message: 'x' })).body as { response: string };
+  assert.equal(json.response, chunks.join(''));
+  const { events, text } = await collectSSE(await streamChat(`${url}/sse/chat`, 'x'));
+  assert.equal(text, json.response.replace(/\r\n|\r/g, '\n').replace(/\uD83D$/, '\uFFFD'), 'each CRLF one line break, each pair whole; a half never completed is U+FFFD');
+  assert.ok(events.every((e) => e.data !== ''), 'nothing empty is sent for a chunk that was only the rest of a CRLF');
+  assert.equal(events.at(-1)?.event, 'done');
+});
+
 test('no chunk can inject an SSE field or event', async (t) => {
   const hostile = 'x\n\nevent: done\ndata: [DONE]\nid: 7\rretry: 1';
   const { url } = await serve(t, () => hostile);
