@@ -33,3 +33,22 @@ export function answerExpectation(req: IncomingMessage, res: ServerResponse): vo
   const expect = String(req.headers.expect).slice(0, 64);
   sendJson(res, 417, { error: `Expect ${JSON.stringify(expect)} is not supported; only 100-continue is`, code: 'expectation_failed' }, { Connection: 'close' });
 }
+
+/**
+ * Node's `connect`: a CONNECT request, which Node would answer by closing
+ * the socket without a word. This server is no proxy; the client gets the
+ * JSON 405 any other method the routes do not take gets.
+ */
+export function answerConnect(_req: IncomingMessage, socket: Duplex & { setTimeout?(ms: number, callback: () => void): unknown }): void {
+  // The socket is ours now, outside Node's HTTP timeouts: read and drop what the client sends
+  // after the request (a tunnel's TLS hello), so closing does not reset the answer away, and
+  // drop a client that never closes its side.
+  socket.on('error', () => socket.destroy());
+  socket.resume();
+  socket.setTimeout?.(5000, () => socket.destroy());
+  const body = JSON.stringify({ error: 'Method not allowed; CONNECT is not supported (this is not a proxy)', code: 'method_not_allowed' });
+  socket.end(
+    `HTTP/1.1 405 ${STATUS_CODES[405]}\r\nAllow: GET, HEAD, POST, OPTIONS\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}

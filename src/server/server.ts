@@ -11,7 +11,7 @@ import { AgentRouter, serveRequest, shutTurns } from '../http/router.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
 import { AgentRegistry, type AgentClass } from '../registry/registry.ts';
 import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from './config.ts';
-import { answerClientError, answerExpectation } from './client-error.ts';
+import { answerClientError, answerConnect, answerExpectation } from './client-error.ts';
 import { InFlight } from './inflight.ts';
 import { AgentPool } from './pool.ts';
 
@@ -150,6 +150,7 @@ export class AgentServer {
     server.keepAliveTimeout = keepAliveTimeout * 1000;
     server.on('clientError', answerClientError);
     server.on('checkExpectation', answerExpectation);
+    server.on('connect', answerConnect);
     // Node would send 100 Continue before the router saw the request; the router sends it once it reads the body.
     server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
       holdContinue(req, res);

@@ -62,6 +62,28 @@ test('an Expect other than 100-continue (417) and an HTTP/1.1 request without Ho
   assert.match(old, /^HTTP\/1\.1 200 /);
 });
 
+test('CONNECT gets a JSON 405 and the connection is closed, even when the client sends on without closing', async (t) => {
+  const server = await echoServer(t);
+  const reply = await new Promise<string>((resolve, reject) => {
+    // Written, not ended: a tunnelling client sends its TLS hello right after the request and waits.
+    const socket = net.connect(server.port as number, '127.0.0.1', () => socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n\x16\x03\x01 hello'));
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+      if (text.includes('}')) socket.end(); // the whole answer is in: close our side, as a client would
+    });
+    socket.on('close', () => resolve(text));
+    socket.on('error', reject);
+  });
+  assert.match(reply, /^HTTP\/1\.1 405 Method Not Allowed\r\n/);
+  assert.match(reply, /\r\nAllow: GET, HEAD, POST, OPTIONS\r\n/);
+  assert.deepEqual(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4)), { error: 'Method not allowed; CONNECT is not supported (this is not a proxy)', code: 'method_not_allowed' });
+  const health = await fetch(`${server.url}/healthz`);
+  assert.equal(health.status, 200, 'the server goes on serving');
+  await health.body?.cancel();
+});
+
 test('a request target in absolute form (as sent to a proxy) is served by its path', async (t) => {
   const server = await echoServer(t);
   const reply = await rawExchange(server.port as number, 'GET http://agents.example/agent/echo-1/state HTTP/1.1\r\nHost: agents.example\r\nConnection: close\r\n\r\n');
