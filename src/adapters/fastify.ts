@@ -1,6 +1,8 @@
 /// <reference types="node" preserve="true" />
 // Node's types for these declarations, as in index.ts.
+import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
+import { httpErrors } from '../errors.ts';
 import { serveRequest, type AgentRouter } from '../http/router.ts';
 import { bodyFromParser, bodyLimitOf } from './common.ts';
 import type { FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
@@ -22,17 +24,21 @@ const METHODS: FastifyMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
  * handler) stays inside its own encapsulation context: the host app's parsers
  * and error handler are untouched elsewhere.
  */
-export function toFastify(router: AgentRouter): FastifyPlugin {
+export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = {}): FastifyPlugin {
   const bodyLimit = bodyLimitOf(router);
+  const shutdownMs = shutdownMilliseconds(options.shutdownTimeout);
   return async (fastify) => {
-    const prefixLength = fastify.prefix.length;
+    // Counted in segments, not characters: the prefix is a pattern (`/t/:tenant`), and the URL holds what it matched.
+    const prefixSegments = fastify.prefix.split('/').filter((segment) => segment !== '').length;
     // With ignoreDuplicateSlashes Fastify routes `//api//a/state` here; the raw URL must be read the same way.
     const config = fastify.initialConfig;
     const collapse = (config?.routerOptions?.ignoreDuplicateSlashes ?? config?.ignoreDuplicateSlashes) === true;
+    /** The router's responses in progress, for fastify.close(). */
+    const running = new Set<ServerResponse>();
 
     // Not async: the promise handed back settles when the router calls back that the request is answered.
     const handler = (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> | undefined => {
-      const target = (collapse ? collapseSlashes(request.url) : request.url).slice(prefixLength) || '/';
+      const target = afterSegments(collapse ? collapseSlashes(request.url) : request.url, prefixSegments);
       const hint: { path: string; body?: unknown } = { path: target };
       // Once the router has matched the path, before it writes or reads the body: the reply becomes the router's,
       // and so do the bytes a host preParsing hook's stream gave, if any (checked as a host parser's raw text).
@@ -44,11 +50,45 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
         for (const name in headers) if (headers[name] !== undefined) reply.raw.setHeader(name, headers[name]);
       };
       let answered!: () => void;
-      const answering = new Promise<void>((resolve) => (answered = resolve));
-      if (router[serveRequest](request.raw, reply.raw, answered, hint, { claim })) return answering;
+      const answering = new Promise<void>((resolve) => {
+        answered = () => {
+          running.delete(reply.raw);
+          resolve();
+        };
+      });
+      if (router[serveRequest](request.raw, reply.raw, answered, hint, { claim })) {
+        running.add(reply.raw);
+        return answering;
+      }
       reply.callNotFound();
       return undefined;
     };
+
+    // fastify.close() refuses new requests (503), then waits for open connections: a stream would hold
+    // it for as long as the model talks. Running turns get shutdownTimeout to finish, as under
+    // AgentServer; then they are aborted (`event: error` / 503 `shutting_down`, nothing stored).
+    // Not awaited here: Fastify times a preClose hook out (pluginTimeout), and closing goes on meanwhile.
+    // Each such response's keep-alive connection is closed once it is written, or close() would wait on it.
+    let deadline: NodeJS.Timeout | undefined;
+    fastify.addHook('preClose', (done: () => void) => {
+      if (running.size > 0 && deadline === undefined) {
+        deadline = setTimeout(() => router.abortAll(httpErrors.unavailable()), shutdownMs);
+        deadline.unref();
+        // Read, not declared in FastifyInstanceLike: a `server` there would make TypeScript infer the app's
+        // server type from it, and type-check the plugin against HTTP/2 requests too.
+        const server = (fastify as { server?: { closeIdleConnections?: () => void } }).server;
+        const closeIdle = (): void => server?.closeIdleConnections?.();
+        for (const res of running) {
+          if (!res.headersSent) res.shouldKeepAlive = false;
+          else res.once('finish', closeIdle);
+        }
+      }
+      done();
+    });
+    fastify.addHook('onClose', (_instance: unknown, done: () => void) => {
+      clearTimeout(deadline);
+      done();
+    });
 
     // Every body is the router's to read, as on node:http (its limit, its charset, encoding and
     // UTF-8 checks, its JSON rules): no Fastify parser runs on these routes. Inside this plugin's
@@ -69,11 +109,43 @@ export function toFastify(router: AgentRouter): FastifyPlugin {
     });
 
     // OPTIONS only when the router answers preflights itself; otherwise a host CORS plugin does.
-    const methods: FastifyMethod[] = router.options.cors === undefined ? METHODS : [...METHODS, 'OPTIONS'];
+    // HEAD only when Fastify does not make it from GET (exposeHeadRoutes: false): both would be a duplicate route.
+    const methods: FastifyMethod[] = [...METHODS];
+    if (router.options.cors !== undefined) methods.push('OPTIONS');
+    if (config?.exposeHeadRoutes === false) methods.push('HEAD');
     fastify.route({ method: methods, url: '/*', handler });
     // The bare prefix is a route only of a single-agent router without a prefix of its own (POST /).
     if (router.pool === undefined && router.prefix === '') fastify.route({ method: ['POST'], url: '/', handler });
   };
+}
+
+export interface FastifyAdapterOptions {
+  /**
+   * Seconds `fastify.close()` lets the router's running turns and streams
+   * finish before it aborts them (a stream then ends with `event: error`,
+   * `shutting_down`). @defaultValue 10, as AgentServer's
+   */
+  shutdownTimeout?: number | undefined;
+}
+
+function shutdownMilliseconds(seconds: number | undefined): number {
+  if (seconds === undefined) return 10_000;
+  if (typeof seconds !== 'number' || !(seconds >= 0) || seconds > 2_147_483) {
+    throw new TypeError(`toFastify: shutdownTimeout must be a number of seconds from 0 to 2147483, got ${String(seconds)}`);
+  }
+  return seconds * 1000;
+}
+
+/** The request target after its first `count` path segments (the plugin's prefix), from its slash on: `/` when nothing is left. */
+function afterSegments(url: string, count: number): string {
+  const query = url.indexOf('?');
+  const pathEnd = query === -1 ? url.length : query;
+  let at = 0;
+  for (let i = 0; i < count && at < pathEnd; i++) {
+    const next = url.indexOf('/', at + 1);
+    at = next === -1 || next > pathEnd ? pathEnd : next;
+  }
+  return at === pathEnd ? `/${url.slice(pathEnd)}` : url.slice(at);
 }
 
 /** `//a//b?x=//` -> `/a/b?x=//`: runs of slashes in the path made one, as Fastify's router does with ignoreDuplicateSlashes. */

@@ -76,14 +76,17 @@ export interface FastifyErrorLike extends Error {
 }
 
 /** The HTTP methods the plugin registers its catch-all routes for. */
-export type FastifyMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
+export type FastifyMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
 
 /** The part of a Fastify instance (the plugin's own encapsulation context) the plugin uses. */
 export interface FastifyInstanceLike {
   /** The prefix the plugin was registered with, parents' prefixes included. */
   readonly prefix: string;
   /** The app's options; the plugin reads how the router treats duplicate slashes (Fastify 4: top level, 5: routerOptions). */
-  readonly initialConfig?: { ignoreDuplicateSlashes?: boolean; routerOptions?: { ignoreDuplicateSlashes?: boolean } } | undefined;
+  readonly initialConfig?: { ignoreDuplicateSlashes?: boolean; exposeHeadRoutes?: boolean; routerOptions?: { ignoreDuplicateSlashes?: boolean } } | undefined;
+  /** The plugin's shutdown hooks (see toFastify's `shutdownTimeout`). */
+  addHook(name: 'preClose', hook: (done: () => void) => void): unknown;
+  addHook(name: 'onClose', hook: (instance: never, done: () => void) => void): unknown;
   route(options: {
     method: FastifyMethod[];
     url: string;

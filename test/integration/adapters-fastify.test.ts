@@ -6,6 +6,7 @@ import { createGunzip, gzipSync } from 'node:zlib';
 import fastify4 from 'fastify4';
 import fastify5, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify5';
 import { toFastify } from '../../src/adapters/fastify.ts';
+import { streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post, postChunked, assertError } from './adapters-shared.ts';
 
@@ -13,10 +14,11 @@ import { BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes,
 // are written once against Fastify 5's types, and the first test below
 // type-checks a user's registration against each major's own types.
 type App = FastifyInstance;
-const majors: Array<[string, () => App]> = [
+type AppOptions = { exposeHeadRoutes?: boolean; forceCloseConnections?: boolean | 'idle' };
+const majors: Array<[string, (options?: AppOptions) => App]> = [
   // forceCloseConnections: close() drops fetch's keep-alive sockets instead of waiting them out.
-  ['fastify4', () => fastify4({ forceCloseConnections: true }) as unknown as App],
-  ['fastify5', () => fastify5({ forceCloseConnections: true })],
+  ['fastify4', (options) => fastify4({ forceCloseConnections: true, ...options }) as unknown as App],
+  ['fastify5', (options) => fastify5({ forceCloseConnections: true, ...options })],
 ];
 
 /** Listens on 127.0.0.1, port 0, closed after the test. */
@@ -220,6 +222,56 @@ function frameworkErrors(error: FastifyError, _request: FastifyRequest, reply: F
     return;
   }
   reply.code(400).send({ error: 'Agent id is not valid percent-encoding', code: 'bad_agent_id' });
+}
+
+for (const [name, fastify] of majors) {
+  test(`${name}: a plugin prefix with a parameter or a trailing slash: the router gets the path after it, whatever the parameter's length`, async (t) => {
+    const fixture = makeRegistryRouter();
+    const app = fastify();
+    await app.register(toFastify(fixture.router), { prefix: '/t/:tenant' });
+    await app.register(toFastify(makeRegistryRouter().router), { prefix: '/api/' });
+    const url = await start(t, app);
+    for (const tenant of ['acme', 'a', 'averyverylongtenant']) {
+      // The prefix pattern is 10 characters: cut there, /t/acme/counter-1/chat was read as the generic route of agent "chat".
+      assert.deepEqual(await (await post(`${url}/t/${tenant}/counter-1/chat`, { message: 'hi' })).json(), { agent_id: 'counter-1', response: 'hi' }, tenant);
+      const state = await fetch(`${url}/t/${tenant}/counter-1/state`);
+      assert.deepEqual(await state.json(), { agent_id: 'counter-1', state: { count: 0 } }, tenant);
+    }
+    const invoked = await post(`${url}/t/acme/counter-2/invoke?x=/a/b`, { method: 'increment' });
+    assert.deepEqual(await invoked.json(), { agent_id: 'counter-2', result: 1 }, 'a query holding slashes is not a segment');
+    const slash = await fetch(`${url}/api/counter-1/state`);
+    assert.deepEqual(await slash.json(), { agent_id: 'counter-1', state: { count: 0 } });
+  });
+
+  test(`${name}: fastify.close() lets running streams finish for shutdownTimeout, then ends them with shutting_down`, async (t) => {
+    const fixture = makeRegistryRouter();
+    // Fastify's default: close() waits for connections in use, such as the stream's.
+    const app = fastify({ forceCloseConnections: 'idle' });
+    await app.register(toFastify(fixture.router, { shutdownTimeout: 0.3 }));
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    t.after(() => app.close());
+    const res = await streamChat(`${url}/waiter-1/chat`, 'hold');
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    assert.match((await reader.read()).value ?? '', /data: started/);
+    const closedAt = Date.now();
+    const closing = app.close();
+    let rest = '';
+    for (let step = await reader.read(); !step.done; step = await reader.read()) rest += step.value;
+    assert.ok(Date.now() - closedAt >= 250, 'not aborted before shutdownTimeout');
+    assert.match(rest, /event: error\ndata: \{"error":"Server is shutting down","code":"shutting_down"\}/);
+    assert.equal(((await fixture.aborted) as { code?: string }).code, 'shutting_down', "the model's signal was aborted");
+    await closing;
+  });
+
+  test(`${name}: with exposeHeadRoutes: false, HEAD is still answered wherever GET is`, async (t) => {
+    const host = fastify({ exposeHeadRoutes: false });
+    await host.register(toFastify(makeRegistryRouter().router), { prefix: '/api' });
+    const url = await start(t, host);
+    const head = await fetch(`${url}/api/counter-1/state`, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.match(head.headers.get('content-type') ?? '', /^application\/json/);
+    assert.equal(await head.text(), '');
+  });
 }
 
 test('a router without a body limit (Infinity) takes a body over Fastify\'s own default limit (1 MiB)', async (t) => {
