@@ -1,7 +1,7 @@
 /**
  * A cross-process lock for one journal: a lock file created exclusively
  * (hard-linked into place, or O_EXCL where links are not supported), holding
- * the owner's pid, host, a random token and an expiry. The holder renews the expiry while it holds the lock; a lock whose
+ * the owner's pid, host, process run, a random token and an expiry. The holder renews the expiry while it holds the lock; a lock whose
  * expiry has passed, or whose owner is a dead process on this host, is stale
  * and the next taker removes it.
  *
@@ -28,9 +28,18 @@ export interface LeaseSettings {
 interface LockContent {
   pid: number;
   host: string;
+  /** Which process of that pid wrote it (absent in lock files of earlier versions). */
+  run?: string;
   token: string;
   expires: number;
 }
+
+/**
+ * This process among all that had its pid on this host: a container
+ * restarted runs as PID 1 again, with its hostname, and must see the lock
+ * its killed predecessor left as dead, not as its own.
+ */
+const PROCESS_RUN = randomUUID();
 
 export class FileLease {
   readonly path: string;
@@ -121,7 +130,7 @@ export class FileLease {
 }
 
 function content(token: string, settings: LeaseSettings): { text: string; expires: number } {
-  const body: LockContent = { pid: process.pid, host: hostname(), token, expires: settings.now() + settings.leaseMs };
+  const body: LockContent = { pid: process.pid, host: hostname(), run: PROCESS_RUN, token, expires: settings.now() + settings.leaseMs };
   return { text: JSON.stringify(body), expires: body.expires };
 }
 
@@ -186,8 +195,10 @@ async function readStale(path: string, settings: LeaseSettings): Promise<string 
     return info.mtimeMs + settings.leaseMs <= Date.now() ? raw : undefined;
   }
   if (current.expires <= settings.now()) return raw;
-  if (current.host === hostname() && current.pid !== process.pid && !isAlive(current.pid)) return raw;
-  return undefined;
+  if (current.host !== hostname()) return undefined;
+  // Our pid: ours if this process wrote it (another FileStorage on the dir may hold it), else an earlier process's.
+  if (current.pid === process.pid) return current.run === PROCESS_RUN ? undefined : raw;
+  return isAlive(current.pid) ? undefined : raw;
 }
 
 /** Moves a stale lock aside; if what moved was a fresh lock after all, puts it back. */

@@ -264,6 +264,22 @@ test('a lock file left by a dead process on this host is taken at once, whatever
   assert.deepEqual((await readdir(dir)).filter((name) => !name.endsWith('.jsonl')), [], 'lock file and takeover leftovers removed');
 });
 
+test('a lock file with this process\'s pid written by an earlier process (a container restarted as PID 1) is taken at once', async (t) => {
+  const dir = await tempDir(t);
+  const storage = open(t, dir);
+  await storage.commit('cai', { expectedVersion: 0, state: {}, append: [] });
+  for (const earlier of [{ run: 'an-earlier-run' }, {}]) { // {}: a lock file of a version before runs were written
+    await writeFile(lockOf(dir, 'cai'), JSON.stringify({ pid: process.pid, host: hostname(), ...earlier, token: 'ghost', expires: Date.now() + 3_600_000 }));
+    const unlock = await storage.lock('cai', AbortSignal.timeout(20_000));
+    assert.notEqual((JSON.parse(await readFile(lockOf(dir, 'cai'), 'utf8')) as { token: string }).token, 'ghost');
+    await unlock();
+  }
+  // This process's own lock, through another FileStorage on the same directory, is still waited on.
+  const holder = await storage.lock('cai');
+  await assert.rejects(open(t, dir).lock('cai', AbortSignal.timeout(300)), { name: 'TimeoutError' });
+  await holder();
+});
+
 test('a live holder\'s lock file, or a half-written one, is waited on; an abort ends the wait', async (t) => {
   const dir = await tempDir(t);
   const storage = open(t, dir);
