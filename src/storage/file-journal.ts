@@ -72,9 +72,10 @@ export function scanJournal(bytes: Buffer, options: {
     const line = parseLine(bytes.toString('utf8', start, end));
     const atFileStart = offset + start === 0;
     if (line === undefined || (atFileStart && line.id !== options.agentId) || (!atFileStart && (line.id !== undefined || line.messages !== undefined))) {
-      // A garbled last line is a torn write (a crash can leave zeroes or half a
-      // line followed by a newline); anywhere else it is real corruption.
-      if (line === undefined && bytes.indexOf(NEWLINE, end + 1) < 0) break;
+      // A last line holding NUL bytes is a torn write: a crash can leave the blocks of a line's
+      // start unwritten (read back as zeroes) and its end, newline included, written. Any other
+      // bad line, the last one too, is real corruption: a complete line was an acknowledged turn.
+      if (line === undefined && bytes.indexOf(NEWLINE, end + 1) < 0 && bytes.subarray(start, end).includes(0)) break;
       if (offset > 0 && line?.messages !== undefined) return undefined;
       throw corrupt(options.file, offset, lineNumber);
     }

@@ -52,12 +52,16 @@ test('a tail read that meets a snapshot reports the file replaced (undefined), s
   assert.throws(() => scanJournal(Buffer.from(`garbage\n${line(undefined, 2, {})}`), { agentId: 'a', file: 'a.jsonl', from }), /after byte/);
 });
 
-test('lines that are JSON but not journal entries are corruption unless last', () => {
+test('lines that are JSON but not journal entries are corruption, the last one too; a last line with NUL bytes is a torn write', () => {
   const good = line('a', 1, {});
   for (const bad of ['[]', 'null', '{"v":0,"state":{},"append":[]}', '{"v":2,"state":[],"append":[]}', '{"v":2,"state":{}}',
-    '{"v":2,"state":{},"append":[],"messages":[]}', '{"v":1.5,"state":{},"append":[]}']) {
+    '{"v":2,"state":{},"append":[],"messages":[]}', '{"v":1.5,"state":{},"append":[]}', '{"V":2,"state":{},"append":[]}', '{"v":2,"state":{},"app']) {
     assert.throws(() => scan(`${good}${bad}\n${line(undefined, 2, {})}`), { code: 'storage_corrupt' }, bad);
-    assert.equal(scan(`${good}${bad}\n`)?.version, 1, `${bad} as the last line is a torn write`);
+    // A complete line was written whole and acknowledged: dropping it would lose a turn without a word.
+    assert.throws(() => scan(`${good}${bad}\n`), { code: 'storage_corrupt' }, `${bad} as the last line`);
+  }
+  for (const torn of ['\u0000\u0000\u0000', '\u0000\u0000":{},"append":[]}', '{"v":2,"st\u0000\u0000\u0000\u0000']) {
+    assert.equal(scan(`${good}${torn}\n`)?.version, 1, `${JSON.stringify(torn)} as the last line is a torn write`);
   }
   assert.equal(scan('')?.version, 0);
   assert.equal(scan('{"id":"a","v":1,')?.version, 0, 'a torn first line leaves an empty journal');
