@@ -20,7 +20,7 @@ interface PgPool extends PgPoolLike {
   end(): Promise<void>;
   on(event: 'error', listener: (error: Error) => void): unknown;
 }
-type PgPoolClass = new (config: { connectionString: string }) => PgPool;
+type PgPoolClass = new (config: { connectionString: string; keepAlive: boolean; keepAliveInitialDelayMillis: number }) => PgPool;
 type PgClientClass = new (config: { connectionString: string; connectionTimeoutMillis: number }) => { connect(): Promise<unknown>; end(): Promise<void> };
 
 /** What the CLI calls on either Redis client, besides the commands redisStorage sends. */
@@ -51,7 +51,9 @@ export async function openPostgres(spec: PostgresSpec, cwd: string, log: Log): P
   }
   await probe.end().catch(() => undefined);
 
-  const pool = new Pool({ connectionString: spec.url });
+  // TCP keep-alive: a connection to a server that vanished (a host gone, a network dropping packets) errors
+  // within about a minute instead of the kernel's hours. A turn waiting on it gives up at its turnTimeout.
+  const pool = new Pool({ connectionString: spec.url, keepAlive: true, keepAliveInitialDelayMillis: 10_000 });
   // pg emits errors of idle connections (a server restart) on the pool; unheard, they would end the process.
   pool.on('error', (error) => log(`Postgres at ${spec.address}: ${describe(error, spec.url)}`));
   const storage = postgresStorage(pool, { schema: spec.schema, tablePrefix: spec.tablePrefix });

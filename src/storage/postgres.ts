@@ -181,7 +181,7 @@ class PostgresStorageImpl implements PostgresStorage {
     const lockKey = this.#lockKey(agentId);
     signal?.throwIfAborted();
     const withLease = await this.#init();
-    const client = await this.#pool.connect();
+    const client = await connectUnlessAborted(this.#pool, signal);
     const held: HeldLock = { client, broken: undefined, released: false };
     // A checked-out pg client that errors with no listener crashes the process:
     // that is what a lease expiry (the server ends the session) looks like.
@@ -189,6 +189,17 @@ class PostgresStorageImpl implements PostgresStorage {
       held.broken = error;
     };
     client.on?.('error', onError);
+    // Mid-wait or holding the lock: closing the connection is the one sure release. On an abort it is
+    // closed at once, so a query to a server that stopped answering fails now instead of never.
+    let dropped = false;
+    const drop = (error: unknown): void => {
+      if (dropped) return;
+      dropped = true;
+      client.removeListener?.('error', onError);
+      client.release(error instanceof Error ? error : true);
+    };
+    const onAbort = (): void => drop(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
     let prior: string | undefined;
     try {
       const first = withLease
@@ -199,10 +210,10 @@ class PostgresStorageImpl implements PostgresStorage {
       if (row['ok'] !== true) await this.#waitForLock(client, lockKey, Number(row['pid']), signal);
       signal?.throwIfAborted();
     } catch (error) {
-      // Mid-wait or holding the lock: closing the connection is the one sure release.
-      client.removeListener?.('error', onError);
-      client.release(error instanceof Error ? error : true);
-      throw error;
+      drop(error);
+      throw signal?.aborted === true ? signal.reason : error;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
     }
     this.#held.set(agentId, held);
     const timer = this.#renew && withLease ? this.#startPings(held) : undefined;
@@ -323,4 +334,34 @@ class PostgresStorageImpl implements PostgresStorage {
       held.client.release(error instanceof Error ? error : true);
     }
   }
+}
+
+/**
+ * `pool.connect()`, given up when `signal` aborts: a pool whose server stopped
+ * answering (or that has no free connection) would otherwise hold the turn,
+ * and every turn queued behind it, for ever. A client that arrives after
+ * the abort goes back to the pool.
+ */
+function connectUnlessAborted(pool: PgPoolLike, signal: AbortSignal | undefined): Promise<PgPoolClientLike> {
+  if (signal === undefined) return pool.connect();
+  signal.throwIfAborted();
+  return new Promise<PgPoolClientLike>((resolve, reject) => {
+    let gaveUp = false;
+    const onAbort = (): void => {
+      gaveUp = true;
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    pool.connect().then(
+      (client) => {
+        signal.removeEventListener('abort', onAbort);
+        if (gaveUp) client.release();
+        else resolve(client);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }

@@ -6,9 +6,16 @@
 import assert from 'node:assert/strict';
 import { after, mock, test } from 'node:test';
 import type { TestContext } from 'node:test';
+import net from 'node:net';
 import pg from 'pg';
+import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouter } from '../../src/http/router.ts';
+import { echoModel } from '../../src/models/echo.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
 import { postgresStorage, postgresStorageDDL } from '../../src/storage/postgres.ts';
 import type { PgPoolLike } from '../../src/storage/postgres.ts';
+import { postJson } from '../helpers/http.ts';
+import { listen } from '../helpers/listen.ts';
 import { PG_CONFIG, runTag } from '../helpers/storage-backends.ts';
 
 const admin = new pg.Pool({ ...PG_CONFIG, max: 2 });
@@ -196,6 +203,66 @@ test('close() releases held locks (their connections close) and leaves the pool 
   const unlock = await withinWatchdog(postgresStorage(pool, { schema }).lock('closing'), 'lock after close');
   await unlock();
   assert.deepEqual((await pool.query('SELECT 1 AS one')).rows, [{ one: 1 }]);
+});
+
+/**
+ * A TCP proxy to the real Postgres that can go silent: its connections stop
+ * carrying bytes both ways and new ones are accepted and never answered, as
+ * when a server hangs or a network drops packets without a reset.
+ */
+async function silenceableProxy(t: TestContext): Promise<{ port: number; silence(): void }> {
+  let silent = false;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    sockets.add(client);
+    client.on('error', () => undefined);
+    client.on('close', () => sockets.delete(client));
+    if (silent) return;
+    const upstream = net.connect(PG_CONFIG.port, PG_CONFIG.host);
+    sockets.add(upstream);
+    upstream.on('error', () => client.destroy());
+    upstream.on('close', () => sockets.delete(upstream));
+    client.on('data', (bytes) => silent || upstream.write(bytes));
+    upstream.on('data', (bytes) => silent || client.write(bytes));
+    client.on('close', () => upstream.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    for (const socket of sockets) socket.destroy();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return { port: (server.address() as net.AddressInfo).port, silence: () => (silent = true) };
+}
+
+test('a server that stops answering: a lock waiting on it gives up when the turn is aborted, so a turn times out as JSON instead of hanging', async (t) => {
+  const proxy = await silenceableProxy(t);
+  const schema = newSchema(t);
+  // idleTimeoutMillis: the idle connection is gone by the second case, so the pool has to connect anew.
+  const pool = newPool(t, { port: proxy.port, max: 2, idleTimeoutMillis: 100 });
+  const storage = postgresStorage(pool, { schema });
+  class Bot extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel(), storage });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Bot);
+  const { url, close } = await listen(new AgentRouter(registry, { turnTimeout: 0.5, logger: { error: () => undefined } }).toRequestListener());
+  t.after(close);
+  assert.equal((await postJson(`${url}/pam/chat`, { message: 'hello' })).status, 200, 'served while the server answers');
+
+  proxy.silence();
+  // A pooled connection that went silent: the lock query hangs.
+  const held = await pool.connect();
+  held.release();
+  await withinWatchdog(assert.rejects(storage.lock('pam', AbortSignal.timeout(200)), { name: 'TimeoutError' }), 'lock on a silent connection');
+  // No connection left: the pool connects anew, and the connect hangs.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await withinWatchdog(assert.rejects(storage.lock('pam', AbortSignal.timeout(200)), { name: 'TimeoutError' }), 'lock on a silent connect');
+
+  const reply = await withinWatchdog(postJson(`${url}/pam/chat`, { message: 'again' }), 'chat on a silent server');
+  assert.equal(reply.status, 504);
+  assert.equal((reply.body as { code: string }).code, 'turn_timeout');
 });
 
 test('bad pools and bad names are refused with the fix in the message', () => {
