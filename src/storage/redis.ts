@@ -100,7 +100,19 @@ class RedisStorageImpl implements RedisStorage {
     const token = this.#held.get(agentId)?.token ?? '';
     const first = turn.expectedVersion === 0 ? String(firstVersion()) : '';
     const args = [String(turn.expectedVersion), JSON.stringify(turn.state), token, first, ...turn.append.map((message) => JSON.stringify(message))];
-    const [ok, version] = (await runScript(this.#send, COMMIT, keys, args)) as [unknown, unknown];
+    let reply: unknown;
+    try {
+      reply = await runScript(this.#send, COMMIT, keys, args);
+    } catch (error) {
+      // The reply may be what was lost (node-redis: the connection closed after the script went out),
+      // and the commit applied: reporting it failed would break "a failed turn changes nothing", and a
+      // client's retry would apply the turn twice. Once more under the same lock token, the script
+      // answers {1, version} for a commit it already applied, and applies one it had not. Without a
+      // token that answer is not possible, so the error stands.
+      if (token === '') throw error;
+      reply = await runScript(this.#send, COMMIT, keys, args);
+    }
+    const [ok, version] = reply as [unknown, unknown];
     if (Number(ok) === -1) throw new LockLostError(agentId, 'redisStorage', 'its lease ran out');
     if (Number(ok) !== 1) throw new VersionConflictError(agentId, turn.expectedVersion, Number(version));
     return Number(version);

@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, mock, test } from 'node:test';
+import net from 'node:net';
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { redisStorage } from '../../src/storage/redis.ts';
 import type { RedisClientLike } from '../../src/storage/redis.ts';
 import { connectRedis, REDIS_URL, runTag } from '../helpers/storage-backends.ts';
@@ -130,6 +132,55 @@ for (const flavor of ['node-redis', 'ioredis'] as const) {
     });
   });
 }
+
+test('a commit whose reply is lost (the connection closes after the script ran) is reported as committed, and applied once', async (t) => {
+  // A proxy to the real Redis that, once armed, lets the next command through and closes the
+  // client's connection instead of passing its reply back.
+  let armed = false;
+  const sockets = new Set<net.Socket>();
+  const proxy = net.createServer((client) => {
+    const upstream = net.connect(6379, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => sockets.delete(socket));
+    }
+    let dropNextReply = false;
+    client.on('data', (bytes) => {
+      if (armed && bytes.includes('EVALSHA')) {
+        armed = false;
+        dropNextReply = true;
+      }
+      upstream.write(bytes);
+    });
+    upstream.on('data', (bytes) => {
+      if (!dropNextReply) return void client.write(bytes);
+      client.destroy();
+      upstream.destroy();
+    });
+    client.on('close', () => upstream.destroy());
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    for (const socket of sockets) socket.destroy();
+    proxy.close();
+  });
+  const client = createClient({ url: `redis://127.0.0.1:${(proxy.address() as net.AddressInfo).port}` });
+  client.on('error', () => undefined);
+  await client.connect();
+  t.after(() => client.close());
+
+  const store = redisStorage(client, { prefix: `${prefix}lost-reply:` });
+  const first = await store.commit('ann', { expectedVersion: 0, state: { n: 0 }, append: [] });
+  const unlock = await store.lock('ann');
+  armed = true;
+  const version = await store.commit('ann', { expectedVersion: first, state: { n: 1 }, append: [{ role: 'user', content: 'once' }] });
+  assert.equal(armed, false, 'the commit went through the proxy armed');
+  await unlock();
+  assert.equal(version, first + 1);
+  const stored = await store.load('ann');
+  assert.deepEqual(stored, { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] });
+});
 
 test('redisStorage refuses what is not a Redis client, and bad options, with the fix in the message', () => {
   assert.throws(() => redisStorage({} as never), /node-redis client .* or an ioredis client/);
