@@ -8,6 +8,7 @@ import { commitLine, EMPTY_VIEW, scanJournal, snapshotLine } from './file-journa
 import type { ParsedJournal } from './file-journal.ts';
 import { journalBaseName } from './file-names.ts';
 import { FileLease } from './file-lock.ts';
+import { sweepLeftovers } from './file-sweep.ts';
 import type { LeaseSettings } from './file-lock.ts';
 import { leaseMilliseconds } from './ids.ts';
 import { firstVersion } from './record-version.ts';
@@ -188,6 +189,8 @@ export class FileStorage implements Storage {
     await this.#op(agentId, () =>
       this.#underLock(agentId, 'wait', async () => {
         this.#views.delete(agentId);
+        // A compaction snapshot a crash left behind holds the conversation too.
+        await sweepLeftovers(this.dir, journalBaseName(agentId));
         try {
           await unlink(this.#journalPath(agentId));
         } catch (error) {
@@ -242,8 +245,9 @@ export class FileStorage implements Storage {
 
   #ensureDir(): Promise<void> {
     // 0700: the journals hold conversations (see file-io.ts). An existing directory keeps its mode.
+    // Once per storage, what killed processes left there is swept (one directory listing).
     this.#ready ??= mkdir(this.dir, { recursive: true, mode: 0o700 }).then(
-      () => undefined,
+      () => sweepLeftovers(this.dir).then(() => undefined),
       (error: unknown) => {
         this.#ready = undefined;
         throw error;

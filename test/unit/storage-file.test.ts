@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { appendFile, mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -278,6 +279,37 @@ test('a lock file with this process\'s pid written by an earlier process (a cont
   const holder = await storage.lock('cai');
   await assert.rejects(open(t, dir).lock('cai', AbortSignal.timeout(300)), { name: 'TimeoutError' });
   await holder();
+});
+
+test('temp files a killed process left (a lock\'s, a compaction snapshot) are swept at first use once a minute old, and an id\'s snapshots by its delete', async (t) => {
+  const dir = await tempDir(t);
+  await turns(open(t, dir), 'dee', 2);
+  await turns(open(t, dir), 'eve', 1);
+  const base = (id: string): string => path.basename(journalOf(dir, id), '.jsonl');
+  const old = new Date(Date.now() - 120_000);
+  const leftovers = {
+    oldLock: `${base('dee')}.lock.${randomUUID()}.new`,
+    oldRenew: `${base('dee')}.lock.${randomUUID()}.renew`,
+    oldStale: `${base('eve')}.lock.${randomUUID()}.stale`,
+    oldSnapshot: `${base('eve')}.jsonl.${randomUUID()}.tmp`,
+    freshLock: `${base('dee')}.lock.${randomUUID()}.new`, // a live process may be about to link it
+    freshSnapshot: `${base('dee')}.jsonl.${randomUUID()}.tmp`,
+  };
+  for (const [what, name] of Object.entries(leftovers)) {
+    await writeFile(path.join(dir, name), '{"state":{"secret":1}}');
+    if (what.startsWith('old')) await utimes(path.join(dir, name), old, old);
+  }
+  const mine = 'notes.txt.tmp';
+  await writeFile(path.join(dir, mine), 'not ours');
+  await utimes(path.join(dir, mine), old, old);
+
+  const storage = open(t, dir);
+  assert.equal((await storage.load('dee'))?.state['turn'], 2, 'the journals are untouched');
+  assert.deepEqual((await readdir(dir)).filter((name) => !name.endsWith('.jsonl')).sort(), [leftovers.freshLock, leftovers.freshSnapshot, mine].sort());
+
+  await storage.delete('dee');
+  assert.deepEqual((await readdir(dir)).filter((name) => !name.endsWith('.jsonl')).sort(), [leftovers.freshLock, mine].sort(), "delete takes the id's snapshot with it, whatever its age");
+  assert.equal((await storage.load('eve'))?.version !== undefined, true);
 });
 
 test('a live holder\'s lock file, or a half-written one, is waited on; an abort ends the wait', async (t) => {
