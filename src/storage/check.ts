@@ -1,4 +1,5 @@
-import type { TurnCommit } from './storage.ts';
+import { AgentRouterError } from '../errors.ts';
+import type { AgentRecord, TurnCommit } from './storage.ts';
 
 /**
  * Checks a commit's shape before anything is written, so a caller's mistake
@@ -18,4 +19,26 @@ export function checkTurn(turn: TurnCommit, backend: string): void {
   if (!Array.isArray(append)) {
     throw new TypeError(`${backend}.commit: append must be an array of messages (empty for a turn that adds none)`);
   }
+}
+
+/**
+ * Checks a record read from a shared store (a row, keys) before an agent
+ * takes it: one edited or damaged by hand is refused as `storage_corrupt`
+ * (500, naming the id and what is wrong) on every read, rather than served
+ * by GET state and then failing each turn with an error about the caller's
+ * commit.
+ */
+export function checkRecord(record: AgentRecord, agentId: string, backend: string): AgentRecord {
+  const { state, messages, version } = record;
+  const wrong =
+    !Number.isSafeInteger(version) || version < 1 ? `its version (${String(version)}) is not an integer >= 1`
+    : typeof state !== 'object' || state === null || Array.isArray(state) ? 'its state is not a JSON object'
+    : !Array.isArray(messages) ? 'its history is not a list'
+    : messages.findIndex((message) => typeof message !== 'object' || message === null || typeof message.role !== 'string' || typeof message.content !== 'string');
+  if (wrong === -1) return record;
+  throw damagedRecord(agentId, backend, typeof wrong === 'number' ? `history entry ${wrong} is not a {role, content} message` : wrong);
+}
+
+export function damagedRecord(agentId: string, backend: string, what: string): AgentRouterError {
+  return new AgentRouterError(500, 'storage_corrupt', `${backend}: the stored record of agent ${JSON.stringify(agentId)} is damaged: ${what}; repair or delete it`);
 }

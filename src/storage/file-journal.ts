@@ -128,7 +128,14 @@ function parseLine(text: string): Line | undefined {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) return undefined;
   if (typeof state !== 'object' || state === null || Array.isArray(state)) return undefined;
   if (Array.isArray(append) === Array.isArray(messages)) return undefined;
+  if (!((append ?? messages) as unknown[]).every(isMessage)) return undefined;
   return line as unknown as Line;
+}
+
+function isMessage(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const { role, content } = value as { role?: unknown; content?: unknown };
+  return typeof role === 'string' && typeof content === 'string';
 }
 
 function corrupt(file: string, offset: number, lineNumber: number): AgentRouterError {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { LockLostError, VersionConflictError } from '../errors.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
-import { checkTurn } from './check.ts';
+import { checkRecord, checkTurn } from './check.ts';
 import { assertStorableId, idDigest, leaseMilliseconds } from './ids.ts';
 import { firstVersion } from './record-version.ts';
 import { postgresStorageDDL, statements, tableNames } from './postgres-sql.ts';
@@ -130,11 +130,12 @@ class PostgresStorageImpl implements PostgresStorage {
     await this.#init();
     const row = (await this.#query(agentId, sql, [key, ...args])).rows[0];
     if (row === undefined) return undefined;
-    return {
+    const record = {
       state: JSON.parse(String(row['state'])) as JsonObject,
       messages: JSON.parse(String(row['messages'])) as ChatMessage[],
       version: Number(row['version']),
     };
+    return checkRecord(record, agentId, 'postgresStorage');
   }
 
   async commit(agentId: string, turn: TurnCommit): Promise<number> {

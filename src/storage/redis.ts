@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { LockLostError, VersionConflictError } from '../errors.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
-import { checkTurn } from './check.ts';
+import { checkRecord, checkTurn, damagedRecord } from './check.ts';
 import { assertStorableId, leaseMilliseconds } from './ids.ts';
 import { firstVersion } from './record-version.ts';
 import { COMMIT, commandSender, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
@@ -86,11 +86,17 @@ class RedisStorageImpl implements RedisStorage {
     const reply = (await runScript(this.#send, script, this.#keys(agentId), args)) as [unknown, unknown, unknown[]];
     const [version, state, history] = reply;
     if (version === null || version === undefined) return undefined;
-    return {
-      state: JSON.parse(String(state)) as JsonObject,
-      messages: history.map((item) => JSON.parse(String(item)) as ChatMessage),
-      version: Number(version),
-    };
+    let record: AgentRecord;
+    try {
+      record = {
+        state: JSON.parse(String(state)) as JsonObject,
+        messages: history.map((item) => JSON.parse(String(item)) as ChatMessage),
+        version: Number(version),
+      };
+    } catch {
+      throw damagedRecord(agentId, 'redisStorage', 'its state or a history entry is not JSON');
+    }
+    return checkRecord(record, agentId, 'redisStorage');
   }
 
   async commit(agentId: string, turn: TurnCommit): Promise<number> {

@@ -265,6 +265,30 @@ test('a server that stops answering: a lock waiting on it gives up when the turn
   assert.equal((reply.body as { code: string }).code, 'turn_timeout');
 });
 
+test('a row damaged by hand is refused on every read as storage_corrupt, naming the agent and what is wrong', async (t) => {
+  const schema = newSchema(t);
+  const storage = postgresStorage(newPool(t), { schema });
+  const version = await storage.commit('dot', { expectedVersion: 0, state: { n: 1 }, append: [{ role: 'user', content: 'hi' }] });
+  const damages: Array<[string, string, RegExp]> = [
+    [`UPDATE "${schema}".agent_router_agents SET state = '[1,2]'`, `UPDATE "${schema}".agent_router_agents SET state = '{}'`, /its state is not a JSON object/],
+    [`UPDATE "${schema}".agent_router_messages SET message = '42'`, `UPDATE "${schema}".agent_router_messages SET message = '{"role":"user","content":"hi"}'`, /history entry 0 is not a \{role, content\} message/],
+  ];
+  for (const [damage, repair, what] of damages) {
+    await admin.query(damage);
+    for (const read of [() => storage.load('dot'), () => storage.loadSince('dot', { version: version - 1, messages: 0 })]) {
+      await assert.rejects(read(), (error: Error & { code?: string; status?: number }) => {
+        assert.equal(error.code, 'storage_corrupt');
+        assert.equal(error.status, 500);
+        assert.match(error.message, /agent "dot"/);
+        assert.match(error.message, what);
+        return true;
+      });
+    }
+    await admin.query(repair);
+  }
+  assert.deepEqual(await storage.load('dot'), { version, state: {}, messages: [{ role: 'user', content: 'hi' }] });
+});
+
 test('bad pools and bad names are refused with the fix in the message', () => {
   assert.throws(() => postgresStorage({} as PgPoolLike), /pass a pg\.Pool/);
   const pool = { query: async () => ({ rows: [] }), connect: async () => ({ query: async () => ({ rows: [] }), release: () => undefined }) };

@@ -182,6 +182,33 @@ test('a commit whose reply is lost (the connection closes after the script ran) 
   assert.deepEqual(stored, { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] });
 });
 
+test('keys damaged by hand are refused on every read as storage_corrupt, naming the agent and what is wrong', async (t) => {
+  const client = new Redis(REDIS_URL);
+  t.after(() => client.quit());
+  const own = `${prefix}damaged:`;
+  const store = redisStorage(client, { prefix: own });
+  const version = await store.commit('dot', { expectedVersion: 0, state: { n: 1 }, append: [{ role: 'user', content: 'hi' }] });
+  const base = `${own}{dot}`;
+  const damages: Array<[() => Promise<unknown>, RegExp]> = [
+    [() => admin.set(`${base}:v`, 'abc'), /its version \(NaN\) is not an integer/],
+    [() => admin.set(`${base}:s`, 'not json'), /its state or a history entry is not JSON/],
+    [() => admin.set(`${base}:s`, 'null'), /its state is not a JSON object/],
+    [() => admin.rpush(`${base}:h`, '42'), /history entry 1 is not a \{role, content\} message/],
+  ];
+  for (const [damage, what] of damages) {
+    await admin.set(`${base}:v`, String(version));
+    await admin.set(`${base}:s`, '{}');
+    await admin.ltrim(`${base}:h`, 0, 0);
+    await damage();
+    await assert.rejects(store.load('dot'), (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'storage_corrupt');
+      assert.match(error.message, /agent "dot"/);
+      assert.match(error.message, what);
+      return true;
+    });
+  }
+});
+
 test('redisStorage refuses what is not a Redis client, and bad options, with the fix in the message', () => {
   assert.throws(() => redisStorage({} as never), /node-redis client .* or an ioredis client/);
   assert.throws(() => redisStorage(null as never), TypeError);

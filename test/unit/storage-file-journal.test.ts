@@ -55,7 +55,8 @@ test('a tail read that meets a snapshot reports the file replaced (undefined), s
 test('lines that are JSON but not journal entries are corruption, the last one too; a last line with NUL bytes is a torn write', () => {
   const good = line('a', 1, {});
   for (const bad of ['[]', 'null', '{"v":0,"state":{},"append":[]}', '{"v":2,"state":[],"append":[]}', '{"v":2,"state":{}}',
-    '{"v":2,"state":{},"append":[],"messages":[]}', '{"v":1.5,"state":{},"append":[]}', '{"V":2,"state":{},"append":[]}', '{"v":2,"state":{},"app']) {
+    '{"v":2,"state":{},"append":[],"messages":[]}', '{"v":1.5,"state":{},"append":[]}', '{"V":2,"state":{},"append":[]}', '{"v":2,"state":{},"app',
+    '{"v":2,"state":{},"append":[42]}', '{"v":2,"state":{},"append":[null]}', '{"v":2,"state":{},"append":[{"role":"user"}]}']) {
     assert.throws(() => scan(`${good}${bad}\n${line(undefined, 2, {})}`), { code: 'storage_corrupt' }, bad);
     // A complete line was written whole and acknowledged: dropping it would lose a turn without a word.
     assert.throws(() => scan(`${good}${bad}\n`), { code: 'storage_corrupt' }, `${bad} as the last line`);
