@@ -93,6 +93,12 @@ export function statements(t: TableNames) {
         WHERE key = $1 AND version = $2 RETURNING version
       ), m AS (${appendRows('a')})
       SELECT version FROM a`,
+    // After a commit whose answer was lost: the record's version and state now, and the messages
+    // stored at the version that commit would have made.
+    landed: `SELECT a.version, a.state::text AS state,
+             (SELECT coalesce(json_agg(m.message ORDER BY m.idx), '[]'::json)::text
+                FROM ${t.messages} m WHERE m.key = a.key AND m.version = $2) AS messages
+           FROM ${t.agents} a WHERE a.key = $1`,
     // Two statements in one transaction, the agent's row first: a commit in flight holds that row, so
     // the delete waits for it, and the messages delete that follows (a new snapshot under READ
     // COMMITTED) sees that commit's rows too. One statement's snapshot would leave them behind.

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
 import { LockLostError, VersionConflictError } from '../errors.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkRecord, checkTurn } from './check.ts';
 import { assertStorableId, idDigest, leaseMilliseconds } from './ids.ts';
-import { firstVersion } from './record-version.ts';
+import { firstVersion, sameRecord } from './record-version.ts';
 import { postgresStorageDDL, statements, tableNames } from './postgres-sql.ts';
 import type { TableNames } from './postgres-sql.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
@@ -64,6 +65,15 @@ interface HeldLock {
   broken: Error | undefined;
   /** The client went back to the pool (unlock or close); never release it twice. */
   released: boolean;
+}
+
+/** How long a commit whose answer was lost waits to learn whether it was stored. */
+const LANDED_CHECK_MS = 5000;
+
+/** An error the server reported (it has a SQLSTATE): its statement was not applied. Otherwise the connection failed. */
+function reportedByServer(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
 }
 
 // Serializes the DDL of concurrent first uses: CREATE TABLE IF NOT EXISTS
@@ -148,9 +158,19 @@ class PostgresStorageImpl implements PostgresStorage {
     if (broken !== undefined) throw new LockLostError(agentId, 'postgresStorage', `its session ended: ${broken.message}`);
     const state = JSON.stringify(turn.state);
     const append = JSON.stringify(turn.append);
-    const { rows } = turn.expectedVersion === 0
-      ? await this.#query(agentId, this.#sql.commitFirst, [key, agentId, state, append, firstVersion()])
-      : await this.#query(agentId, this.#sql.commitNext, [key, turn.expectedVersion, state, append]);
+    const version = turn.expectedVersion === 0 ? firstVersion() : turn.expectedVersion + 1;
+    let rows: Array<Record<string, unknown>>;
+    try {
+      ({ rows } = turn.expectedVersion === 0
+        ? await this.#query(agentId, this.#sql.commitFirst, [key, agentId, state, append, version])
+        : await this.#query(agentId, this.#sql.commitNext, [key, turn.expectedVersion, state, append]));
+    } catch (error) {
+      // The connection broke after the statement went out: it may have been applied. Reporting the
+      // turn failed then would break "a failed turn changes nothing", and a client's retry would
+      // apply it twice; so the record is read again on another connection.
+      if (!reportedByServer(error) && (await this.#landed(key, version, state, append))) return version;
+      throw error;
+    }
     if (rows[0] !== undefined) return Number(rows[0]['version']);
     const actual = await this.head(agentId).catch(() => undefined);
     throw new VersionConflictError(agentId, turn.expectedVersion, actual);
@@ -245,6 +265,32 @@ class PostgresStorageImpl implements PostgresStorage {
   }
 
   // --- internals -----------------------------------------------------------
+
+  /**
+   * Whether a commit whose answer was lost was stored: the messages at its
+   * version are its own, and the record is at that version with its state,
+   * or (its messages telling it apart) a later one. False when it cannot
+   * tell within LANDED_CHECK_MS (the server may still be gone): the turn is
+   * then reported failed, as before.
+   */
+  async #landed(key: string, version: number, state: string, append: string): Promise<boolean> {
+    const appended = JSON.parse(append) as unknown[];
+    const check = this.#pool.query(this.#sql.landed, [key, version]).then(({ rows }) => {
+      const row = rows[0];
+      if (row === undefined || !isDeepStrictEqual(JSON.parse(String(row['messages'])), appended)) return false;
+      const now = Number(row['version']);
+      return now === version ? String(row['state']) === state : appended.length > 0 && now > version && sameRecord(now, version);
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const giveUp = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), LANDED_CHECK_MS);
+    });
+    try {
+      return await Promise.race([check.catch(() => false), giveUp]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   #key(agentId: string): string {
     assertStorableId(agentId, 'postgresStorage');

@@ -12,6 +12,7 @@ import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/http/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
+import type { ChatMessage } from '../../src/types.ts';
 import { postgresStorage, postgresStorageDDL } from '../../src/storage/postgres.ts';
 import type { PgPoolLike } from '../../src/storage/postgres.ts';
 import { postJson } from '../helpers/http.ts';
@@ -263,6 +264,60 @@ test('a server that stops answering: a lock waiting on it gives up when the turn
   const reply = await withinWatchdog(postJson(`${url}/pam/chat`, { message: 'again' }), 'chat on a silent server');
   assert.equal(reply.status, 504);
   assert.equal((reply.body as { code: string }).code, 'turn_timeout');
+});
+
+test('a commit whose answer is lost is reported as it happened: stored when the server applied it, failed when it never arrived', async (t) => {
+  // A proxy to the real Postgres that, once armed, cuts the connection carrying the next commit
+  // statement: after passing it on (its answer is lost), or before (the server never sees it).
+  let armed: 'after' | 'before' | undefined;
+  const sockets = new Set<net.Socket>();
+  const proxy = net.createServer((client) => {
+    const upstream = net.connect(PG_CONFIG.port, PG_CONFIG.host);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => sockets.delete(socket));
+    }
+    let cutOnReply = false;
+    const cut = (): void => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('data', (bytes) => {
+      if (armed !== undefined && bytes.includes('SET version = version + 1')) {
+        const when = armed;
+        armed = undefined;
+        if (when === 'before') return cut();
+        cutOnReply = true;
+      }
+      upstream.write(bytes);
+    });
+    upstream.on('data', (bytes) => (cutOnReply ? cut() : client.write(bytes)));
+    client.on('close', () => upstream.destroy());
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    for (const socket of sockets) socket.destroy();
+    return new Promise<void>((resolve) => proxy.close(() => resolve()));
+  });
+  const schema = newSchema(t);
+  const storage = postgresStorage(newPool(t, { port: (proxy.address() as net.AddressInfo).port }), { schema });
+  const first = await storage.commit('lou', { expectedVersion: 0, state: { n: 0 }, append: [] });
+
+  let unlock = await storage.lock('lou');
+  armed = 'after';
+  const turn = { expectedVersion: first, state: { n: 1 }, append: [{ role: 'user', content: 'once' }] as ChatMessage[] };
+  assert.equal(await storage.commit('lou', turn), first + 1, 'applied, its answer lost: reported stored');
+  assert.equal(armed, undefined, 'the commit went through the armed proxy');
+  await unlock();
+  assert.deepEqual(await storage.load('lou'), { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] });
+
+  unlock = await storage.lock('lou');
+  armed = 'before';
+  await assert.rejects(storage.commit('lou', { expectedVersion: first + 1, state: { n: 2 }, append: [{ role: 'user', content: 'never' }] }));
+  assert.equal(armed, undefined);
+  await unlock();
+  assert.deepEqual(await storage.load('lou'), { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] }, 'never arrived: reported failed, nothing stored');
 });
 
 test('a row damaged by hand is refused on every read as storage_corrupt, naming the agent and what is wrong', async (t) => {
