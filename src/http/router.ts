@@ -480,7 +480,8 @@ export class AgentRouter {
   #stream(running: Running, target: Resolved, message: string, typed: boolean, answered: (() => void) | undefined): Promise<typeof STREAMING> {
     const { agentId, cancel } = running;
     const source = this.#source(target, agentId, message, cancel);
-    const options = { typed, cancel, pingInterval: this.options.pingInterval, logger: this.#logger };
+    // A client that reads nothing for turnTimeout is taken as gone: its stream, local or remote, is cut.
+    const options = { typed, cancel, pingInterval: this.options.pingInterval, stallTimeout: this.#turnTimeout, logger: this.#logger };
     this.#openStreams++;
     running.streaming = true;
     running.answered = answered;

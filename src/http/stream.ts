@@ -18,6 +18,8 @@ export interface StreamOptions {
   /** The request's cancel: an aborted turn ends the stream with its reason. */
   cancel: TurnCancel;
   pingInterval: number | undefined;
+  /** Seconds a client may leave the stream unread before it is cut (see SSEWriterOptions). */
+  stallTimeout: number;
   logger: Logger;
 }
 
@@ -78,14 +80,14 @@ class ReplyStream<T> implements ChatSink {
   /** The plain stream's watch on a pair or a CRLF split between chunks; made by the first chunk that splits one. */
   #seam: ChunkSeam | undefined;
 
-  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, logger }: StreamOptions, onEnd: StreamEnd<T>, owner: T) {
+  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger }: StreamOptions, onEnd: StreamEnd<T>, owner: T) {
     this.#agentId = agentId;
     this.#typed = typed;
     this.#cancel = cancel;
     this.#logger = logger;
     this.#onEnd = onEnd;
     this.#owner = owner;
-    this.#writer = new SSEWriter(res, { pingInterval });
+    this.#writer = new SSEWriter(res, { pingInterval, stallTimeout });
   }
 
   start(source: ReplySource): void {

@@ -4,6 +4,13 @@ import { formatComment, formatEvent } from './format.ts';
 export interface SSEWriterOptions {
   /** Seconds between `: ping` comments on an idle stream; 0 turns them off. @defaultValue 15 */
   pingInterval?: number | undefined;
+  /**
+   * Seconds a client may leave written bytes unread (a write waiting for
+   * `drain`, or the last frames after `end`) before the response is
+   * destroyed, as a client that is gone. 0 or Infinity: no limit.
+   * @defaultValue no limit
+   */
+  stallTimeout?: number | undefined;
   /** Extra response headers (CORS, request id). */
   headers?: Readonly<Record<string, string>> | undefined;
 }
@@ -51,9 +58,15 @@ export class SSEWriter {
    * response ends unless flushed after each write.
    */
   readonly #flushCompressor: (() => void) | undefined;
+  /** See SSEWriterOptions.stallTimeout; Infinity for none. */
+  readonly #stallMs: number;
+  /** Ends the wait for `drain` now (called by end(), so a waiting turn lets go of what it holds). */
+  #stopWaiting: (() => void) | undefined;
 
   constructor(res: ServerResponse, options: SSEWriterOptions = {}) {
     this.#res = res;
+    const stall = options.stallTimeout ?? 0;
+    this.#stallMs = stall > 0 ? stall * 1000 : Infinity;
     const flush = (res as { flush?: unknown }).flush;
     this.#flushCompressor = typeof flush === 'function' ? () => flush.call(res) : undefined;
     if (options.headers !== undefined) for (const name in options.headers) res.setHeader(name, options.headers[name] as string);
@@ -116,14 +129,33 @@ export class SSEWriter {
 
   #drained(): Promise<void> {
     return new Promise<void>((resolve) => {
+      const res = this.#res;
+      const stalled = this.#unlessReadWithin();
       const done = (): void => {
-        this.#res.off('drain', done);
-        this.#res.off('close', done);
+        clearTimeout(stalled);
+        res.off('drain', done);
+        res.off('close', done);
+        this.#stopWaiting = undefined;
         resolve();
       };
-      this.#res.on('drain', done);
-      this.#res.on('close', done);
+      this.#stopWaiting = done;
+      res.on('drain', done);
+      res.on('close', done);
     });
+  }
+
+  /**
+   * Destroys the response unless the client reads what is written within the
+   * stall timeout: a client that reads nothing would otherwise hold its turn
+   * (a remote one and its connection slot too), its socket and the bytes
+   * for as long as it stays connected. The caller clears the timer.
+   */
+  #unlessReadWithin(): NodeJS.Timeout | undefined {
+    if (this.#stallMs === Infinity) return undefined;
+    const res = this.#res;
+    const timer = setTimeout(() => res.destroy(), this.#stallMs);
+    timer.unref();
+    return timer;
   }
 
   /**
@@ -159,8 +191,19 @@ export class SSEWriter {
     if (this.#res.destroyed) return;
     // The frames of this tick and the last one in one write.
     const last = pending === undefined ? frame : frame === undefined ? pending : pending + frame;
-    if (last === undefined) this.#res.end();
-    else this.#res.end(last);
+    const res = this.#res;
+    if (last === undefined) res.end();
+    else res.end(last);
+    this.#stopWaiting?.();
+    // Bytes a stalled client never reads would keep the socket (and them) for as long as it stays connected.
+    if (!res.writableFinished && !res.destroyed) {
+      const stalled = this.#unlessReadWithin();
+      if (stalled !== undefined) {
+        const settled = (): void => clearTimeout(stalled);
+        res.once('finish', settled);
+        res.once('close', settled);
+      }
+    }
   }
 }
 

@@ -8,6 +8,7 @@ import { AgentRegistry } from '../../src/registry/registry.ts';
 import type { AgentServerConfig } from '../../src/server/config.ts';
 import { AgentServer } from '../../src/server/server.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
+import { HTTPTransport } from '../../src/transports/http.ts';
 import { getJson } from '../helpers/http.ts';
 import { mib, MiB, settledHeap } from '../helpers/fuzz-heap.ts';
 
@@ -130,4 +131,41 @@ test('through AgentServer: a stream nobody reads makes its model wait, and serve
   assert.ok(held < 32 * MiB, `heap grew by ${mib(held)} while the reader read nothing`);
   req.destroy();
   await server.close();
+});
+
+/**
+ * Opens a stream whose client never reads; resolves when the server closes
+ * its side of that connection (a paused client would not notice), with the
+ * client's socket, for the test to destroy.
+ */
+function unreadStream(server: AgentServer, path: string): { closed: Promise<void>; client: net.Socket } {
+  const closed = new Promise<void>((resolve) => server.httpServer?.once('connection', (socket: net.Socket) => socket.once('close', () => resolve())));
+  const client = net.connect(server.port as number, '127.0.0.1');
+  const body = '{"message":"x"}';
+  client.on('error', () => {}); // a reset is how a cut may arrive
+  client.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  client.pause(); // reads nothing, ever: the kernel's buffers fill, then the server's writes wait
+  return { closed, client };
+}
+
+test('a stream whose client reads nothing is cut after turnTimeout, local or through HTTPTransport, and a remote\'s connection slot is freed', async (t) => {
+  const back = await start(t, { pingInterval: 0, turnTimeout: 0.5 });
+  const registry = new AgentRegistry();
+  // One connection slot: a stalled stream holding it for ever would refuse every other request (503 upstream_busy).
+  registry.register('.*', new HTTPTransport(`http://127.0.0.1:${back.port}/agent`, { maxConnections: 1, timeout: 0.3 }));
+  const front = new AgentServer(registry, { pingInterval: 0, turnTimeout: 0.5, logger: { error: () => {} } });
+  await front.serve(0);
+  t.after(() => front.close());
+
+  for (const [where, server] of [['local', back.server], ['remote', front]] as const) {
+    const stalled = unreadStream(server, '/agent/firehose-1/chat?stream=true');
+    t.after(() => void stalled.client.destroy());
+    // Bounded by this watchdog, not timed: the server has to close the connection by itself.
+    const watchdog = new Promise<'never'>((resolve) => setTimeout(() => resolve('never'), 15_000).unref());
+    assert.notEqual(await Promise.race([stalled.closed, watchdog]), 'never', `${where}: the server never closed a stream nobody reads`);
+    for (let i = 0; i < 100 && server.router.openStreams > 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(server.router.openStreams, 0, `${where}: the stream is over`);
+  }
+  const after = await getJson(`${front.url}/agent/plain-1/state`);
+  assert.equal(after.status, 200, 'the remote slot the stalled stream held is free again');
 });
