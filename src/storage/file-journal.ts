@@ -24,7 +24,11 @@ export interface JournalView {
   version: number;
   /** Bytes up to the end of the last valid line; anything after it is a torn tail. */
   validBytes: number;
-  /** Serialized size of the current state; it turns stale with the next commit. */
+  /**
+   * Bytes of the last line but its messages (its state, version and JSON
+   * framing): stale once another commit follows. Counting only the state
+   * left a small state's lines (mostly framing) never worth compacting.
+   */
   stateBytes: number;
   /** Bytes of superseded states and ignored lines: what compaction reclaims. */
   staleBytes: number;
@@ -88,7 +92,7 @@ export function scanJournal(bytes: Buffer, options: {
       continue;
     }
     view.staleBytes += view.stateBytes;
-    view.stateBytes = Buffer.byteLength(JSON.stringify(line.state));
+    view.stateBytes = lineBytes - messagesBytes(line.append ?? line.messages ?? []);
     view.version = line.v;
     if (options.collect === true) {
       view.state = line.state;
@@ -145,4 +149,9 @@ function corrupt(file: string, offset: number, lineNumber: number): AgentRouterE
     'storage_corrupt',
     `FileStorage: ${file} ${where} is not a journal entry for this agent; move the file aside or repair that line`,
   );
+}
+
+/** The bytes a line's messages take in it (what compaction keeps of a superseded line). */
+export function messagesBytes(messages: readonly ChatMessage[]): number {
+  return Buffer.byteLength(JSON.stringify(messages));
 }

@@ -4,7 +4,7 @@ import { LockLostError, VersionConflictError } from '../errors.ts';
 import { checkTurn } from './check.ts';
 import { appendLine, NO_FILE, readAt, readSince, readView, readWhole, replaceFile, syncDir, withIdentity } from './file-io.ts';
 import type { CachedView } from './file-io.ts';
-import { commitLine, EMPTY_VIEW, scanJournal, snapshotLine } from './file-journal.ts';
+import { commitLine, EMPTY_VIEW, messagesBytes, scanJournal, snapshotLine } from './file-journal.ts';
 import type { ParsedJournal } from './file-journal.ts';
 import { journalBaseName } from './file-names.ts';
 import { FileLease } from './file-lock.ts';
@@ -215,7 +215,7 @@ export class FileStorage implements Storage {
         const journal = await this.#readFull(agentId);
         if (journal === undefined || journal.version === 0) return false;
         const info = await replaceFile(this.#journalPath(agentId), snapshotLine(agentId, journal));
-        const stateBytes = Buffer.byteLength(JSON.stringify(journal.state));
+        const stateBytes = Number(info.size) - messagesBytes(journal.messages);
         this.#remember(agentId, withIdentity({ version: journal.version, validBytes: Number(info.size), stateBytes, staleBytes: 0 }, info));
         return true;
       });
@@ -323,7 +323,7 @@ export class FileStorage implements Storage {
       throw new LockLostError(agentId, 'FileStorage', 'its lease ran out and another process wrote this version first');
     }
     if (first && this.#fsync) await syncDir(this.dir);
-    const next = { version, validBytes: Number(info.size), stateBytes: Buffer.byteLength(stateJson), staleBytes: view.staleBytes + view.stateBytes };
+    const next = { version, validBytes: Number(info.size), stateBytes: lineBytes - messagesBytes(turn.append), staleBytes: view.staleBytes + view.stateBytes };
     return this.#remember(agentId, withIdentity(next, info));
   }
 

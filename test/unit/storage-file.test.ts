@@ -129,6 +129,18 @@ test('compaction starts on its own once superseded states outweigh the rest of t
   assert.deepEqual(await open(t, dir).load('big'), { state: { turn: 40, pad }, messages: messagesUpTo(40), version: forty.version });
 });
 
+test('a journal of small states (mostly framing: {"v":...,"state":{"n":1},"append":[]}) is compacted too, so it does not grow without bound', async (t) => {
+  const dir = await tempDir(t);
+  const storage = open(t, dir, { compactAfterBytes: 2_000 });
+  let version = 0;
+  for (let n = 1; n <= 400; n++) version = await storage.commit('tiny', { expectedVersion: version, state: { n }, append: [] });
+  await storage.close(); // waits for background compaction
+  const size = (await stat(journalOf(dir, 'tiny'))).size;
+  // 400 lines of about 45 bytes is 18 KB; compacted as it goes, it never holds much more than the threshold twice.
+  assert.ok(size < 4_500, `the journal holds ${size} bytes after 400 state-only turns`);
+  assert.deepEqual(await open(t, dir).load('tiny'), { state: { n: 400 }, messages: [], version });
+});
+
 test('another instance\'s appends and compactions are seen (tail read, then full re-read)', async (t) => {
   const dir = await tempDir(t);
   const a = open(t, dir);
