@@ -19,6 +19,16 @@ export function checkTurn(turn: TurnCommit, backend: string): void {
   if (!Array.isArray(append)) {
     throw new TypeError(`${backend}.commit: append must be an array of messages (empty for a turn that adds none)`);
   }
+  // The same rule as reads apply (checkRecord, the journal's lines): what is written can be read back.
+  const bad = append.findIndex((message) => !isMessage(message));
+  if (bad !== -1) throw new TypeError(`${backend}.commit: append[${bad}] must be a message { role: string, content: string }`);
+}
+
+/** A history entry as storages keep it: `{role, content}` strings (and any other JSON fields, such as usage). */
+export function isMessage(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const { role, content } = value as { role?: unknown; content?: unknown };
+  return typeof role === 'string' && typeof content === 'string';
 }
 
 /**
@@ -34,7 +44,7 @@ export function checkRecord(record: AgentRecord, agentId: string, backend: strin
     !Number.isSafeInteger(version) || version < 1 ? `its version (${String(version)}) is not an integer >= 1`
     : typeof state !== 'object' || state === null || Array.isArray(state) ? 'its state is not a JSON object'
     : !Array.isArray(messages) ? 'its history is not a list'
-    : messages.findIndex((message) => typeof message !== 'object' || message === null || typeof message.role !== 'string' || typeof message.content !== 'string');
+    : messages.findIndex((message) => !isMessage(message));
   if (wrong === -1) return record;
   throw damagedRecord(agentId, backend, typeof wrong === 'number' ? `history entry ${wrong} is not a {role, content} message` : wrong);
 }

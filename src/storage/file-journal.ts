@@ -17,6 +17,7 @@
  * version wins and every reader agrees on it.
  */
 import { AgentRouterError } from '../errors.ts';
+import { isMessage } from './check.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
 
 /** What a writer needs to know about a journal, without its history. */
@@ -136,18 +137,13 @@ function parseLine(text: string): Line | undefined {
   return line as unknown as Line;
 }
 
-function isMessage(value: unknown): boolean {
-  if (typeof value !== 'object' || value === null) return false;
-  const { role, content } = value as { role?: unknown; content?: unknown };
-  return typeof role === 'string' && typeof content === 'string';
-}
 
 function corrupt(file: string, offset: number, lineNumber: number): AgentRouterError {
   const where = offset === 0 ? `line ${lineNumber}` : `line ${lineNumber} after byte ${offset}`;
   return new AgentRouterError(
     500,
     'storage_corrupt',
-    `FileStorage: ${file} ${where} is not a journal entry for this agent; move the file aside or repair that line`,
+    `FileStorage: ${file} ${where} is damaged or not a journal entry of this agent; move the file aside or repair that line`,
   );
 }
 

@@ -73,6 +73,19 @@ export function defineStorageContract(backend: StorageBackend): void {
     assert.deepEqual(await storage.load(id), { state, messages, version });
   });
 
+  // The storages that keep JSON check what they write as they check what they read; MemoryStorage keeps the caller's objects.
+  if (backend.name !== 'memory') test('a commit whose messages are not {role, content} strings is refused at write (TypeError), leaving nothing a read would refuse', async () => {
+    const storage = await backend.open();
+    for (const bad of [42, null, { role: 'user' }, { role: 'tool', content: { result: 1 } }]) {
+      await assert.rejects(storage.commit('bad-append', { expectedVersion: 0, state: {}, append: [{ role: 'user', content: 'ok' }, bad as never] }), (error: Error) => {
+        assert.ok(error instanceof TypeError);
+        assert.match(error.message, /append\[1\] must be a message \{ role: string, content: string \}/);
+        return true;
+      });
+    }
+    assert.equal(await storage.load('bad-append'), undefined);
+  });
+
   test('the first commit sets a version and each later one adds one; head follows', async () => {
     const storage = await backend.open();
     const id = freshId('versions');
