@@ -39,13 +39,15 @@ export function answerExpectation(req: IncomingMessage, res: ServerResponse): vo
  * the socket without a word. This server is no proxy; the client gets the
  * JSON 405 any other method the routes do not take gets.
  */
-export function answerConnect(_req: IncomingMessage, socket: Duplex & { setTimeout?(ms: number, callback: () => void): unknown }): void {
-  // The socket is ours now, outside Node's HTTP timeouts: read and drop what the client sends
-  // after the request (a tunnel's TLS hello), so closing does not reset the answer away, and
-  // drop a client that never closes its side.
+export function answerConnect(_req: IncomingMessage, socket: Duplex): void {
+  // The socket is ours now, outside Node's HTTP timeouts and closeAllConnections(): read and drop
+  // what the client sends after the request (a tunnel's TLS hello), so closing does not reset the
+  // answer away, and destroy it after 2 s whatever the client does (an idle timeout would be reset
+  // by a client trickling bytes, and keep server.close() waiting on it).
+  const cut = setTimeout(() => socket.destroy(), 2000);
+  socket.on('close', () => clearTimeout(cut));
   socket.on('error', () => socket.destroy());
   socket.resume();
-  socket.setTimeout?.(5000, () => socket.destroy());
   const body = JSON.stringify({ error: 'Method not allowed; CONNECT is not supported (this is not a proxy)', code: 'method_not_allowed' });
   socket.end(
     `HTTP/1.1 405 ${STATUS_CODES[405]}\r\nAllow: GET, HEAD, POST, OPTIONS\r\nContent-Type: application/json; charset=utf-8\r\n` +

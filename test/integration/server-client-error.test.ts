@@ -84,6 +84,31 @@ test('CONNECT gets a JSON 405 and the connection is closed, even when the client
   await health.body?.cancel();
 });
 
+test('a CONNECT client that trickles bytes and never closes is cut, so close() does not wait on it', async (t) => {
+  const registry = new AgentRegistry();
+  registry.register('.*', class extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel() });
+    }
+  });
+  const server = new AgentServer(registry, { shutdownTimeout: 0.1 });
+  await server.serve(0);
+  const socket = net.connect({ port: server.port as number, host: '127.0.0.1', allowHalfOpen: true });
+  socket.on('error', () => {});
+  socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+  const trickle = setInterval(() => socket.writable && socket.write('x'), 100);
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  t.after(() => {
+    clearInterval(trickle);
+    socket.destroy();
+    return server.close();
+  });
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const watchdog = new Promise<'never'>((resolve) => setTimeout(() => resolve('never'), 15_000).unref());
+  assert.notEqual(await Promise.race([server.close(), watchdog]), 'never', 'close() waited on the CONNECT socket');
+  await closed;
+});
+
 test('a request target in absolute form (as sent to a proxy) is served by its path', async (t) => {
   const server = await echoServer(t);
   const reply = await rawExchange(server.port as number, 'GET http://agents.example/agent/echo-1/state HTTP/1.1\r\nHost: agents.example\r\nConnection: close\r\n\r\n');
