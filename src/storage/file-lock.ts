@@ -13,6 +13,7 @@
  * lease first (FileStorage), so a duplicate line is at worst ignored on load.
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { link, open, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { backoff, delay } from './wait.ts';
@@ -29,7 +30,7 @@ interface LockContent {
   pid: number;
   host: string;
   /** Which process of that pid wrote it (absent in lock files of earlier versions). */
-  run?: string;
+  run?: string | undefined;
   token: string;
   expires: number;
 }
@@ -37,9 +38,24 @@ interface LockContent {
 /**
  * This process among all that had its pid on this host: a container
  * restarted runs as PID 1 again, with its hostname, and must see the lock
- * its killed predecessor left as dead, not as its own.
+ * its killed predecessor left as dead, not as its own. Its start time
+ * (Linux's /proc/self/stat, in clock ticks since boot), not a random id:
+ * every worker thread, and every copy of this module in the process,
+ * must read the same, or one would take another's live lock. Undefined
+ * without /proc: a lock with this pid is then taken as this process's.
  */
-const PROCESS_RUN = randomUUID();
+const PROCESS_RUN = processStartTime();
+
+function processStartTime(): string | undefined {
+  try {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    // The fields after the command name, which is in parentheses and may hold spaces; starttime is field 22.
+    const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    return start !== undefined && /^\d+$/.test(start) ? start : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 export class FileLease {
   readonly path: string;
@@ -196,8 +212,8 @@ async function readStale(path: string, settings: LeaseSettings): Promise<string 
   }
   if (current.expires <= settings.now()) return raw;
   if (current.host !== hostname()) return undefined;
-  // Our pid: ours if this process wrote it (another FileStorage on the dir may hold it), else an earlier process's.
-  if (current.pid === process.pid) return current.run === PROCESS_RUN ? undefined : raw;
+  // Our pid: ours (another FileStorage or thread may hold it) unless an earlier process with this pid wrote it.
+  if (current.pid === process.pid) return PROCESS_RUN !== undefined && current.run !== undefined && current.run !== PROCESS_RUN ? raw : undefined;
   return isAlive(current.pid) ? undefined : raw;
 }
 

@@ -5,11 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { appendFile, mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { mock, test } from 'node:test';
+import { Worker } from 'node:worker_threads';
 import type { TestContext } from 'node:test';
 import { FileStorage } from '../../src/storage/file.ts';
 import type { FileStorageOptions } from '../../src/storage/file.ts';
@@ -281,15 +283,33 @@ test('a lock file with this process\'s pid written by an earlier process (a cont
   const dir = await tempDir(t);
   const storage = open(t, dir);
   await storage.commit('cai', { expectedVersion: 0, state: {}, append: [] });
-  for (const earlier of [{ run: 'an-earlier-run' }, {}]) { // {}: a lock file of a version before runs were written
-    await writeFile(lockOf(dir, 'cai'), JSON.stringify({ pid: process.pid, host: hostname(), ...earlier, token: 'ghost', expires: Date.now() + 3_600_000 }));
-    const unlock = await storage.lock('cai', AbortSignal.timeout(20_000));
-    assert.notEqual((JSON.parse(await readFile(lockOf(dir, 'cai'), 'utf8')) as { token: string }).token, 'ghost');
-    await unlock();
-  }
-  // This process's own lock, through another FileStorage on the same directory, is still waited on.
+  // An earlier process's start time (the run written by this one is this process's).
+  await writeFile(lockOf(dir, 'cai'), JSON.stringify({ pid: process.pid, host: hostname(), run: '1', token: 'ghost', expires: Date.now() + 3_600_000 }));
+  const unlock = await storage.lock('cai', AbortSignal.timeout(20_000));
+  const written = JSON.parse(await readFile(lockOf(dir, 'cai'), 'utf8')) as { token: string; run: string };
+  assert.notEqual(written.token, 'ghost');
+  assert.match(written.run, /^\d+$/, "the run is this process's start time");
+  await unlock();
+  // This process's own lock, through another FileStorage on the same directory, is still waited on...
   const holder = await storage.lock('cai');
   await assert.rejects(open(t, dir).lock('cai', AbortSignal.timeout(300)), { name: 'TimeoutError' });
+  // ...and from a worker thread, which has this pid and loads its own copy of the module.
+  // This file runs from source through tsx, or compiled (npm test): the worker loads the module the same way
+  // (a worker gets no --import from its options, so it registers tsx itself).
+  const fromSource = import.meta.url.endsWith('.ts');
+  const module = new URL(`../../src/storage/file.${fromSource ? 'ts' : 'js'}`, import.meta.url).href;
+  const tsx = fromSource ? `(await import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))})).register();` : '';
+  const worker = new Worker(
+    `(async () => { ${tsx} return import(${JSON.stringify(module)}); })().then(async ({ FileStorage }) => {
+      const { parentPort, workerData } = await import('node:worker_threads');
+      const outcome = await new FileStorage(workerData).lock('cai', AbortSignal.timeout(300)).then(() => 'took the held lock', (error) => error.name);
+      parentPort.postMessage(outcome);
+    })`,
+    { eval: true, workerData: dir },
+  );
+  const [outcome] = (await once(worker, 'message')) as [string];
+  await worker.terminate();
+  assert.equal(outcome, 'TimeoutError', 'a worker thread waits on a lock its process holds');
   await holder();
 });
 
