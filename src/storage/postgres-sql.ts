@@ -116,6 +116,8 @@ export function statements(t: TableNames) {
     unlock: 'SELECT pg_advisory_unlock($1::bigint)',
     unlockAndRestore: "SELECT pg_advisory_unlock($1::bigint), set_config('idle_session_timeout', $2, false)",
     cancel: 'SELECT pg_cancel_backend($1)',
+    terminate: 'SELECT pg_terminate_backend($1)',
+    alive: 'SELECT 1 FROM pg_stat_activity WHERE pid = $1',
     ping: 'SELECT 1',
     serverVersion: "SELECT current_setting('server_version_num')::int AS version",
   };

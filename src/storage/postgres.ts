@@ -61,6 +61,8 @@ export type PostgresStorage = SharedStorage;
 
 interface HeldLock {
   client: PgPoolClientLike;
+  /** Its session's backend pid, known once the lock query answered. */
+  pid: number | undefined;
   /** Set when the session died (lease expired, connection lost): queries go to the pool again. */
   broken: Error | undefined;
   /** The client went back to the pool (unlock or close); never release it twice. */
@@ -159,6 +161,8 @@ class PostgresStorageImpl implements PostgresStorage {
     const state = JSON.stringify(turn.state);
     const append = JSON.stringify(turn.append);
     const version = turn.expectedVersion === 0 ? firstVersion() : turn.expectedVersion + 1;
+    // The session the commit runs on, when it is the lock's: its backend is ended before a lost answer is checked.
+    const session = this.#held.get(agentId)?.pid;
     let rows: Array<Record<string, unknown>>;
     try {
       ({ rows } = turn.expectedVersion === 0
@@ -168,7 +172,7 @@ class PostgresStorageImpl implements PostgresStorage {
       // The connection broke after the statement went out: it may have been applied. Reporting the
       // turn failed then would break "a failed turn changes nothing", and a client's retry would
       // apply it twice; so the record is read again on another connection.
-      if (!reportedByServer(error) && (await this.#landed(key, version, state, append))) return version;
+      if (!reportedByServer(error) && (await this.#landed(key, version, state, append, session))) return version;
       throw error;
     }
     if (rows[0] !== undefined) return Number(rows[0]['version']);
@@ -203,7 +207,7 @@ class PostgresStorageImpl implements PostgresStorage {
     signal?.throwIfAborted();
     const withLease = await this.#init();
     const client = await connectUnlessAborted(this.#pool, signal);
-    const held: HeldLock = { client, broken: undefined, released: false };
+    const held: HeldLock = { client, pid: undefined, broken: undefined, released: false };
     // A checked-out pg client that errors with no listener crashes the process:
     // that is what a lease expiry (the server ends the session) looks like.
     const onError = (error: Error): void => {
@@ -228,6 +232,7 @@ class PostgresStorageImpl implements PostgresStorage {
         : await client.query(this.#sql.tryLock, [lockKey]);
       const row = first.rows[0] ?? {};
       prior = row['prior'] === undefined || row['prior'] === null ? undefined : String(row['prior']);
+      held.pid = Number(row['pid']);
       if (row['ok'] !== true) await this.#waitForLock(client, lockKey, Number(row['pid']), signal);
       signal?.throwIfAborted();
     } catch (error) {
@@ -269,18 +274,21 @@ class PostgresStorageImpl implements PostgresStorage {
   /**
    * Whether a commit whose answer was lost was stored: the messages at its
    * version are its own, and the record is at that version with its state,
-   * or (its messages telling it apart) a later one. False when it cannot
-   * tell within LANDED_CHECK_MS (the server may still be gone): the turn is
-   * then reported failed, as before.
+   * or (its messages telling it apart) a later one. The server may still be
+   * running the statement (waiting on the row, say), so the session it ran
+   * on is ended first, which rolls back a statement not yet done: what is
+   * read then is final. False when it cannot tell within LANDED_CHECK_MS
+   * (the server may still be gone): the turn is then reported failed.
    */
-  async #landed(key: string, version: number, state: string, append: string): Promise<boolean> {
+  async #landed(key: string, version: number, state: string, append: string, session: number | undefined): Promise<boolean> {
     const appended = JSON.parse(append) as unknown[];
-    const check = this.#pool.query(this.#sql.landed, [key, version]).then(({ rows }) => {
-      const row = rows[0];
+    const check = (async () => {
+      if (session !== undefined) await this.#endSession(session);
+      const row = (await this.#pool.query(this.#sql.landed, [key, version])).rows[0];
       if (row === undefined || !isDeepStrictEqual(JSON.parse(String(row['messages'])), appended)) return false;
       const now = Number(row['version']);
       return now === version ? String(row['state']) === state : appended.length > 0 && now > version && sameRecord(now, version);
-    });
+    })();
     let timer: NodeJS.Timeout | undefined;
     const giveUp = new Promise<boolean>((resolve) => {
       timer = setTimeout(() => resolve(false), LANDED_CHECK_MS);
@@ -302,6 +310,16 @@ class PostgresStorageImpl implements PostgresStorage {
     assertStorableId(agentId, 'postgresStorage');
     const digest = createHash('sha256').update(`${this.#tables.namespace}\n${agentId}`, 'utf8').digest();
     return digest.readBigInt64BE(0).toString();
+  }
+
+  /** Ends a backend's session and waits (up to LANDED_CHECK_MS) until the server no longer lists it. */
+  async #endSession(pid: number): Promise<void> {
+    const until = Date.now() + LANDED_CHECK_MS;
+    await this.#pool.query(this.#sql.terminate, [pid]);
+    for (let attempt = 0; (await this.#pool.query(this.#sql.alive, [pid])).rows.length > 0; attempt++) {
+      if (Date.now() > until) throw new Error(`backend ${pid} did not end`);
+      await delay(backoff(attempt, 100));
+    }
   }
 
   /** Creates the tables once; resolves whether the server enforces leases (Postgres 14+). */

@@ -266,10 +266,14 @@ test('a server that stops answering: a lock waiting on it gives up when the turn
   assert.equal((reply.body as { code: string }).code, 'turn_timeout');
 });
 
-test('a commit whose answer is lost is reported as it happened: stored when the server applied it, failed when it never arrived', async (t) => {
-  // A proxy to the real Postgres that, once armed, cuts the connection carrying the next commit
-  // statement: after passing it on (its answer is lost), or before (the server never sees it).
-  let armed: 'after' | 'before' | undefined;
+/**
+ * A proxy to the real Postgres that, once armed, cuts the connection carrying
+ * the next commit statement: before passing it on (the server never sees
+ * it), when its answer comes back (the answer is lost), or a while after
+ * passing it on (the statement may still be running on the server).
+ */
+async function commitCuttingProxy(t: TestContext): Promise<{ port: number; arm(when: 'before' | 'on-answer' | 'after-300ms'): void; armed(): boolean }> {
+  let armed: 'before' | 'on-answer' | 'after-300ms' | undefined;
   const sockets = new Set<net.Socket>();
   const proxy = net.createServer((client) => {
     const upstream = net.connect(PG_CONFIG.port, PG_CONFIG.host);
@@ -278,7 +282,7 @@ test('a commit whose answer is lost is reported as it happened: stored when the 
       socket.on('error', () => undefined);
       socket.on('close', () => sockets.delete(socket));
     }
-    let cutOnReply = false;
+    let cutOnAnswer = false;
     const cut = (): void => {
       client.destroy();
       upstream.destroy();
@@ -288,11 +292,12 @@ test('a commit whose answer is lost is reported as it happened: stored when the 
         const when = armed;
         armed = undefined;
         if (when === 'before') return cut();
-        cutOnReply = true;
+        if (when === 'on-answer') cutOnAnswer = true;
+        else setTimeout(cut, 300);
       }
       upstream.write(bytes);
     });
-    upstream.on('data', (bytes) => (cutOnReply ? cut() : client.write(bytes)));
+    upstream.on('data', (bytes) => (cutOnAnswer ? cut() : client.write(bytes)));
     client.on('close', () => upstream.destroy());
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
@@ -300,24 +305,49 @@ test('a commit whose answer is lost is reported as it happened: stored when the 
     for (const socket of sockets) socket.destroy();
     return new Promise<void>((resolve) => proxy.close(() => resolve()));
   });
+  return { port: (proxy.address() as net.AddressInfo).port, arm: (when) => (armed = when), armed: () => armed !== undefined };
+}
+
+test('a commit whose answer is lost is reported as it happened: stored when the server applied it, failed when it never arrived', async (t) => {
+  const proxy = await commitCuttingProxy(t);
   const schema = newSchema(t);
-  const storage = postgresStorage(newPool(t, { port: (proxy.address() as net.AddressInfo).port }), { schema });
+  const storage = postgresStorage(newPool(t, { port: proxy.port }), { schema });
   const first = await storage.commit('lou', { expectedVersion: 0, state: { n: 0 }, append: [] });
 
   let unlock = await storage.lock('lou');
-  armed = 'after';
+  proxy.arm('on-answer');
   const turn = { expectedVersion: first, state: { n: 1 }, append: [{ role: 'user', content: 'once' }] as ChatMessage[] };
   assert.equal(await storage.commit('lou', turn), first + 1, 'applied, its answer lost: reported stored');
-  assert.equal(armed, undefined, 'the commit went through the armed proxy');
+  assert.equal(proxy.armed(), false, 'the commit went through the armed proxy');
   await unlock();
   assert.deepEqual(await storage.load('lou'), { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] });
 
   unlock = await storage.lock('lou');
-  armed = 'before';
+  proxy.arm('before');
   await assert.rejects(storage.commit('lou', { expectedVersion: first + 1, state: { n: 2 }, append: [{ role: 'user', content: 'never' }] }));
-  assert.equal(armed, undefined);
+  assert.equal(proxy.armed(), false);
   await unlock();
   assert.deepEqual(await storage.load('lou'), { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] }, 'never arrived: reported failed, nothing stored');
+});
+
+test('a lost commit still running on the server (waiting on its row) is ended before it is checked, so "failed" stays true', async (t) => {
+  const proxy = await commitCuttingProxy(t);
+  const schema = newSchema(t);
+  const storage = postgresStorage(newPool(t, { port: proxy.port }), { schema });
+  const first = await storage.commit('max', { expectedVersion: 0, state: { n: 0 }, append: [] });
+  // Another session holds the agent's row: the commit's UPDATE waits behind it.
+  const blocker = await admin.connect();
+  t.after(() => blocker.release());
+  await blocker.query('BEGIN');
+  await blocker.query(`SELECT 1 FROM "${schema}".agent_router_agents FOR UPDATE`);
+
+  const unlock = await storage.lock('max');
+  proxy.arm('after-300ms');
+  await assert.rejects(storage.commit('max', { expectedVersion: first, state: { n: 1 }, append: [{ role: 'user', content: 'lost' }] }));
+  await blocker.query('COMMIT'); // the row is free: an UPDATE still waiting would now go through
+  await unlock().catch(() => undefined);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  assert.deepEqual(await storage.load('max'), { version: first, state: { n: 0 }, messages: [] }, 'reported failed, and nothing was stored after all');
 });
 
 test('a row damaged by hand is refused on every read as storage_corrupt, naming the agent and what is wrong', async (t) => {
