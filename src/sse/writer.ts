@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { formatComment, formatEvent } from './format.ts';
 
 export interface SSEWriterOptions {
@@ -145,15 +146,23 @@ export class SSEWriter {
   }
 
   /**
-   * Destroys the response unless the client reads what is written within the
-   * stall timeout: a client that reads nothing would otherwise hold its turn
-   * (a remote one and its connection slot too), its socket and the bytes
-   * for as long as it stays connected. The caller clears the timer.
+   * Destroys the response once the client has read nothing for the stall
+   * timeout (no byte left for it in that time): a client that reads nothing
+   * would otherwise hold its turn (a remote one and its connection slot
+   * too), its socket and the bytes for as long as it stays connected. One
+   * that reads, however slowly, is never cut: each time the timer finds
+   * bytes sent since, it starts again. The caller clears the timer.
    */
   #unlessReadWithin(): NodeJS.Timeout | undefined {
     if (this.#stallMs === Infinity) return undefined;
     const res = this.#res;
-    const timer = setTimeout(() => res.destroy(), this.#stallMs);
+    let sent = bytesSent(res);
+    const timer = setTimeout(() => {
+      const now = bytesSent(res);
+      if (now === sent) return void res.destroy();
+      sent = now;
+      timer.refresh();
+    }, this.#stallMs);
     timer.unref();
     return timer;
   }
@@ -205,6 +214,20 @@ export class SSEWriter {
       }
     }
   }
+}
+
+/**
+ * A count that grows as the kernel takes the response's bytes (under
+ * HTTP/2, its session's): what the connection was given, less what it still
+ * holds. A large write goes to libuv whole and waits there, so
+ * `writableLength` does not move while a client reads it; libuv's own queue
+ * (`writeQueueSize`, which Node reads too) does.
+ */
+function bytesSent(res: ServerResponse): number {
+  const socket = res.socket as (Socket & { _handle?: { writeQueueSize?: unknown } | null }) | null;
+  if (socket === null) return 0;
+  const inLibuv = socket._handle?.writeQueueSize;
+  return (socket.bytesWritten ?? 0) - (typeof inLibuv === 'number' ? inLibuv : socket.writableLength);
 }
 
 /**

@@ -169,3 +169,38 @@ test('a stream whose client reads nothing is cut after turnTimeout, local or thr
   const after = await getJson(`${front.url}/agent/plain-1/state`);
   assert.equal(after.status, 200, 'the remote slot the stalled stream held is free again');
 });
+
+test('a client that reads slowly but steadily is never cut, though its last frames take longer than turnTimeout to read', async (t) => {
+  const registry = new AgentRegistry();
+  const delta = 'y'.repeat(16 * 1024);
+  // 384 deltas of 16 KiB, handed over at once: the turn completes once the socket's buffers take them,
+  // and turn.finished then carries the whole 6 MiB reply again, more than the kernel's buffers hold.
+  registry.register('.*', class extends Agent {
+    constructor(id: string) {
+      super(id, { model: scriptedModel(() => Array.from({ length: 384 }, () => delta)) });
+    }
+  });
+  const server = new AgentServer(registry, { pingInterval: 0, turnTimeout: 1 });
+  await server.serve(0);
+  t.after(() => server.close());
+  const socket = net.connect(server.port as number, '127.0.0.1');
+  t.after(() => void socket.destroy());
+  const body = '{"message":"x"}';
+  socket.write(`POST /agent/big-1/chat?stream=events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+  socket.pause();
+  // 256 KiB every 100 ms, about 2.6 MB/s: the 12 MiB take some 5 s, several turnTimeouts, never a pause of one.
+  let received = '';
+  const reading = setInterval(() => {
+    const piece = socket.read(256 * 1024) ?? socket.read();
+    if (piece !== null) received += piece.toString('latin1');
+  }, 100);
+  t.after(() => clearInterval(reading));
+  const ended = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  socket.on('end', () => {
+    clearInterval(reading);
+    for (let piece = socket.read(); piece !== null; piece = socket.read()) received += piece.toString('latin1');
+  });
+  socket.on('error', () => {});
+  await ended;
+  assert.match(received, /event: turn\.finished\ndata: \{"type":"turn\.finished","result":\{"agent_id":"big-1","text":"y+"\}\}\n\n/, 'the stream arrived whole, turn.finished included');
+});
