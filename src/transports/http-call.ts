@@ -90,12 +90,9 @@ export class RemoteCall {
   }
 
   /**
-   * Yields the reply's chunks: the `text` of each `text.delta` of the typed
-   * stream the transport asks for, or the `data` of each plain event from a
-   * remote that sends those. Ends at `turn.finished` or `event: done`;
-   * throws on `turn.failed` or `event: error`, on a body that ends before
-   * either, and on a broken connection, so a relaying router ends its own
-   * stream with an error too.
+   * Yields the `data` of each plain SSE event. Ends at `event: done`; throws
+   * on `event: error`, on a body that ends before `done`, and on a broken
+   * connection, so a relaying router ends its own stream with an error too.
    */
   async *chunks(): AsyncGenerator<string, void, undefined> {
     const response = await this.response;
@@ -109,28 +106,12 @@ export class RemoteCall {
       maxBufferSize: this.#settings.maxResponseSize,
       onEvent: (event) => {
         if (finished) return;
-        switch (event.event) {
-          case 'text.delta': {
-            const text = deltaText(event.data);
-            if (text === undefined) {
-              finished = true;
-              failure = this.badResponse('a text.delta event without a text string');
-            } else if (text !== '') queue.push(text);
-            break;
-          }
-          case 'message':
-            if (event.data !== '') queue.push(event.data);
-            break;
-          case 'turn.finished':
-          case 'done':
-            finished = true;
-            break;
-          case 'turn.failed':
-          case 'error':
-            finished = true;
-            failure = streamFailed(this.remote, event.data);
-            break;
-          default: // turn.started, and events a later remote may add
+        if (event.event === 'message') {
+          if (event.data !== '') queue.push(event.data);
+        } else if (event.event === 'done') finished = true;
+        else if (event.event === 'error') {
+          finished = true;
+          failure = streamFailed(this.remote, event.data);
         }
       },
     });
@@ -303,14 +284,4 @@ export class RemoteCall {
     void this.#cancelBody();
     this.finish();
   };
-}
-
-/** The `text` of a typed stream's `text.delta` payload; undefined when it has none. */
-function deltaText(data: string): string | undefined {
-  try {
-    const text = (JSON.parse(data) as { text?: unknown } | null)?.text;
-    return typeof text === 'string' ? text : undefined;
-  } catch {
-    return undefined;
-  }
 }

@@ -32,9 +32,7 @@ export function remoteURLBuilder(url: string | URL): RemoteURLBuilder {
       target.pathname = `${basePath}/${segment}${route}`;
     }
     target.hash = '';
-    // The typed stream: its deltas are JSON, so a "\r" or "\r\n" in a chunk arrives exactly as the remote's
-    // model wrote it (plain SSE carries every line break as "\n"). chunks() reads plain frames too.
-    if (stream) target.searchParams.set('stream', 'events');
+    if (stream) target.searchParams.set('stream', 'true');
     return target;
   };
 }

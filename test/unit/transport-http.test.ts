@@ -324,6 +324,6 @@ test('misuse is refused with errors that say what to do, never quoting a secret'
 test('remoteURLBuilder: base path kept, trailing slashes dropped, {agent_id} substituted everywhere it appears', () => {
   assert.equal(remoteURLBuilder('http://h/agent//')('a b', '/chat').href, 'http://h/agent/a%20b/chat');
   assert.equal(remoteURLBuilder('http://h')('x', '/state').href, 'http://h/x/state');
-  assert.equal(remoteURLBuilder(new URL('http://h/agent?k=1#frag'))('x', '/chat', true).href, 'http://h/agent/x/chat?k=1&stream=events');
+  assert.equal(remoteURLBuilder(new URL('http://h/agent?k=1#frag'))('x', '/chat', true).href, 'http://h/agent/x/chat?k=1&stream=true');
   assert.equal(remoteURLBuilder('https://h/{agent_id}/x?for={agent_id}')('a&b', '/invoke').href, 'https://h/a%26b/x/invoke?for=a%26b');
 });
