@@ -105,19 +105,21 @@ export function statements(t: TableNames) {
     deleteAgent: `DELETE FROM ${t.agents} WHERE key = $1`,
     deleteMessages: `DELETE FROM ${t.messages} WHERE key = $1`,
     // Session-level advisory lock; `prior` restores the pool's own idle_session_timeout at unlock.
-    tryLock: 'SELECT pg_try_advisory_lock($1::bigint) AS ok, pg_backend_pid() AS pid',
+    tryLock: 'SELECT pg_try_advisory_lock($1::bigint) AS ok, pg_backend_pid() AS pid, now()::text AS since',
     // The lease: Postgres ends a session idle for longer than idle_session_timeout
     // (14+), and with it the lock. `prior` is read first (the CTE feeds the row
     // that calls set_config) so unlock can restore the pool's own setting.
     tryLockWithLease: `WITH prior AS MATERIALIZED (SELECT current_setting('idle_session_timeout') AS value)
       SELECT prior.value AS prior, set_config('idle_session_timeout', $2, false) AS lease,
-             pg_try_advisory_lock($1::bigint) AS ok, pg_backend_pid() AS pid FROM prior`,
+             pg_try_advisory_lock($1::bigint) AS ok, pg_backend_pid() AS pid, now()::text AS since FROM prior`,
     waitLock: 'SELECT pg_advisory_lock($1::bigint)',
     unlock: 'SELECT pg_advisory_unlock($1::bigint)',
     unlockAndRestore: "SELECT pg_advisory_unlock($1::bigint), set_config('idle_session_timeout', $2, false)",
     cancel: 'SELECT pg_cancel_backend($1)',
-    terminate: 'SELECT pg_terminate_backend($1)',
-    alive: 'SELECT 1 FROM pg_stat_activity WHERE pid = $1',
+    // A session is named by its pid and a time it was already running: after a server restart the
+    // pid may be another session's, started later.
+    terminate: 'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_start <= $2::timestamptz',
+    alive: 'SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start <= $2::timestamptz',
     ping: 'SELECT 1',
     serverVersion: "SELECT current_setting('server_version_num')::int AS version",
   };

@@ -61,8 +61,8 @@ export type PostgresStorage = SharedStorage;
 
 interface HeldLock {
   client: PgPoolClientLike;
-  /** Its session's backend pid, known once the lock query answered. */
-  pid: number | undefined;
+  /** Its session: the backend's pid, and a server time it was running at; known once the lock query answered. */
+  session: { pid: number; since: string } | undefined;
   /** Set when the session died (lease expired, connection lost): queries go to the pool again. */
   broken: Error | undefined;
   /** The client went back to the pool (unlock or close); never release it twice. */
@@ -161,8 +161,8 @@ class PostgresStorageImpl implements PostgresStorage {
     const state = JSON.stringify(turn.state);
     const append = JSON.stringify(turn.append);
     const version = turn.expectedVersion === 0 ? firstVersion() : turn.expectedVersion + 1;
-    // The session the commit runs on, when it is the lock's: its backend is ended before a lost answer is checked.
-    const session = this.#held.get(agentId)?.pid;
+    // The lock's session, which the commit runs on: its backend is ended before a lost answer is checked.
+    const held = this.#held.get(agentId);
     let rows: Array<Record<string, unknown>>;
     try {
       ({ rows } = turn.expectedVersion === 0
@@ -172,7 +172,13 @@ class PostgresStorageImpl implements PostgresStorage {
       // The connection broke after the statement went out: it may have been applied. Reporting the
       // turn failed then would break "a failed turn changes nothing", and a client's retry would
       // apply it twice; so the record is read again on another connection.
-      if (!reportedByServer(error) && (await this.#landed(key, version, state, append, session))) return version;
+      if (reportedByServer(error)) throw error;
+      // Its connection is broken: its pool slot goes back now, or a pool this lock filled could not run the check.
+      if (held !== undefined && !held.released) {
+        held.released = true;
+        held.client.release(error instanceof Error ? error : true);
+      }
+      if (await this.#landed(key, version, state, append, held?.session)) return version;
       throw error;
     }
     if (rows[0] !== undefined) return Number(rows[0]['version']);
@@ -207,7 +213,7 @@ class PostgresStorageImpl implements PostgresStorage {
     signal?.throwIfAborted();
     const withLease = await this.#init();
     const client = await connectUnlessAborted(this.#pool, signal);
-    const held: HeldLock = { client, pid: undefined, broken: undefined, released: false };
+    const held: HeldLock = { client, session: undefined, broken: undefined, released: false };
     // A checked-out pg client that errors with no listener crashes the process:
     // that is what a lease expiry (the server ends the session) looks like.
     const onError = (error: Error): void => {
@@ -232,7 +238,7 @@ class PostgresStorageImpl implements PostgresStorage {
         : await client.query(this.#sql.tryLock, [lockKey]);
       const row = first.rows[0] ?? {};
       prior = row['prior'] === undefined || row['prior'] === null ? undefined : String(row['prior']);
-      held.pid = Number(row['pid']);
+      held.session = { pid: Number(row['pid']), since: String(row['since']) };
       if (row['ok'] !== true) await this.#waitForLock(client, lockKey, Number(row['pid']), signal);
       signal?.throwIfAborted();
     } catch (error) {
@@ -280,7 +286,7 @@ class PostgresStorageImpl implements PostgresStorage {
    * read then is final. False when it cannot tell within LANDED_CHECK_MS
    * (the server may still be gone): the turn is then reported failed.
    */
-  async #landed(key: string, version: number, state: string, append: string, session: number | undefined): Promise<boolean> {
+  async #landed(key: string, version: number, state: string, append: string, session: HeldLock['session']): Promise<boolean> {
     const appended = JSON.parse(append) as unknown[];
     const check = (async () => {
       if (session !== undefined) await this.#endSession(session);
@@ -313,10 +319,10 @@ class PostgresStorageImpl implements PostgresStorage {
   }
 
   /** Ends a backend's session and waits (up to LANDED_CHECK_MS) until the server no longer lists it. */
-  async #endSession(pid: number): Promise<void> {
+  async #endSession({ pid, since }: NonNullable<HeldLock['session']>): Promise<void> {
     const until = Date.now() + LANDED_CHECK_MS;
-    await this.#pool.query(this.#sql.terminate, [pid]);
-    for (let attempt = 0; (await this.#pool.query(this.#sql.alive, [pid])).rows.length > 0; attempt++) {
+    await this.#pool.query(this.#sql.terminate, [pid, since]);
+    for (let attempt = 0; (await this.#pool.query(this.#sql.alive, [pid, since])).rows.length > 0; attempt++) {
       if (Date.now() > until) throw new Error(`backend ${pid} did not end`);
       await delay(backoff(attempt, 100));
     }
