@@ -2,6 +2,7 @@ import { VersionConflictError } from '../errors.ts';
 import { TurnCancel } from '../agent/cancel.ts';
 import { Mailbox } from '../agent/mailbox.ts';
 import type { ChatMessage } from '../types.ts';
+import { isMessage } from './check.ts';
 import { firstVersion } from './record-version.ts';
 import type { AgentRecord, Storage, SyncStorage, TurnCommit, Unlock } from './storage.ts';
 
@@ -84,6 +85,9 @@ export class MemoryStorage implements Storage {
     const record = slot?.record;
     const version = record?.version ?? 0;
     if (version !== turn.expectedVersion) throw new VersionConflictError(agentId, turn.expectedVersion, version);
+    // The rule the storages that write JSON apply (checkTurn): code tried on memory must not fail on them later.
+    const bad = turn.append.findIndex((message) => !isMessage(message));
+    if (bad !== -1) throw new TypeError(`MemoryStorage.commit: append[${bad}] must be a message { role: string, content: string }`);
     const appended = turn.append.map(storedMessage);
     // A turn that did not change state hands back the object it was given last time: no need to copy it again.
     const state = turn.state === slot?.given && record !== undefined ? record.state : structuredClone(turn.state);
