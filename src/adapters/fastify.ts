@@ -56,10 +56,10 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
           resolve();
         };
       });
-      if (router[serveRequest](request.raw, reply.raw, answered, hint, { claim })) {
-        running.add(reply.raw);
-        return answering;
-      }
+      // Added before: a request answered at once (a state read) calls `answered` inside serveRequest.
+      running.add(reply.raw);
+      if (router[serveRequest](request.raw, reply.raw, answered, hint, { claim })) return answering;
+      running.delete(reply.raw);
       reply.callNotFound();
       return undefined;
     };
