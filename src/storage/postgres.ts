@@ -176,6 +176,7 @@ class PostgresStorageImpl implements PostgresStorage {
       // Its connection is broken: its pool slot goes back now, or a pool this lock filled could not run the check.
       if (held !== undefined && !held.released) {
         held.released = true;
+        held.broken ??= error instanceof Error ? error : new Error(String(error));
         held.client.release(error instanceof Error ? error : true);
       }
       if (await this.#landed(key, version, state, append, held?.session)) return version;
