@@ -4,6 +4,7 @@ import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { httpErrors } from '../errors.ts';
 import { serveRequest, type AgentRouter } from '../http/router.ts';
+import { checkOptions } from '../options.ts';
 import { bodyFromParser, bodyLimitOf } from './common.ts';
 import type { FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
 export type { FastifyErrorLike, FastifyInstanceLike, FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
@@ -26,7 +27,8 @@ const METHODS: FastifyMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
  */
 export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = {}): FastifyPlugin {
   const bodyLimit = bodyLimitOf(router);
-  const shutdownMs = shutdownMilliseconds(options.shutdownTimeout);
+  checkOptions(options, { shutdownTimeout: 'seconds' }, 'toFastify');
+  const shutdownMs = (options.shutdownTimeout ?? 10) * 1000;
   return async (fastify) => {
     // Counted in segments, not characters: the prefix is a pattern (`/t/:tenant`), and the URL holds what it matched.
     const prefixSegments = fastify.prefix.split('/').filter((segment) => segment !== '').length;
@@ -126,14 +128,6 @@ export interface FastifyAdapterOptions {
    * `shutting_down`). @defaultValue 10, as AgentServer's
    */
   shutdownTimeout?: number | undefined;
-}
-
-function shutdownMilliseconds(seconds: number | undefined): number {
-  if (seconds === undefined) return 10_000;
-  if (typeof seconds !== 'number' || !(seconds >= 0) || seconds > 2_147_483) {
-    throw new TypeError(`toFastify: shutdownTimeout must be a number of seconds from 0 to 2147483, got ${String(seconds)}`);
-  }
-  return seconds * 1000;
 }
 
 /** The request target after its first `count` path segments (the plugin's prefix), from its slash on: `/` when nothing is left. */
