@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { after, mock, test } from 'node:test';
 import type { TestContext } from 'node:test';
-import net from 'node:net';
 import pg from 'pg';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/http/router.ts';
@@ -18,6 +17,7 @@ import type { PgPoolLike } from '../../src/storage/postgres.ts';
 import { postJson } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { PG_CONFIG, runTag } from '../helpers/storage-backends.ts';
+import { tcpProxy, type ProxyLink } from '../helpers/tcp-proxy.ts';
 
 const admin = new pg.Pool({ ...PG_CONFIG, max: 2 });
 after(() => admin.end());
@@ -213,26 +213,9 @@ test('close() releases held locks (their connections close) and leaves the pool 
  */
 async function silenceableProxy(t: TestContext): Promise<{ port: number; silence(): void }> {
   let silent = false;
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    sockets.add(client);
-    client.on('error', () => undefined);
-    client.on('close', () => sockets.delete(client));
-    if (silent) return;
-    const upstream = net.connect(PG_CONFIG.port, PG_CONFIG.host);
-    sockets.add(upstream);
-    upstream.on('error', () => client.destroy());
-    upstream.on('close', () => sockets.delete(upstream));
-    client.on('data', (bytes) => silent || upstream.write(bytes));
-    upstream.on('data', (bytes) => silent || client.write(bytes));
-    client.on('close', () => upstream.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => {
-    for (const socket of sockets) socket.destroy();
-    return new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return { port: (server.address() as net.AddressInfo).port, silence: () => (silent = true) };
+  const carry = (): boolean => !silent;
+  const port = await tcpProxy(t, PG_CONFIG.port, { accept: carry, toServer: carry, toClient: carry });
+  return { port, silence: () => (silent = true) };
 }
 
 test('a server that stops answering: a lock waiting on it gives up when the turn is aborted, so a turn times out as JSON instead of hanging', async (t) => {
@@ -274,38 +257,27 @@ test('a server that stops answering: a lock waiting on it gives up when the turn
  */
 async function commitCuttingProxy(t: TestContext): Promise<{ port: number; arm(when: 'before' | 'on-answer' | 'after-300ms'): void; armed(): boolean }> {
   let armed: 'before' | 'on-answer' | 'after-300ms' | undefined;
-  const sockets = new Set<net.Socket>();
-  const proxy = net.createServer((client) => {
-    const upstream = net.connect(PG_CONFIG.port, PG_CONFIG.host);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => undefined);
-      socket.on('close', () => sockets.delete(socket));
-    }
-    let cutOnAnswer = false;
-    const cut = (): void => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('data', (bytes) => {
-      if (armed !== undefined && bytes.includes('SET version = version + 1')) {
-        const when = armed;
-        armed = undefined;
-        if (when === 'before') return cut();
-        if (when === 'on-answer') cutOnAnswer = true;
-        else setTimeout(cut, 300);
+  const cutOnAnswer = new WeakSet<ProxyLink>();
+  const port = await tcpProxy(t, PG_CONFIG.port, {
+    toServer(bytes, link) {
+      if (armed === undefined || !bytes.includes('SET version = version + 1')) return true;
+      const when = armed;
+      armed = undefined;
+      if (when === 'before') {
+        link.cut();
+        return false;
       }
-      upstream.write(bytes);
-    });
-    upstream.on('data', (bytes) => (cutOnAnswer ? cut() : client.write(bytes)));
-    client.on('close', () => upstream.destroy());
+      if (when === 'on-answer') cutOnAnswer.add(link);
+      else setTimeout(() => link.cut(), 300);
+      return true;
+    },
+    toClient(_bytes, link) {
+      if (!cutOnAnswer.has(link)) return true;
+      link.cut();
+      return false;
+    },
   });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  t.after(() => {
-    for (const socket of sockets) socket.destroy();
-    return new Promise<void>((resolve) => proxy.close(() => resolve()));
-  });
-  return { port: (proxy.address() as net.AddressInfo).port, arm: (when) => (armed = when), armed: () => armed !== undefined };
+  return { port, arm: (when) => (armed = when), armed: () => armed !== undefined };
 }
 
 test('a commit whose answer is lost is reported as it happened: stored when the server applied it, failed when it never arrived', async (t) => {

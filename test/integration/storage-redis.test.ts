@@ -5,12 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, mock, test } from 'node:test';
-import net from 'node:net';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { redisStorage } from '../../src/storage/redis.ts';
 import type { RedisClientLike } from '../../src/storage/redis.ts';
 import { connectRedis, REDIS_URL, runTag } from '../helpers/storage-backends.ts';
+import { tcpProxy, type ProxyLink } from '../helpers/tcp-proxy.ts';
 
 const admin = new Redis(REDIS_URL);
 const prefix = `ar-test:${runTag()}:`;
@@ -137,35 +137,22 @@ test('a commit whose reply is lost (the connection closes after the script ran) 
   // A proxy to the real Redis that, once armed, lets the next command through and closes the
   // client's connection instead of passing its reply back.
   let armed = false;
-  const sockets = new Set<net.Socket>();
-  const proxy = net.createServer((client) => {
-    const upstream = net.connect(6379, '127.0.0.1');
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => undefined);
-      socket.on('close', () => sockets.delete(socket));
-    }
-    let dropNextReply = false;
-    client.on('data', (bytes) => {
+  const dropNextReply = new WeakSet<ProxyLink>();
+  const port = await tcpProxy(t, 6379, {
+    toServer(bytes, link) {
       if (armed && bytes.includes('EVALSHA')) {
         armed = false;
-        dropNextReply = true;
+        dropNextReply.add(link);
       }
-      upstream.write(bytes);
-    });
-    upstream.on('data', (bytes) => {
-      if (!dropNextReply) return void client.write(bytes);
-      client.destroy();
-      upstream.destroy();
-    });
-    client.on('close', () => upstream.destroy());
+      return true;
+    },
+    toClient(_bytes, link) {
+      if (!dropNextReply.has(link)) return true;
+      link.cut();
+      return false;
+    },
   });
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  t.after(() => {
-    for (const socket of sockets) socket.destroy();
-    proxy.close();
-  });
-  const client = createClient({ url: `redis://127.0.0.1:${(proxy.address() as net.AddressInfo).port}` });
+  const client = createClient({ url: `redis://127.0.0.1:${port}` });
   client.on('error', () => undefined);
   await client.connect();
   t.after(() => client.close());
