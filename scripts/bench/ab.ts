@@ -20,7 +20,7 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import http, { type RequestListener } from 'node:http';
+import http, { type RequestListener, type Server } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -33,8 +33,10 @@ import { median, percentile } from './lib/stats.ts';
 const root = path.resolve(import.meta.dirname, '../..');
 
 const USAGE = `Usage: node --import tsx scripts/bench/ab.ts [--base=REV] [--load=chat|chat-no-turn|state|sse-burst|sse-turn]
-       [--rounds=300] [--batch=500] [--warmup=20] [--connections=32]
+       [--host=node|fastify] [--rounds=300] [--batch=500] [--warmup=20] [--connections=32]
   --base=REV   also serve the router as it is at git revision REV (e.g. HEAD, HEAD~1, main)
+  --host       fastify: the router inside Fastify 5 (toFastify), against Fastify's native routes instead of bare
+               (chat and state loads only)
   --load       what each request is (default chat: POST /{id}/chat, a real turn; sse-*: a 64-chunk stream)
   --rounds     rounds; each runs one batch per side, the sides' order going through every permutation
   --batch      requests per side per round
@@ -42,7 +44,7 @@ const USAGE = `Usage: node --import tsx scripts/bench/ab.ts [--base=REV] [--load
   --connections  in-memory keep-alive connections per side`;
 
 /** `part` is internal: a run with --base measures in two child processes, one per import order (see below). */
-const FLAGS = ['base', 'load', 'rounds', 'batch', 'warmup', 'connections', 'part'];
+const FLAGS = ['base', 'load', 'host', 'rounds', 'batch', 'warmup', 'connections', 'part'];
 const given = new Set<string>();
 for (const arg of process.argv.slice(2)) {
   if (arg === '--help' || arg === '-h') {
@@ -129,6 +131,9 @@ const LOADS: Record<string, { request: (id: string) => MemoryRequest; id: (conne
 
 const loadName = flag('load', 'chat');
 const shape = LOADS[loadName] ?? fail(`--load must be one of ${Object.keys(LOADS).join(', ')}`);
+const host = flag('host', 'node');
+if (host !== 'node' && host !== 'fastify') fail('--host must be node or fastify');
+if (host === 'fastify' && loadName !== 'chat' && loadName !== 'state') fail('--host=fastify has native routes for the chat and state loads only');
 const rounds = Number(flag('rounds', '300'));
 const batch = Number(flag('batch', '500'));
 const warmup = Number(flag('warmup', '20'));
@@ -151,11 +156,34 @@ async function importFrom(build: Build, file: string): Promise<any> {
   return import(pathToFileURL(path.join(out, file.replace(/\.ts$/, build.runtime.extension))).href);
 }
 
-/** A router over the bench's registry, from `build`'s src/. */
-async function routerListener(build: Build): Promise<RequestListener> {
+/** A router over the bench's registry, from `build`'s src/: on node:http, or inside Fastify with --host=fastify. */
+async function routerServer(build: Build): Promise<Server> {
   const { AgentRouter } = await importFrom(build, 'src/http/router.ts');
   const { benchRegistry, CAPACITY } = await importFrom(build, 'scripts/bench/contenders/agents.ts');
-  return new AgentRouter(benchRegistry(), { maxStreams: CAPACITY, maxAgents: CAPACITY }).toRequestListener();
+  const router = new AgentRouter(benchRegistry(), { maxStreams: CAPACITY, maxAgents: CAPACITY });
+  if (host === 'node') return http.createServer(router.toRequestListener());
+  const { toFastify } = await importFrom(build, 'src/adapters/fastify.ts');
+  return fastifyServer((app) => app.register(toFastify(router)));
+}
+
+/** The side the router is compared with: the bare server, or Fastify's native routes (as the bench's `fastify` contender). */
+async function referenceServer(current: Build): Promise<Server> {
+  if (host === 'node') return http.createServer((await importFrom(current, 'scripts/bench/lib/bare-listener.ts')).bareListener);
+  const { BAD_MESSAGE, chatReply, stateReply } = await importFrom(current, 'scripts/bench/contenders/native-handlers.ts');
+  return fastifyServer((app) => {
+    app.post('/:id/chat', async (request: any, reply: any) => chatReply(request.params.id, request.body) ?? reply.code(400).send(BAD_MESSAGE));
+    app.get('/:id/state', async (request: any) => stateReply(request.params.id));
+  });
+}
+
+/** A ready Fastify 5 app's server, never listening: the in-memory connections are handed to it. */
+async function fastifyServer(setUp: (app: any) => unknown): Promise<Server> {
+  const { default: Fastify } = await import('fastify5');
+  let server: Server | undefined;
+  const app = Fastify({ logger: false, serverFactory: (handler: RequestListener) => (server = http.createServer(handler)) });
+  await setUp(app);
+  await app.ready();
+  return server as Server;
 }
 
 /** `rev`'s src/ and scripts/bench/ in a temporary folder, sharing this checkout's node_modules. */
@@ -212,30 +240,29 @@ async function measure(baseFirst: boolean, rounds: number): Promise<Measured> {
   try {
     const current = compile(root, false);
     builds.push(current);
-    const bare: RequestListener = (await importFrom(current, 'scripts/bench/lib/bare-listener.ts')).bareListener;
-    const names = ['bare node:http', 'router (this checkout)'];
-    let baseListener: RequestListener | undefined;
+    const names = host === 'node' ? ['bare node:http', 'router (this checkout)'] : ['Fastify 5 native routes', 'router in Fastify (this checkout)'];
+    let baseServer: Server | undefined;
     let built: Build | undefined;
     if (baseTree !== undefined) {
       const rev = execFileSync('git', ['rev-parse', '--short', base], { cwd: root, encoding: 'utf8' }).trim();
       built = compile(baseTree.tree, false, 'base');
       builds.push(built);
       await sameIds(current, built);
-      names.push(`router at ${base} (${rev})`);
-      if (baseFirst) baseListener = await routerListener(built);
+      names.push(`router${host === 'node' ? '' : ' in Fastify'} at ${base} (${rev})`);
+      if (baseFirst) baseServer = await routerServer(built);
     }
-    const listeners = [bare, await routerListener(current)];
-    if (built !== undefined) listeners.push(baseListener ?? (await routerListener(built)));
-    const loads = listeners.map((listener) => new MemoryLoad(http.createServer(listener), connections, shape.expected));
+    const servers = [await referenceServer(current), await routerServer(current)];
+    if (built !== undefined) servers.push(baseServer ?? (await routerServer(built)));
+    const loads = servers.map((server) => new MemoryLoad(server, connections, shape.expected));
     const next = (c: number, k: number): MemoryRequest => shape.request(shape.id(c, k));
     for (let i = 0; i < warmup; i++) for (const load of loads) await load.run(batch, next);
-    const perRequest: number[][] = listeners.map(() => []);
+    const perRequest: number[][] = servers.map(() => []);
     const started = performance.now();
     // Every order of the sides in turn: a batch costs a few percent more right after some other side's
     // (measured: 5-7% after bare's in the SSE burst), so each side must follow each other side as often.
     // No collection between batches: a scavenge falls in a side's batches in proportion to what that
     // side allocates, so each pays its share of garbage collection, as a server serving it alone would.
-    const orders = permutations(listeners.map((_, i) => i));
+    const orders = permutations(servers.map((_, i) => i));
     for (let round = 0; round < rounds; round++) {
       for (const side of orders[round % orders.length] as number[]) {
         const before = process.cpuUsage();
