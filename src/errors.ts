@@ -129,6 +129,8 @@ export const httpErrors = {
       'unsupported_media_type',
       `Content-Type ${JSON.stringify(type)} is not supported; send JSON with Content-Type: application/json`,
     ),
+  untypedBody: () =>
+    new AgentRouterError(415, 'unsupported_media_type', 'The request body has no Content-Type; send JSON with Content-Type: application/json'),
   unavailable: (message = 'Server is shutting down') => new AgentRouterError(503, 'shutting_down', message, { expose: true }),
 };
 

@@ -102,8 +102,21 @@ function continueIfAsked(req: IncomingMessage): void {
 }
 
 /**
+ * A request that declares a body (a length above 0, or chunked) and no
+ * Content-Type: refused unless the router's `strictContentType` is off.
+ * From the headers alone, so the body need not be read to refuse it.
+ */
+export function untypedBody(req: IncomingMessage): boolean {
+  const type = req.headers['content-type'];
+  if (type !== undefined && type !== '') return false;
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && Number(length) !== 0);
+}
+
+/**
  * 415 unless the declared type is JSON (`application/json` or any `+json`);
- * no type at all is taken as JSON. A charset other than UTF-8 is refused
+ * no type at all is taken as JSON (see `untypedBody` for when it is
+ * refused before this). A charset other than UTF-8 is refused
  * too: JSON is UTF-8 (RFC 8259), and a body in another would be misread.
  */
 export function checkContentType(header: string | undefined): void {

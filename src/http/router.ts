@@ -9,7 +9,7 @@ import { isTransport, type AgentTransport } from '../transports/transport.ts';
 import { checkOptions, type OptionKind } from '../options.ts';
 import type { JsonObject } from '../types.ts';
 import { authorizeRequest, type Authorize } from './authorize.ts';
-import { checkParsed, JsonText, readJsonBody } from './body.ts';
+import { checkParsed, JsonText, readJsonBody, untypedBody } from './body.ts';
 import { applyCors, checkCors, type CorsOptions } from './cors.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
 import { asObject, invokePayload, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
@@ -33,6 +33,14 @@ export interface AgentRouterOptions extends AgentPoolOptions {
   openapi?: boolean | undefined;
   /** Largest request body in bytes; Infinity for no limit. @defaultValue 1 MiB */
   bodyLimit?: number | undefined;
+  /**
+   * Refuse (415) a request body sent with no Content-Type. A browser page on
+   * any site can send one without a CORS preflight (`fetch` with a Blob
+   * body), so accepting it as JSON lets any site drive an agent on
+   * localhost or behind a cookie. `false` takes such a body as JSON, for
+   * clients that send none. @defaultValue true
+   */
+  strictContentType?: boolean | undefined;
   /** Longest agent id in characters, checked before any pattern runs. @defaultValue 256 */
   maxIdLength?: number | undefined;
   /** Seconds between `: ping` comments on an idle stream; 0 turns them off. @defaultValue 15 */
@@ -58,6 +66,7 @@ export const ROUTER_OPTION_KINDS: { readonly [K in keyof Required<AgentRouterOpt
   responses: 'object',
   openapi: 'boolean',
   bodyLimit: 'limit',
+  strictContentType: 'boolean',
   maxIdLength: 'positiveCount',
   pingInterval: 'seconds',
   turnTimeout: 'limitSeconds',
@@ -184,6 +193,7 @@ export class AgentRouter {
   readonly #agent: Agent<any> | undefined;
   readonly #registry: AgentRegistry | undefined;
   readonly #bodyLimit: number;
+  readonly #strictContentType: boolean;
   readonly #maxIdLength: number;
   readonly #turnTimeout: number;
   readonly #logger: Logger;
@@ -214,6 +224,7 @@ export class AgentRouter {
     this.options = options;
     this.prefix = normalizePrefix(options.prefix);
     this.#bodyLimit = options.bodyLimit ?? 1024 * 1024;
+    this.#strictContentType = options.strictContentType ?? true;
     this.#maxIdLength = options.maxIdLength ?? 256;
     this.#turnTimeout = options.turnTimeout ?? 300;
     this.#maxStreams = options.maxStreams ?? 10_000;
@@ -328,6 +339,8 @@ export class AgentRouter {
   /** The request's body (a POST's), then its action. */
   #withBody(exchange: Exchange, action: RouteAction, method: RouteMatch['method'], parsed: unknown): Promise<unknown> {
     if (method !== 'POST') return this.#withPayload(exchange, action, {});
+    // Whoever read the body (this router or a host's parser), as the headers declare it.
+    if (this.#strictContentType && untypedBody(exchange.req)) return Promise.reject(httpErrors.untypedBody());
     if (parsed instanceof JsonText) return this.#withPayload(exchange, action, asObject(parsed.parse(this.#bodyLimit)));
     if (parsed !== undefined) return this.#withPayload(exchange, action, asObject(checkParsed(parsed)));
     return readJsonBody(exchange.req, this.#bodyLimit).then((body) => this.#withPayload(exchange, action, asObject(body)));

@@ -84,6 +84,7 @@ const FILE_KEYS: Record<string, string> = {
   headers_timeout: 'headersTimeout',
   request_timeout: 'requestTimeout',
   body_limit: 'bodyLimit',
+  strict_content_type: 'strictContentType',
   max_id_length: 'maxIdLength',
   ping_interval: 'pingInterval',
   turn_timeout: 'turnTimeout',

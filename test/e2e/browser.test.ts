@@ -254,3 +254,27 @@ test('AgentServer: its cors option reaches the browser, and a 429 shows the page
   const later = ok(await chat(page, `${base}/chat-8/chat`, 'any room?'));
   assert.equal(later.status, 200);
 });
+
+test('a page on any site cannot drive an agent with a body that has no Content-Type (no preflight): 415, the model never runs', async (t) => {
+  // No cors and no authorize: an agent on localhost, trusted because only this machine reaches it.
+  const answered: string[] = [];
+  const listener = new AgentRouter(registry, { logger }).toRequestListener();
+  const open = await listen((req: IncomingMessage, res: ServerResponse) => {
+    res.on('finish', () => answered.push(`${req.method} ${req.url} ${req.headers.origin} ${res.statusCode}`));
+    listener(req, res);
+  });
+  t.after(() => open.close());
+  const page = await openPage(t, pageC);
+  // What an attacker's page sends: a Blob body has no type, so the request is "simple" and goes without a preflight.
+  const body = JSON.stringify({ message: 'sent by another site' });
+  const reply = await within(
+    page.evaluate(async ([url, text]) => {
+      const res = await fetch(url, { method: 'POST', mode: 'no-cors', body: new Blob([text]) });
+      return res.type;
+    }, [`${open.url}/chat-9/chat`, body] as const),
+    'the cross-site fetch',
+  );
+  assert.equal(reply, 'opaque', 'the browser sent it and hid the answer from the page');
+  assert.deepEqual(answered, [`POST /chat-9/chat ${pageC.url} 415`], 'it reached the server without a preflight, and was refused');
+  assert.ok(!asked.some((said) => said.includes('sent by another site')), 'the model never ran');
+});

@@ -112,6 +112,9 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
       } as RequestInit);
       await assertError(chunked, 413, 'body_too_large');
     }
+    // express.text({ type: '*/*' }) parses a body with no Content-Type too: refused all the same (strictContentType).
+    const untyped = await fetch(`${url}/text/counter-1/chat`, { method: 'POST', body: new Blob(['{"message":"untyped"}']) });
+    await assertError(untyped, 415, 'unsupported_media_type');
     await assertError(await post(`${url}/drained/counter-1/chat`, { message: 'lost' }), 500, 'internal_error');
     assert.equal((logged[0] as { code?: string }).code, 'body_already_read');
   });

@@ -214,9 +214,15 @@ export async function checkRegistryRoutes(
     await assertError(form, 415, 'unsupported_media_type');
   });
 
-  await t.test('no Content-Type at all is read as JSON', async () => {
-    const res = await fetch(`${api}/counter-1/chat`, { method: 'POST', body: new Blob([JSON.stringify({ message: 'untyped' })]) });
-    assert.deepEqual(await res.json(), { agent_id: 'counter-1', response: 'untyped' });
+  await t.test('a body with no Content-Type is 415 (a page on any site can send one without a preflight); no body needs none', async () => {
+    // What a cross-site page's fetch with a Blob body sends: no Content-Type, so no CORS preflight.
+    const blob = await fetch(`${api}/counter-77/invoke`, { method: 'POST', body: new Blob([JSON.stringify({ method: 'increment' })]) });
+    await assertError(blob, 415, 'unsupported_media_type');
+    await assertError(await postChunked(`${api}/counter-77/invoke`, '{"method":"increment"}', {}), 415, 'unsupported_media_type');
+    const state = await (await fetch(`${api}/counter-77/state`)).json();
+    assert.deepEqual(state, { agent_id: 'counter-77', state: { count: 0 } }, 'neither request reached the agent');
+    // No body at all: nothing to declare, so the route's own answer (here: no message).
+    await assertError(await fetch(`${api}/counter-1/chat`, { method: 'POST' }), 400, 'missing_message');
   });
 
   await t.test('missing message is 400 missing_message', async () => {

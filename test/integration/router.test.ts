@@ -98,6 +98,24 @@ test('registry: one live instance per id keeps state and history across requests
   assert.equal(router.pool?.peek('counter-1')?.messages.length, 4);
 });
 
+test('strictContentType: false takes a body with no Content-Type as JSON; a declared non-JSON type is still 415', async (t) => {
+  const untyped = (url: string): Promise<Response> => fetch(url, { method: 'POST', body: new Blob([JSON.stringify({ method: 'increment' })]) });
+  const strict = await listen(registryRouter().toRequestListener());
+  t.after(strict.close);
+  const refused = await untyped(`${strict.url}/counter-1/invoke`);
+  assert.equal(refused.status, 415);
+  assert.deepEqual(await refused.json(), {
+    error: 'The request body has no Content-Type; send JSON with Content-Type: application/json',
+    code: 'unsupported_media_type',
+  });
+
+  const lax = await listen(registryRouter({ strictContentType: false }).toRequestListener());
+  t.after(lax.close);
+  assert.deepEqual(await (await untyped(`${lax.url}/counter-1/invoke`)).json(), { agent_id: 'counter-1', result: 1 });
+  assert.equal((await postJson(`${lax.url}/counter-1/chat`, 'message=hi', { 'content-type': 'text/plain' })).status, 415);
+  assert.throws(() => registryRouter({ strictContentType: 'no' as never }), /strictContentType/);
+});
+
 test('error rows of DESIGN.md answer JSON {error, code} with their status', async (t) => {
   const logged: unknown[] = [];
   const router = registryRouter({ bodyLimit: 1024, logger: { error: (_m, e) => logged.push(e) } });
