@@ -14,7 +14,7 @@ const MAX_TIMER = 2_147_483;
 /** How an option's value is checked. */
 export type OptionKind =
   | 'seconds' | 'idleSeconds' | 'limitSeconds' | 'positiveSeconds' | 'count' | 'limit' | 'positiveCount' | 'boolean' | 'function'
-  | 'object' | 'strings' | 'cors' | 'string' | 'path' | 'port' | 'origins';
+  | 'object' | 'strings' | 'cors' | 'string' | 'path' | 'port' | 'origins' | 'hosts';
 
 /**
  * Checks every key of `values` against `kinds`: unknown keys and values of
@@ -57,6 +57,7 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
     string: () => typeof value === 'string' && value !== '',
     path: () => typeof value === 'string',
     origins: () => value === '*' || (Array.isArray(value) && value.every((origin) => typeof origin === 'string')),
+    hosts: () => value === true || (Array.isArray(value) && value.every((host) => typeof host === 'string' && /^\.?[^\s/:]+$|^\[[0-9a-f:.]+\]$/i.test(host))),
   }[kind]();
   if (ok) return;
   const expected = {
@@ -77,6 +78,7 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
     string: 'a non-empty string',
     path: 'a string such as "/agents"',
     origins: '"*" or a list of origins such as ["https://app.example.com"]',
+    hosts: 'true or a list of host names without port, such as ["agents.example.com", ".internal.example"]',
   }[kind];
   throw new TypeError(`${label} must be ${expected}, got ${describeValue(value)}`);
 }

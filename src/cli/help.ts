@@ -18,11 +18,12 @@ Options:
       --host <addr>   address to listen on (default: 127.0.0.1, this machine
                       only; 0.0.0.0 for every interface)
   -c, --config <file> JSON config with the spec's names: idle_timeout,
-                      max_agents, enable_list_agents, shutdown_timeout,
-                      drain_delay, keep_alive_timeout, headers_timeout, request_timeout,
-                      body_limit, strict_content_type, max_id_length,
-                      ping_interval, turn_timeout, max_streams, openapi,
-                      cors_origins, port, host, data_dir, storage
+                      max_agents, enable_list_agents, allowed_hosts,
+                      shutdown_timeout, drain_delay, keep_alive_timeout,
+                      headers_timeout, request_timeout, body_limit,
+                      strict_content_type, max_id_length, ping_interval,
+                      turn_timeout, max_streams, openapi, cors_origins,
+                      port, host, data_dir, storage
       --idle_timeout <s>
                       seconds before an idle live agent is dropped
                       (default 300; 0: never)

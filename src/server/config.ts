@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { ROUTER_OPTION_KINDS, type AgentRouterOptions } from '../http/router.ts';
 import { checkOption, checkOptions, nearest, type OptionKind } from '../options.ts';
+import type { AllowedHosts } from './allowed-hosts.ts';
 
 /**
  * Options of an {@link AgentServer}. Durations are seconds, as everywhere in
@@ -11,6 +12,17 @@ import { checkOption, checkOptions, nearest, type OptionKind } from '../options.
 export interface AgentServerConfig extends Omit<AgentRouterOptions, 'prefix' | 'pool'> {
   /** Serve `GET /agents` (live agent ids, last activity, busy). @defaultValue false */
   enableListAgents?: boolean | undefined;
+  /**
+   * Host names (without port) the server answers, against DNS rebinding; an
+   * entry starting with a dot allows every name under it (`.example.com`).
+   * `localhost`, names under `.localhost` and IP addresses are always
+   * allowed; `true` allows any. Not given, a server listening on a loopback
+   * address (`127.0.0.1`, the default) answers only those (403
+   * `host_not_allowed` otherwise), and one listening on other addresses
+   * answers any: behind a proxy on the same machine that passes the public
+   * name on (nginx's `proxy_set_header Host $host`), list that name.
+   */
+  allowedHosts?: AllowedHosts | undefined;
   /** Seconds `close()` lets running turns and streams finish before aborting them. @defaultValue 10 */
   shutdownTimeout?: number | undefined;
   /**
@@ -66,6 +78,7 @@ const { prefix: _prefix, pool: _pool, ...SHARED_KINDS } = ROUTER_OPTION_KINDS;
 const OPTIONS: { readonly [K in keyof Required<AgentServerConfig>]: OptionKind } = {
   ...SHARED_KINDS,
   enableListAgents: 'boolean',
+  allowedHosts: 'hosts',
   shutdownTimeout: 'seconds',
   drainDelay: 'seconds',
   keepAliveTimeout: 'positiveSeconds',
@@ -78,6 +91,7 @@ const FILE_KEYS: Record<string, string> = {
   idle_timeout: 'idleTimeout',
   max_agents: 'maxAgents',
   enable_list_agents: 'enableListAgents',
+  allowed_hosts: 'allowedHosts',
   shutdown_timeout: 'shutdownTimeout',
   drain_delay: 'drainDelay',
   keep_alive_timeout: 'keepAliveTimeout',

@@ -10,6 +10,7 @@ import { sendError, sendJson } from '../http/respond.ts';
 import { AgentRouter, serveRequest, shutTurns } from '../http/router.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
 import { AgentRegistry, type AgentClass } from '../registry/registry.ts';
+import { hostCheck, type AllowedHosts, type HostCheck } from './allowed-hosts.ts';
 import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from './config.ts';
 import { answerClientError, answerConnect, answerExpectation } from './client-error.ts';
 import { InFlight } from './inflight.ts';
@@ -48,6 +49,9 @@ export class AgentServer {
   #closing: Promise<void> | undefined;
   /** close() began and its drainDelay runs: serving as usual, but /healthz says 503. */
   #lameDuck = false;
+  /** Which Host headers are answered (allowedHosts); undefined: any. Set again by `serve`, which knows the address. */
+  #hostAllowed: HostCheck | undefined;
+  readonly #allowedHosts: AllowedHosts | undefined;
 
   /**
    * @param target an AgentRegistry, or one Agent (served at `/agent/{its id}/...`)
@@ -55,6 +59,8 @@ export class AgentServer {
    */
   constructor(target: AgentRegistry | Agent<any>, config: AgentServerConfig = {}) {
     this.config = Object.freeze(resolveServerConfig(config));
+    this.#allowedHosts = config.allowedHosts;
+    this.#hostAllowed = hostCheck(config.allowedHosts, undefined);
     this.registry = registryFor(target, config.maxIdLength ?? 256);
     this.#logger = loggerOf(config.logger);
     this.pool = new AgentPool({
@@ -65,7 +71,7 @@ export class AgentServer {
       logger: this.#logger,
       now: config.now,
     });
-    const { enableListAgents, shutdownTimeout, drainDelay, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;
+    const { enableListAgents, allowedHosts, shutdownTimeout, drainDelay, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;
     this.router = new AgentRouter(this.registry, { ...routerOptions, prefix: '/agent', pool: this.pool });
     this.#routerPath = `${this.router.prefix}/`;
   }
@@ -108,6 +114,11 @@ export class AgentServer {
     // HTTP/1.1 requires Host (RFC 9112, 3.2); Node's check is off so that this answer is JSON.
     if (req.headers.host === undefined && req.httpVersion === '1.1') {
       sendJson(res, 400, { error: 'HTTP/1.1 requests must carry a Host header', code: 'missing_host' });
+      answered();
+      return;
+    }
+    if (this.#hostAllowed !== undefined && !this.#hostAllowed(req.headers.host)) {
+      sendJson(res, 403, { error: hostRefusal(req.headers.host as string), code: 'host_not_allowed' });
       answered();
       return;
     }
@@ -157,6 +168,7 @@ export class AgentServer {
       this.listener(req, res);
     });
     this.#http = server; // claimed now, so a second serve() while this one starts is refused
+    this.#hostAllowed = hostCheck(this.#allowedHosts, host);
     await new Promise<void>((resolve, reject) => {
       const onError = (error: NodeJS.ErrnoException): void => {
         server.off('listening', onListening);
@@ -292,4 +304,8 @@ function listenError(error: NodeJS.ErrnoException, host: string, port: number): 
     ENOTFOUND: `cannot resolve host ${JSON.stringify(host)}`,
   }[error.code ?? ''] ?? `cannot listen on ${where}: ${error.message}`;
   return Object.assign(new Error(`AgentServer.serve: ${message}`, { cause: error }), { code: error.code });
+}
+
+function hostRefusal(host: string): string {
+  return `Host ${JSON.stringify(host.slice(0, 100))} is not allowed here; list it in the server's allowedHosts (a proxy in front that passes its public name on needs that name there)`;
 }

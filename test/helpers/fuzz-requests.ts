@@ -152,7 +152,7 @@ const rawParts: fc.Arbitrary<RawParts> = fc.record({
 function rawRequest(parts: RawParts, withHost: boolean): RawCase {
   const body = Buffer.from(parts.body);
   const lines = [`${parts.method} ${parts.target} ${parts.version}`.trimEnd()];
-  if (withHost) lines.push('Host: fuzz');
+  if (withHost) lines.push('Host: localhost');
   lines.push(...parts.headerLines);
   let payload: Buffer = body;
   let finAfter: RawCase['finAfter'] = 'answer';

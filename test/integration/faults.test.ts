@@ -446,7 +446,7 @@ test('a client that hangs up mid-body is not logged as a server failure', async 
   const started = deferred();
   const settled = deferred();
   const { url, logged } = await serve(t, modelAgent(() => 'unused'), {}, observed(started.resolve, settled.resolve));
-  const socket = rawClient(url, 'POST /h/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"message":"cut');
+  const socket = rawClient(url, 'POST /h/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"message":"cut');
   await started.promise;
   socket.destroy();
   await within(settled.promise, 5000, 'the request settling');
@@ -459,7 +459,7 @@ test('a client that hangs up while authorize runs does not leave its request pen
   const closedOnServer = deferred();
   const hook = deferred<boolean>();
   const { url } = await serve(t, modelAgent(() => 'unused'), { authorize: () => hook.promise }, observed(started.resolve, settled.resolve, closedOnServer.resolve));
-  const socket = rawClient(url, 'POST /h/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"message":"cut');
+  const socket = rawClient(url, 'POST /h/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"message":"cut');
   await started.promise;
   socket.destroy();
   await closedOnServer.promise; // the request is gone before anyone reads its body

@@ -238,7 +238,7 @@ test('events a model hands over in one tick go out as one chunked-encoding frame
   const { port } = new URL(url);
   const body = JSON.stringify({ message: 'x' });
   const socket = net.connect(Number(port), '127.0.0.1');
-  socket.end(`POST /burst/chat?stream=true HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+  socket.end(`POST /burst/chat?stream=true HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
   let raw = '';
   for await (const data of socket) raw += String(data);
   const frames: string[] = [];

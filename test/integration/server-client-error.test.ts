@@ -40,7 +40,7 @@ test('what Node\'s parser refuses is still answered in the JSON error shape', as
   assert.match(malformed, /content-type: application\/json/i);
   assert.deepEqual(JSON.parse(malformed.slice(malformed.indexOf('\r\n\r\n') + 4)), { error: 'Malformed HTTP request', code: 'bad_request' });
 
-  const huge = await rawExchange(server.port as number, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+  const huge = await rawExchange(server.port as number, `GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
   assert.match(huge, /^HTTP\/1\.1 431 /);
   assert.equal(JSON.parse(huge.slice(huge.indexOf('\r\n\r\n') + 4)).code, 'headers_too_large');
 });
@@ -49,7 +49,7 @@ test('an Expect other than 100-continue (417) and an HTTP/1.1 request without Ho
   const server = await echoServer(t);
   const bodyOf = (reply: string): unknown => JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4));
 
-  const expect = await rawExchange(server.port as number, 'GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n');
+  const expect = await rawExchange(server.port as number, 'GET /healthz HTTP/1.1\r\nHost: localhost\r\nExpect: 200-ok\r\n\r\n');
   assert.match(expect, /^HTTP\/1\.1 417 /);
   assert.deepEqual(bodyOf(expect), { error: 'Expect "200-ok" is not supported; only 100-continue is', code: 'expectation_failed' });
 
@@ -111,7 +111,7 @@ test('a CONNECT client that trickles bytes and never closes is cut, so close() d
 
 test('a request target in absolute form (as sent to a proxy) is served by its path', async (t) => {
   const server = await echoServer(t);
-  const reply = await rawExchange(server.port as number, 'GET http://agents.example/agent/echo-1/state HTTP/1.1\r\nHost: agents.example\r\nConnection: close\r\n\r\n');
+  const reply = await rawExchange(server.port as number, 'GET http://localhost/agent/echo-1/state HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
   assert.match(reply, /^HTTP\/1\.1 200 /);
   assert.deepEqual(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4)), { agent_id: 'echo-1', state: {} });
 });

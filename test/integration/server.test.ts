@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import net from 'node:net';
 import { mock, test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
@@ -286,13 +287,13 @@ test('close() lets an open stream finish before its deadline; new requests on it
   });
   socket.on('close', () => ended.resolve());
   const body = JSON.stringify({ message: 'hello' });
-  socket.write(`POST /agent/gated-1/chat?stream=true HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  socket.write(`POST /agent/gated-1/chat?stream=true HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
   await sawFirst.promise;
 
   const closed = server.close();
   assert.equal(server.close(), closed, 'close is idempotent');
   assert.equal(server.closing, true);
-  socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  socket.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n');
   await assert.rejects(fetch(`${url}/healthz`), 'no new connection is accepted');
 
   gate.resolve();
@@ -396,7 +397,7 @@ test('requestTimeout limits slow uploads but never cuts a long stream', async (t
     slowReply += text;
   });
   const slowClosed = new Promise((resolve) => slow.on('close', resolve));
-  slow.write('POST /agent/counter-1/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"mess');
+  slow.write('POST /agent/counter-1/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"mess');
   await slowClosed;
   assert.match(slowReply, /^HTTP\/1\.1 408/);
 
@@ -451,4 +452,60 @@ test('serve twice at once is refused; close() during serve() waits for it, then 
   await closed;
   assert.equal(server.httpServer?.listening, false);
   await assert.rejects(fetch(`${server.url}/healthz`));
+});
+
+/** GET `path` from the server at `url` with the Host header given (fetch does not let a caller set it). */
+function getWithHost(url: string, path: string, host: string | undefined): Promise<{ status: number; body: any }> {
+  const { port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const headers = host === undefined ? {} : { host };
+    const req = http.request({ host: '127.0.0.1', port, path, headers, setHost: host !== undefined }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode as number, body: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test('on a loopback address, only localhost names and IP addresses are answered as Host (DNS rebinding): others get 403 and see nothing', async (t) => {
+  const { url, server } = await start(t);
+  await postJson(`${url}/agent/counter-1/invoke`, { method: 'increment', params: { by: 5 } });
+  // A page on attacker.example, its name pointed at 127.0.0.1 after it loaded: its requests carry its own name.
+  for (const path of ['/agent/counter-1/state', '/healthz', '/nowhere']) {
+    const refused = await getWithHost(url, path, `attacker.example:${server.port}`);
+    assert.equal(refused.status, 403, path);
+    assert.deepEqual(refused.body, {
+      error: `Host "attacker.example:${server.port}" is not allowed here; list it in the server's allowedHosts (a proxy in front that passes its public name on needs that name there)`,
+      code: 'host_not_allowed',
+    });
+  }
+  for (const host of [`localhost:${server.port}`, 'LOCALHOST.', `app.localhost:${server.port}`, `127.0.0.1:${server.port}`, '[::1]', `10.1.2.3:${server.port}`]) {
+    const answered = await getWithHost(url, '/agent/counter-1/state', host);
+    assert.deepEqual(answered, { status: 200, body: { agent_id: 'counter-1', state: { count: 5 } } }, host);
+  }
+  assert.equal((await getWithHost(url, '/agent/counter-1/state', 'localhost.attacker.example')).status, 403);
+});
+
+test('allowedHosts: listed names (a leading dot: the name and every name under it) are answered; true answers any; on every interface, any by default', async (t) => {
+  const { url } = await start(t, { allowedHosts: ['agents.example', '.corp.example'] });
+  for (const host of ['agents.example', 'Agents.Example:8080', 'corp.example', 'api.corp.example', 'localhost']) {
+    assert.equal((await getWithHost(url, '/healthz', host)).status, 200, host);
+  }
+  for (const host of ['evil.example', 'agents.example.evil', 'xcorp.example']) {
+    assert.equal((await getWithHost(url, '/healthz', host)).status, 403, host);
+  }
+  const any = await start(t, { allowedHosts: true });
+  assert.equal((await getWithHost(any.url, '/healthz', 'anything.example')).status, 200);
+
+  const { registry } = makeRegistry();
+  const everywhere = new AgentServer(registry, { logger: quiet });
+  await everywhere.serve(0, '0.0.0.0');
+  t.after(() => everywhere.close());
+  assert.equal((await getWithHost(`http://127.0.0.1:${everywhere.port}`, '/healthz', 'agents.example')).status, 200, 'reachable from other machines anyway: authorize protects it');
+
+  assert.throws(() => new AgentServer(registry, { allowedHosts: ['agents.example:8080'] }), /allowedHosts must be true or a list of host names without port/);
+  assert.throws(() => new AgentServer(registry, { allowedHosts: 'agents.example' as never }), /allowedHosts/);
 });

@@ -82,7 +82,7 @@ function trickle(port: number, head: string, trickled: string): Promise<string> 
   });
 }
 
-const HEADERS = 'POST /agent/slow-1/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Padding: ' + 'p'.repeat(TRICKLE_BYTES) + '\r\n\r\n';
+const HEADERS = 'POST /agent/slow-1/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-Padding: ' + 'p'.repeat(TRICKLE_BYTES) + '\r\n\r\n';
 
 test('headers that trickle in are cut at headersTimeout (408), though bytes keep arriving', async (t) => {
   const { port, created, logged } = await start(t);
@@ -95,7 +95,7 @@ test('headers that trickle in are cut at headersTimeout (408), though bytes keep
 test('a body that trickles in is cut at requestTimeout (408), and nothing is logged as a server failure', async (t) => {
   const { port, created, logged } = await start(t);
   const body = JSON.stringify({ message: 'x'.repeat(TRICKLE_BYTES) });
-  const reply = await trickle(port, `POST /agent/slow-1/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`, body);
+  const reply = await trickle(port, `POST /agent/slow-1/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`, body);
   assert.match(reply, /^HTTP\/1\.1 408 /);
   assert.deepEqual(created, [], 'the body never arrived, so no turn began');
   assert.deepEqual(logged.map(String), [], 'a client too slow to send its body is not a server failure');
@@ -105,7 +105,7 @@ test('fifty slow clients at once are all cut, and the server answers others mean
   const { server, port } = await start(t);
   // Half trickle from the first byte, half after a request line that came at once.
   const padding = `X-Padding: ${'p'.repeat(TRICKLE_BYTES)}\r\n\r\n`;
-  const slow = Array.from({ length: 50 }, (_, i) => (i % 2 === 0 ? trickle(port, '', HEADERS) : trickle(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n', padding)));
+  const slow = Array.from({ length: 50 }, (_, i) => (i % 2 === 0 ? trickle(port, '', HEADERS) : trickle(port, 'GET /healthz HTTP/1.1\r\nHost: localhost\r\n', padding)));
   assert.deepEqual((await getJson(`${server.url}/healthz`)).body, { status: 'ok' }, 'answered while fifty clients trickle');
   for (const reply of await Promise.all(slow)) assert.match(reply, /^HTTP\/1\.1 408 /);
 });
@@ -143,7 +143,7 @@ function unreadStream(server: AgentServer, path: string): { closed: Promise<void
   const client = net.connect(server.port as number, '127.0.0.1');
   const body = '{"message":"x"}';
   client.on('error', () => {}); // a reset is how a cut may arrive
-  client.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  client.write(`POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
   client.pause(); // reads nothing, ever: the kernel's buffers fill, then the server's writes wait
   return { closed, client };
 }
@@ -186,7 +186,7 @@ test('a client that reads slowly but steadily is never cut, though its last fram
   const socket = net.connect(server.port as number, '127.0.0.1');
   t.after(() => void socket.destroy());
   const body = '{"message":"x"}';
-  socket.write(`POST /agent/big-1/chat?stream=events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+  socket.write(`POST /agent/big-1/chat?stream=events HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
   socket.pause();
   // 256 KiB every 100 ms, about 2.6 MB/s: the 12 MiB take some 5 s, several turnTimeouts, never a pause of one.
   let received = '';

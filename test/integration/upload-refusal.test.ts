@@ -66,7 +66,7 @@ function connect(port: number): Promise<{ socket: net.Socket; received: () => st
   });
 }
 
-const JSON_HEAD = 'Host: x\r\nContent-Type: application/json\r\n';
+const JSON_HEAD = 'Host: localhost\r\nContent-Type: application/json\r\n';
 const CHAT = '{"message":"hello"}';
 const chatRequest = (path: string): string => `POST ${path} HTTP/1.1\r\n${JSON_HEAD}Content-Length: ${CHAT.length}\r\n\r\n${CHAT}`;
 /** One complete response: its head, then a body of the Content-Length it declares. */
@@ -135,7 +135,7 @@ test('AgentServer holds Expect: 100-continue until the router reads the body: re
   const port = server.port as number;
   const refusals: Array<[string, string, number]> = [
     ['declared too large', `POST /agent/bot-1/chat HTTP/1.1\r\n${JSON_HEAD}Authorization: yes\r\nContent-Length: 50000000\r\n`, 413],
-    ['not JSON', `POST /agent/bot-1/chat HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nAuthorization: yes\r\nContent-Length: 10\r\n`, 415],
+    ['not JSON', `POST /agent/bot-1/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nAuthorization: yes\r\nContent-Length: 10\r\n`, 415],
     ['refused by authorize', `POST /agent/bot-1/chat HTTP/1.1\r\n${JSON_HEAD}Authorization: no\r\nContent-Length: 10\r\n`, 403],
     ['no such route', `POST /elsewhere HTTP/1.1\r\n${JSON_HEAD}Content-Length: 10\r\n`, 404],
   ];
