@@ -1,4 +1,5 @@
 import { AgentRouterError, type UpstreamError } from '../errors.ts';
+import { checkParsed, MAX_JSON_DEPTH } from '../http/body.ts';
 import { mediaType } from '../http/path.ts';
 import { createSSEParser, drainReader } from '../sse/parser.ts';
 import { describeRemote } from './remote-url.ts';
@@ -83,6 +84,12 @@ export class RemoteCall {
         throw this.badResponse('a body that is not JSON');
       }
       if (typeof reply !== 'object' || reply === null || Array.isArray(reply)) throw this.badResponse('JSON that is not an object');
+      // As a request body is held: deeper nesting would overflow the stack where the reply is written on (a 500).
+      try {
+        checkParsed(reply);
+      } catch {
+        throw this.badResponse(`JSON nested deeper than ${MAX_JSON_DEPTH} levels, or holding a number too large to represent`);
+      }
       return reply as Record<string, unknown>;
     } finally {
       this.finish();
