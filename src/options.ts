@@ -84,6 +84,19 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
 }
 
 /**
+ * Throws a TypeError for a key of `values` that is not a key of `known`, for
+ * options whose values their owner checks itself: a misspelt `sytem` would
+ * otherwise be dropped without a word, and the agent run without its prompt.
+ * `known` is typed by its owner as every option mapped to true, so a new
+ * option cannot be forgotten there.
+ */
+export function checkKnownOptions(values: object, known: Readonly<Record<string, true>>, where: string): void {
+  for (const key of Object.keys(values)) {
+    if (known[key] !== true) throw new TypeError(`${where}: unknown option ${JSON.stringify(key)}${nearest(key, Object.keys(known))}`);
+  }
+}
+
+/**
  * `; did you mean X?` for the known key fewest edits away from `key` (case
  * and `_` aside), within two edits (one for keys of four letters or fewer,
  * so `port` does not become `cors`); else the known keys.

@@ -1,4 +1,5 @@
 import { AgentRouterError, VersionConflictError } from '../errors.ts';
+import { checkKnownOptions } from '../options.ts';
 import type { Model, ModelChunk, ModelRequest } from '../models/model.ts';
 import { MemoryStorage } from '../storage/memory.ts';
 import { sameRecord } from '../storage/record-version.ts';
@@ -31,6 +32,8 @@ export interface AgentOptions<S extends JsonObject | JsonState<S> = JsonObject> 
    */
   lastMessages?: number | undefined;
 }
+
+const AGENT_OPTIONS: { readonly [K in keyof Required<AgentOptions>]: true } = { model: true, system: true, storage: true, initialState: true, lastMessages: true };
 
 export interface TurnOptions {
   /** Aborting it cancels the turn (the model call too); the turn then changes nothing. */
@@ -200,6 +203,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     if (typeof options !== 'object' || options === null) {
       throw new TypeError('Agent: the second argument is an options object, e.g. { model: echoModel(), system: "..." }');
     }
+    checkKnownOptions(options, AGENT_OPTIONS, 'Agent');
     const model = options.model;
     if (model !== undefined && (typeof model !== 'object' || model === null || typeof model.stream !== 'function')) {
       throw new TypeError('Agent: model must be a Model, an object with a stream(request) method, e.g. echoModel() or openAIModel({ model, apiKey })');

@@ -1,6 +1,7 @@
 import { mkdir, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { LockLostError, VersionConflictError } from '../errors.ts';
+import { checkKnownOptions } from '../options.ts';
 import { checkTurn } from './check.ts';
 import { appendLine, NO_FILE, readAt, readSince, readView, readWhole, replaceFile, syncDir, withIdentity } from './file-io.ts';
 import type { CachedView } from './file-io.ts';
@@ -48,6 +49,8 @@ export interface FileStorageOptions {
   now?: (() => number) | undefined;
 }
 
+const FILE_OPTIONS: { readonly [K in keyof Required<FileStorageOptions>]: true } = { fsync: true, leaseSeconds: true, compactAfterBytes: true, renewLease: true, now: true };
+
 /** Views kept per storage; past this the oldest is re-read from disk when next needed. */
 const MAX_CACHED_VIEWS = 10_000;
 
@@ -87,6 +90,7 @@ export class FileStorage implements Storage {
 
   constructor(dir: string, options: FileStorageOptions = {}) {
     if (typeof dir !== 'string' || dir === '') throw new TypeError('FileStorage: dir must be a directory path, e.g. new FileStorage("./data")');
+    checkKnownOptions(options, FILE_OPTIONS, 'FileStorage');
     this.dir = path.resolve(dir);
     this.#fsync = options.fsync ?? true;
     this.#lease = {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { LockLostError, VersionConflictError } from '../errors.ts';
+import { checkKnownOptions } from '../options.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkRecord, checkTurn } from './check.ts';
 import { assertStorableId, idDigest, leaseMilliseconds } from './ids.ts';
@@ -95,10 +96,13 @@ const DDL_LOCK_KEY = '7225371954390861409';
  * import pg from 'pg';
  * const storage = postgresStorage(new pg.Pool({ connectionString: process.env.DATABASE_URL }));
  */
+const POSTGRES_OPTIONS: { readonly [K in keyof Required<PostgresStorageOptions>]: true } = { schema: true, tablePrefix: true, leaseSeconds: true, createTables: true, renewLease: true };
+
 export function postgresStorage(pool: PgPoolLike, options: PostgresStorageOptions = {}): PostgresStorage {
   if (typeof pool?.query !== 'function' || typeof pool.connect !== 'function') {
     throw new TypeError('postgresStorage: pass a pg.Pool (an object with query() and connect()), e.g. postgresStorage(new pg.Pool())');
   }
+  checkKnownOptions(options, POSTGRES_OPTIONS, 'postgresStorage');
   return new PostgresStorageImpl(pool, options);
 }
 

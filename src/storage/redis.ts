@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { LockLostError, VersionConflictError } from '../errors.ts';
+import { checkKnownOptions } from '../options.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkRecord, checkTurn, damagedRecord } from './check.ts';
 import { assertStorableId, leaseMilliseconds } from './ids.ts';
@@ -47,7 +48,10 @@ export type RedisStorage = SharedStorage;
  * const client = await createClient({ url: process.env.REDIS_URL }).connect();
  * const storage = redisStorage(client);
  */
+const REDIS_OPTIONS: { readonly [K in keyof Required<RedisStorageOptions>]: true } = { prefix: true, leaseSeconds: true, renewLease: true };
+
 export function redisStorage(client: RedisClientLike, options: RedisStorageOptions = {}): RedisStorage {
+  checkKnownOptions(options, REDIS_OPTIONS, 'redisStorage');
   return new RedisStorageImpl(commandSender(client), options);
 }
 

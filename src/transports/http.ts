@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { checkKnownOptions } from '../options.ts';
 import type { JsonObject } from '../types.ts';
 import { RemoteCall, type CallSettings, type FetchLike } from './http-call.ts';
 import { remoteURLBuilder, type RemoteURLBuilder } from './remote-url.ts';
@@ -58,6 +59,8 @@ export interface HTTPTransportCallOptions extends TransportCallOptions {
   requestId?: string | undefined;
 }
 
+const TRANSPORT_OPTIONS: { readonly [K in keyof Required<HTTPTransportOptions>]: true } = { headers: true, timeout: true, fetch: true, maxConnections: true, maxResponseSize: true };
+
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 /** Set per request by the transport; a configured value for them is ignored. */
 const OWN_HEADERS = new Set(['accept', 'content-type', 'x-request-id']);
@@ -88,6 +91,7 @@ export class HTTPTransport implements AgentTransport {
 
   constructor(url: string | URL, options: HTTPTransportOptions = {}) {
     this.#url = remoteURLBuilder(url);
+    checkKnownOptions(options, TRANSPORT_OPTIONS, 'HTTPTransport');
     const timeout = options.timeout ?? 30;
     if (typeof timeout !== 'number' || !(timeout > 0)) {
       throw new TypeError(`HTTPTransport: timeout is in seconds and must be a positive number (or Infinity), got ${String(timeout)}`);

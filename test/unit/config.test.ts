@@ -9,6 +9,10 @@ import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/http/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
+import { FileStorage } from '../../src/storage/file.ts';
+import { postgresStorage } from '../../src/storage/postgres.ts';
+import { redisStorage } from '../../src/storage/redis.ts';
+import { HTTPTransport } from '../../src/transports/http.ts';
 
 test('defaults: 300 s idle, 10000 agents, no /agents, 10 s drain, load-balancer-safe socket timeouts', () => {
   assert.deepEqual(resolveServerConfig({}), {
@@ -81,6 +85,21 @@ test('AgentRouter checks its options as AgentServer does: a typo or a wrong type
     onCreate: () => undefined, onEvict: () => undefined, now: undefined,
   } as never);
   assert.equal(router.prefix, '');
+});
+
+test('Agent, the storages and HTTPTransport refuse a misspelt option too, naming the one meant: it would be dropped without a word', () => {
+  const pool = { query: async () => ({ rows: [] }), connect: async () => ({ query: async () => ({ rows: [] }), release: () => {} }) };
+  const cases: Array<[() => unknown, RegExp]> = [
+    [() => new Agent('a', { model: echoModel(), sytem: 'Be brief.' } as never), /^Agent: unknown option "sytem"; did you mean system\?$/],
+    [() => new FileStorage(os.tmpdir(), { fsnyc: false } as never), /^FileStorage: unknown option "fsnyc"; did you mean fsync\?$/],
+    [() => postgresStorage(pool as never, { table_prefix: 'x_' } as never), /^postgresStorage: unknown option "table_prefix"; did you mean tablePrefix\?$/],
+    [() => redisStorage({ sendCommand: async () => null } as never, { prefx: 'x:' } as never), /^redisStorage: unknown option "prefx"; did you mean prefix\?$/],
+    [() => new HTTPTransport('http://127.0.0.1:1/agent', { timout: 5 } as never), /^HTTPTransport: unknown option "timout"; did you mean timeout\?$/],
+  ];
+  for (const [make, message] of cases) assert.throws(make, (error: unknown) => error instanceof TypeError && message.test(error.message));
+  // Their known options still pass.
+  new Agent('a', { model: echoModel(), system: 'Be brief.', storage: undefined, initialState: {}, lastMessages: 4 });
+  new HTTPTransport('http://127.0.0.1:1/agent', { timeout: 5, maxConnections: 2, maxResponseSize: 10, headers: {}, fetch: undefined });
 });
 
 test('a config file uses the spec\'s snake_case names, plus port, host and data_dir', () => {
