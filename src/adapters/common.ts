@@ -1,7 +1,13 @@
 import type { IncomingMessage } from 'node:http';
-import type { AgentRouter } from '../http/router.ts';
+import { AgentRouter } from '../http/router.ts';
 import { JsonText, otherCharset } from '../http/body.ts';
 import { mediaType } from '../http/path.ts';
+
+/** Refuses anything but an AgentRouter (a registry or an Agent is the likely mistake) with the fix, not a TypeError from inside. */
+export function checkRouter(router: unknown, where: string): void {
+  if (router instanceof AgentRouter) return;
+  throw new TypeError(`${where}: pass an AgentRouter, e.g. ${where}(new AgentRouter(registry))`);
+}
 
 /** The router's body limit in bytes (its `bodyLimit` option, 1 MiB by default). */
 export function bodyLimitOf(router: AgentRouter): number {

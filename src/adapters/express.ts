@@ -1,7 +1,7 @@
 /// <reference types="node" preserve="true" />
 // Node's types for these declarations, as in index.ts.
 import type { AgentRouter } from '../http/router.ts';
-import { bodyLimitOf, parsedBody } from './common.ts';
+import { bodyLimitOf, checkRouter, parsedBody } from './common.ts';
 import type { ExpressMiddleware } from './shapes.ts';
 export type { ExpressMiddleware, ExpressNext, ExpressRequest } from './shapes.ts';
 
@@ -20,6 +20,7 @@ export type { ExpressMiddleware, ExpressNext, ExpressRequest } from './shapes.ts
  * app.use('/api', toExpress(new AgentRouter(registry)));   // POST /api/{agent_id}/chat
  */
 export function toExpress(router: AgentRouter): ExpressMiddleware {
+  checkRouter(router, 'toExpress');
   const limit = bodyLimitOf(router);
   return (req, res, next) => {
     const hint = { path: req.url, body: parsedBody(req, req.body, limit) };

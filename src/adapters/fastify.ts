@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream';
 import { httpErrors } from '../errors.ts';
 import { serveRequest, type AgentRouter } from '../http/router.ts';
 import { checkOptions } from '../options.ts';
-import { bodyFromParser, bodyLimitOf } from './common.ts';
+import { bodyFromParser, bodyLimitOf, checkRouter } from './common.ts';
 import type { FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
 export type { FastifyErrorLike, FastifyInstanceLike, FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';
 
@@ -25,6 +25,7 @@ const METHODS: FastifyMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
  * and error handler are untouched elsewhere.
  */
 export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = {}): FastifyPlugin {
+  checkRouter(router, 'toFastify');
   const bodyLimit = bodyLimitOf(router);
   checkOptions(options, { shutdownTimeout: 'seconds' }, 'toFastify');
   const shutdownMs = (options.shutdownTimeout ?? 10) * 1000;

@@ -1,7 +1,7 @@
 /// <reference types="node" preserve="true" />
 // Node's types for these declarations, as in index.ts.
 import type { AgentRouter } from '../http/router.ts';
-import { bodyLimitOf, parsedBody } from './common.ts';
+import { bodyLimitOf, checkRouter, parsedBody } from './common.ts';
 import type { KoaMiddleware } from './shapes.ts';
 export type { KoaContext, KoaMiddleware, KoaNext } from './shapes.ts';
 
@@ -17,6 +17,7 @@ export type { KoaContext, KoaMiddleware, KoaNext } from './shapes.ts';
  * app.use(toKoa(new AgentRouter(registry, { prefix: '/agents' })));
  */
 export function toKoa(router: AgentRouter): KoaMiddleware {
+  checkRouter(router, 'toKoa');
   const limit = bodyLimitOf(router);
   return async (ctx, next) => {
     const target = ctx.url;

@@ -53,10 +53,19 @@ export function matchRegistry(path: string): RouteMatch | undefined {
   }
 }
 
+/** RFC 3986's unreserved and sub-delimiter characters, `:` and `@`: what a request path carries as it is. */
+const SEGMENT = /^[A-Za-z0-9\-._~!$&'()*+,;=:@]+$/;
+
 /** Normalizes a mount prefix: leading slash, no trailing slash, '' for none. */
 export function normalizePrefix(prefix: string | undefined): string {
   if (prefix === undefined || prefix === '' || prefix === '/') return '';
   if (typeof prefix !== 'string') throw new TypeError('AgentRouter: prefix must be a string such as "/agents"');
+  // The prefix is matched against the raw request path, where anything else arrives percent-encoded (an empty
+  // segment collapses in many clients and proxies, a dot segment is resolved away): it would answer 404 to everything.
+  const segments = prefix.replace(/^\/|\/$/g, '').split('/');
+  if (segments.some((segment) => !SEGMENT.test(segment) || segment === '.' || segment === '..')) {
+    throw new TypeError(`AgentRouter: prefix ${JSON.stringify(prefix)} must be path segments of letters, digits and - . _ ~ ! $ & ' ( ) * + , ; = : @, such as "/agents" or "/api/v1"`);
+  }
   const withSlash = prefix.startsWith('/') ? prefix : `/${prefix}`;
   return withSlash.endsWith('/') ? withSlash.slice(0, -1) : withSlash;
 }

@@ -9,6 +9,9 @@ import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/http/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
+import { toExpress } from '../../src/adapters/express.ts';
+import { toFastify } from '../../src/adapters/fastify.ts';
+import { toKoa } from '../../src/adapters/koa.ts';
 import { FileStorage } from '../../src/storage/file.ts';
 import { postgresStorage } from '../../src/storage/postgres.ts';
 import { redisStorage } from '../../src/storage/redis.ts';
@@ -85,6 +88,26 @@ test('AgentRouter checks its options as AgentServer does: a typo or a wrong type
     onCreate: () => undefined, onEvict: () => undefined, now: undefined,
   } as never);
   assert.equal(router.prefix, '');
+});
+
+test('an AgentRouter prefix no request path can carry as it is (non-ASCII, a space, ?, #, %, an empty or dot segment) is refused, not served as 404s', () => {
+  const registry = new AgentRegistry();
+  for (const prefix of ['/ü', '/a b', '/agents?x', '/a#b', '/%20', '/a//b', '/./a', '/a/..']) {
+    assert.throws(() => new AgentRouter(registry, { prefix }), (error: unknown) => error instanceof TypeError && error.message.startsWith(`AgentRouter: prefix ${JSON.stringify(prefix)} must be path segments`), prefix);
+  }
+  for (const [prefix, normal] of [['agents', '/agents'], ['/api/v1/', '/api/v1'], ['/.well-known/agents', '/.well-known/agents'], ['/', '']]) {
+    assert.equal(new AgentRouter(registry, { prefix }).prefix, normal);
+  }
+});
+
+test('the adapters refuse anything but an AgentRouter with the fix, not a TypeError from inside', () => {
+  const registry = new AgentRegistry();
+  for (const [name, adapt] of [['toExpress', toExpress], ['toKoa', toKoa], ['toFastify', toFastify]] as const) {
+    for (const wrong of [registry, new Agent('a', { model: echoModel() }), null, undefined]) {
+      assert.throws(() => adapt(wrong as never), { name: 'TypeError', message: `${name}: pass an AgentRouter, e.g. ${name}(new AgentRouter(registry))` });
+    }
+    adapt(new AgentRouter(registry));
+  }
 });
 
 test('Agent, the storages and HTTPTransport refuse a misspelt option too, naming the one meant: it would be dropped without a word', () => {
