@@ -4,7 +4,7 @@ export const HELP = `Usage: agent-router serve [module] [options]
 Serves agents over HTTP: POST /agent/{agent_id}/chat (?stream=true for SSE),
 POST /agent/{agent_id}/invoke, GET /agent/{agent_id}/state, GET /healthz.
 
-  module            a .js or .mjs file (a .ts file when run under tsx) whose
+  module            a .js, .mjs or .cjs file (.ts when run under tsx) whose
                     default export is an AgentRegistry, an Agent or an
                     AgentServer; resolved from the current directory.
                     Without one, a demo registry is served: echo-*, chat-*

@@ -126,7 +126,7 @@ export function demoStorage(
   if (flags.storage !== undefined) return flags.storage.kind === 'file' ? inDir(flags.storage.dir) : flags.storage;
   if (flags.dataDir !== undefined) return inDir(flags.dataDir);
   if (file.storage === undefined) return inDir(file.dataDir ?? '.data');
-  if (file.dataDir !== undefined) throw new TypeError(`${where}: set storage or data_dir, not both ("data_dir": "x" is "storage": "file:x")`);
+  if (file.dataDir !== undefined) throw new TypeError(`${where}: set storage or data_dir, not both ("data_dir": ${JSON.stringify(file.dataDir)} is "storage": ${JSON.stringify(`file:${file.dataDir}`)})`);
   let spec: StorageSpec;
   try {
     spec = parseStorageSpec(file.storage, `${where}: storage`);
