@@ -1,5 +1,6 @@
 /// <reference types="node" preserve="true" />
 // Node's types for these declarations, as in index.ts.
+import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { httpErrors } from '../errors.ts';
 import { serveRequest, type AgentRouter } from '../http/router.ts';
@@ -35,13 +36,8 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
     // With ignoreDuplicateSlashes Fastify routes `//api//a/state` here; the raw URL must be read the same way.
     const config = fastify.initialConfig;
     const collapse = (config?.routerOptions?.ignoreDuplicateSlashes ?? config?.ignoreDuplicateSlashes) === true;
-    // For fastify.close(): how many of the router's requests are in progress here, and whether closing began.
-    let running = 0;
-    let closing = false;
-    // Read, not declared in FastifyInstanceLike: a `server` there would make TypeScript infer the app's
-    // server type from it, and type-check the plugin against HTTP/2 requests too.
-    const server = (fastify as { server?: { closeIdleConnections?: () => void } }).server;
-    const closeIdle = (): void => server?.closeIdleConnections?.();
+    /** The router's responses in progress, for fastify.close(). */
+    const running = new Set<ServerResponse>();
 
     // Not async: the promise handed back settles when the router calls back that the request is answered.
     const handler = (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> | undefined => {
@@ -59,16 +55,14 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
       let answered!: () => void;
       const answering = new Promise<void>((resolve) => {
         answered = () => {
-          running--;
-          // Its keep-alive connection is closed once the response is written, or close() would wait on it.
-          if (closing) reply.raw.once('finish', closeIdle);
+          running.delete(reply.raw);
           resolve();
         };
       });
-      // Counted before: a request answered at once (a state read) calls `answered` inside serveRequest.
-      running++;
+      // Added before: a request answered at once (a state read) calls `answered` inside serveRequest.
+      running.add(reply.raw);
       if (router[serveRequest](request.raw, reply.raw, answered, hint, { claim })) return answering;
-      running--;
+      running.delete(reply.raw);
       reply.callNotFound();
       return undefined;
     };
@@ -77,12 +71,20 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
     // it for as long as the model talks. Running turns get shutdownTimeout to finish, as under
     // AgentServer; then they are aborted (`event: error` / 503 `shutting_down`, nothing stored).
     // Not awaited here: Fastify times a preClose hook out (pluginTimeout), and closing goes on meanwhile.
+    // Each such response's keep-alive connection is closed once it is written, or close() would wait on it.
     let deadline: NodeJS.Timeout | undefined;
     fastify.addHook('preClose', (done: () => void) => {
-      closing = true;
-      if (running > 0 && deadline === undefined) {
+      if (running.size > 0 && deadline === undefined) {
         deadline = setTimeout(() => router.abortAll(httpErrors.unavailable()), shutdownMs);
         deadline.unref();
+        // Read, not declared in FastifyInstanceLike: a `server` there would make TypeScript infer the app's
+        // server type from it, and type-check the plugin against HTTP/2 requests too.
+        const server = (fastify as { server?: { closeIdleConnections?: () => void } }).server;
+        const closeIdle = (): void => server?.closeIdleConnections?.();
+        for (const res of running) {
+          if (!res.headersSent) res.shouldKeepAlive = false;
+          else res.once('finish', closeIdle);
+        }
       }
       done();
     });
