@@ -1,5 +1,6 @@
 // toFastify against the real Fastify 4 and 5 (npm aliases fastify4, fastify5).
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { test, type TestContext } from 'node:test';
 import { PassThrough, Readable } from 'node:stream';
 import { createGunzip, gzipSync } from 'node:zlib';
@@ -260,6 +261,28 @@ for (const [name, fastify] of majors) {
     assert.ok(Date.now() - closedAt >= 250, 'not aborted before shutdownTimeout');
     assert.match(rest, /event: error\ndata: \{"error":"Server is shutting down","code":"shutting_down"\}/);
     assert.equal(((await fixture.aborted) as { code?: string }).code, 'shutting_down', "the model's signal was aborted");
+    await closing;
+  });
+
+  test(`${name}: a JSON reply still running when fastify.close() begins says Connection: close, so a keep-alive client does not reuse the socket`, async (t) => {
+    const fixture = makeRegistryRouter();
+    const app = fastify({ forceCloseConnections: 'idle' });
+    await app.register(toFastify(fixture.router, { shutdownTimeout: 0.2 }));
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    t.after(() => app.close());
+    const agent = new http.Agent({ keepAlive: true });
+    t.after(() => agent.destroy());
+    const reply = new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = http.request(`${url}/waiter-1/chat`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, resolve);
+      req.on('error', reject);
+      req.end(JSON.stringify({ message: 'hold' }));
+    });
+    await fixture.started;
+    const closing = app.close();
+    const res = await reply;
+    res.resume();
+    assert.equal(res.statusCode, 503);
+    assert.equal(res.headers.connection, 'close');
     await closing;
   });
 

@@ -19,6 +19,8 @@ export interface Fixture {
   router: AgentRouter;
   /** Resolves with the abort reason the waiting model saw (the disconnect test). */
   aborted: Promise<unknown>;
+  /** Resolves once a waiting model began its reply. */
+  started: Promise<void>;
   /** `req.originalUrl` of each request the authorize hook saw (Express keeps it). */
   originalUrls: string[];
 }
@@ -32,9 +34,12 @@ export function makeRegistryRouter(options: AgentRouterOptions = {}): Fixture {
   const storage = new MemoryStorage();
   let seeAbort: (reason: unknown) => void = () => {};
   const aborted = new Promise<unknown>((resolve) => (seeAbort = resolve));
+  let seeStart: () => void = () => {};
+  const started = new Promise<void>((resolve) => (seeStart = resolve));
   const waiting: Model = {
     name: 'waiter',
     async *stream({ signal }) {
+      seeStart();
       yield 'started';
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
       seeAbort(signal.reason);
@@ -72,7 +77,7 @@ export function makeRegistryRouter(options: AgentRouterOptions = {}): Fixture {
     },
     ...options,
   });
-  return { router, aborted, originalUrls };
+  return { router, aborted, started, originalUrls };
 }
 
 /** A single-agent router (echo model, fresh storage). */
