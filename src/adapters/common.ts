@@ -1,12 +1,18 @@
 import type { IncomingMessage } from 'node:http';
-import { AgentRouter } from '../http/router.ts';
+import type { AgentRouter } from '../http/router.ts';
 import { JsonText, otherCharset } from '../http/body.ts';
 import { mediaType } from '../http/path.ts';
 
-/** Refuses anything but an AgentRouter (a registry or an Agent is the likely mistake) with the fix, not a TypeError from inside. */
+/**
+ * Refuses anything but an AgentRouter (a registry or an Agent is the likely
+ * mistake) with the fix, not a TypeError from inside. By shape, not
+ * `instanceof`: a router from another copy of the package (a dependency's
+ * own, `npm link`) serves Express and Koa through its public methods.
+ */
 export function checkRouter(router: unknown, where: string): void {
-  if (router instanceof AgentRouter) return;
-  throw new TypeError(`${where}: pass an AgentRouter, e.g. ${where}(new AgentRouter(registry))`);
+  const shaped = typeof router === 'object' && router !== null && typeof (router as AgentRouter).handle === 'function'
+    && typeof (router as AgentRouter).options === 'object';
+  if (!shaped) throw new TypeError(`${where}: pass an AgentRouter, e.g. ${where}(new AgentRouter(registry))`);
 }
 
 /** The router's body limit in bytes (its `bodyLimit` option, 1 MiB by default). */

@@ -27,6 +27,9 @@ const METHODS: FastifyMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
  */
 export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = {}): FastifyPlugin {
   checkRouter(router, 'toFastify');
+  if (typeof router[serveRequest] !== 'function') {
+    throw new TypeError('toFastify: this AgentRouter comes from another copy of agent-router (a dependency\'s own, or npm link); import toFastify from the copy that made it');
+  }
   const bodyLimit = bodyLimitOf(router);
   checkOptions(options, { shutdownTimeout: 'seconds' }, 'toFastify');
   const shutdownMs = (options.shutdownTimeout ?? 10) * 1000;

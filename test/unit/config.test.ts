@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseFileConfig, readConfigFile, resolveServerConfig } from '../../src/server/config.ts';
 import { AgentPool } from '../../src/server/pool.ts';
 import { Agent } from '../../src/agent/agent.ts';
@@ -108,6 +109,20 @@ test('the adapters refuse anything but an AgentRouter with the fix, not a TypeEr
     }
     adapt(new AgentRouter(registry));
   }
+});
+
+test('a router from another copy of the package (a dependency\'s own, npm link) is served by toExpress and toKoa; toFastify says what is wrong', async (t) => {
+  // src/ copied elsewhere is a second copy of the package, as a nested node_modules holds (compiled or not, as this file is).
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-copy-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await cp(path.resolve(here, '../../src'), path.join(dir, 'src'), { recursive: true });
+  const copy = await import(pathToFileURL(path.join(dir, 'src', `index${path.extname(fileURLToPath(import.meta.url))}`)).href);
+  const router = new copy.AgentRouter(new copy.AgentRegistry());
+  assert.ok(!(router instanceof AgentRouter), 'a copy really');
+  assert.equal(typeof toExpress(router), 'function');
+  assert.equal(typeof toKoa(router), 'function');
+  assert.throws(() => toFastify(router), { name: 'TypeError', message: /^toFastify: this AgentRouter comes from another copy of agent-router/ });
 });
 
 test('Agent, the storages and HTTPTransport refuse a misspelt option too, naming the one meant: it would be dropped without a word', () => {
