@@ -10,6 +10,7 @@
  * | `model_rate_limited` | HTTP 429 |
  * | `model_unavailable` | HTTP 5xx (Anthropic's 529 overloaded too) |
  * | `model_request_rejected` | any other HTTP 4xx |
+ * | `model_redirect` | HTTP 3xx: never followed, so the key goes to baseURL's origin only |
  * | `model_stream_error` | an error event inside a stream that began with 200 |
  * | `model_bad_response` | a 200 that is not SSE, data that is not a JSON object, an oversized line |
  * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`) or a content filter cut the reply (`finish_reason: "content_filter"`) |
@@ -54,6 +55,31 @@ export async function httpError(context: ProviderContext, response: Response): P
     retryable: status === 429 || status >= 500,
     retryAfter: parseRetryAfter(response.headers),
   });
+}
+
+/**
+ * A 3xx. Not followed: fetch would send the key and the conversation to
+ * wherever `Location` points, and accept that server's stream as the reply.
+ * The message names where it pointed (origin and path; a query may hold a
+ * token) so the operator can set baseURL there.
+ */
+export async function redirected(context: ProviderContext, response: Response): Promise<ModelProviderError> {
+  await response.body?.cancel().catch(() => {});
+  const status = response.status;
+  const target = redirectTarget(response);
+  const what = status === 0 ? 'a redirect' : `HTTP ${status}, a redirect${target === undefined ? '' : ` to ${target}`}`;
+  return new ModelProviderError('model_redirect', redact(`${context.label}: provider answered ${what}; redirects are not followed, so the API key is not sent on to another server: set baseURL to the final URL`, context.secrets), {
+    provider: context.provider,
+    providerStatus: status === 0 ? undefined : status,
+  });
+}
+
+/** A redirect's `Location` as origin and path, resolved against the request's URL. */
+function redirectTarget(response: Response): string | undefined {
+  const location = response.headers.get('location');
+  if (location === null || !URL.canParse(location, response.url || undefined)) return undefined;
+  const url = new URL(location, response.url || undefined);
+  return `${url.origin}${url.pathname}`;
 }
 
 /** A 200 that is not an event stream: a server that ignored `stream: true`, or an error as JSON. */

@@ -14,6 +14,7 @@ import {
   fetchTimeoutError,
   httpError,
   notAStream,
+  redirected,
   streamInterrupted,
   timeoutError,
   type ProviderContext,
@@ -127,6 +128,9 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
         method: 'POST',
         headers: request.headers,
         body: JSON.stringify(request.body),
+        // fetch would follow a 307/308 to any origin, re-sending the key (x-api-key, a custom
+        // api-key header) and the conversation, and take that server's stream as the reply.
+        redirect: 'manual',
         signal: controller.signal,
       });
     } catch (error) {
@@ -134,6 +138,7 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     }
     arm();
     try {
+      if ((response.status >= 300 && response.status < 400) || response.type === 'opaqueredirect') throw await redirected(request, response);
       if (!response.ok) throw await httpError(request, response);
       const type = response.headers.get('content-type') ?? '';
       if (response.body === null || /json/i.test(type)) throw await notAStream(request, response);

@@ -213,3 +213,17 @@ test('rejects misuse with errors that name the fix', () => {
   assert.throws(() => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: 'k', timeout: -1 }), /seconds/);
   assert.equal(anthropicModel({ model: 'claude-sonnet-4-5', apiKey: 'k' }).name, 'anthropic:claude-sonnet-4-5');
 });
+
+test('a redirect is not followed: x-api-key and the conversation stay with baseURL, and the turn fails as model_redirect', async (t) => {
+  const elsewhere = await fakeProvider(t, () => ({ body: STREAM }));
+  const gateway = await fakeProvider(t, (_, request) => ({
+    status: 307,
+    headers: { location: `${elsewhere.url.replace('127.0.0.1', 'localhost')}${request.url}` },
+  }));
+  const outcome = await collect(model(gateway.url));
+  const error = providerError(outcome, 'model_redirect');
+  assert.equal(error.status, 502);
+  assert.doesNotMatch(error.message, /SECRET/);
+  assert.deepEqual(outcome.chunks, []);
+  assert.equal(elsewhere.requests.length, 0);
+});

@@ -392,3 +392,22 @@ test('a provider that ends its body a little after [DONE] keeps its connection: 
   }
   assert.equal(ports.size, 1, `turns used ${ports.size} connections`);
 });
+
+test('a redirect is not followed: the key, custom headers and conversation stay with baseURL, and the turn fails as model_redirect', async (t) => {
+  const elsewhere = await fakeProvider(t, () => ({ body: STREAM }));
+  // localhost and 127.0.0.1 are two origins.
+  const target = `${elsewhere.url.replace('127.0.0.1', 'localhost')}/v1/chat/completions?token=abc`;
+  for (const status of [301, 302, 307, 308]) {
+    const gateway = await fakeProvider(t, () => ({ status, headers: { location: target }, body: 'moved' }));
+    const outcome = await collect(model(gateway.url, { headers: { 'api-key': 'azure-key-0123456789' }, maxRetries: 2 }));
+    const error = providerError(outcome, 'model_redirect');
+    assert.equal(error.status, 502);
+    assert.equal(error.providerStatus, status);
+    assert.match(error.message, /set baseURL to the final URL/);
+    assert.match(error.message, /localhost:\d+\/v1\/chat\/completions/);
+    assert.doesNotMatch(error.message, /token=abc|SECRET|azure-key/);
+    assert.deepEqual(outcome.chunks, []);
+    assert.equal(gateway.requests.length, 1, 'a redirect is not retried');
+  }
+  assert.equal(elsewhere.requests.length, 0);
+});
