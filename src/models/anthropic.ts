@@ -1,6 +1,6 @@
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
 import { count, isObject, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
-import { checkCommonOptions, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
+import { checkCommonOptions, DEFAULT_MAX_RESPONSE_SIZE, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
 
 /** The Messages API version this adapter speaks (sent as `anthropic-version`). */
 export const ANTHROPIC_VERSION = '2023-06-01';
@@ -69,6 +69,7 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
         body,
         timeout: options.timeout ?? 120,
         maxRetries: options.maxRetries ?? 2,
+        maxResponseSize: options.maxResponseSize ?? DEFAULT_MAX_RESPONSE_SIZE,
         fetch: options.fetch ?? globalThis.fetch,
         signal: request.signal,
         decoder: () => anthropicDecoder(context),

@@ -1,7 +1,7 @@
 import type { TokenUsage } from '../types.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
 import { count, isObject, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
-import { checkCommonOptions, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
+import { checkCommonOptions, DEFAULT_MAX_RESPONSE_SIZE, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
 
 export interface OpenAIModelOptions extends ProviderHTTPOptions {
   /** The model name, e.g. `gpt-4o-mini`, or whatever the compatible server serves (`llama3.2`). */
@@ -51,6 +51,7 @@ export function openAIModel(options: OpenAIModelOptions): Model {
         body: { stream_options: { include_usage: true }, ...options.body, model, messages, stream: true },
         timeout: options.timeout ?? 120,
         maxRetries: options.maxRetries ?? 2,
+        maxResponseSize: options.maxResponseSize ?? DEFAULT_MAX_RESPONSE_SIZE,
         fetch: options.fetch ?? globalThis.fetch,
         signal: request.signal,
         decoder: () => openAIDecoder(context),

@@ -37,6 +37,8 @@ export interface ProviderRequest extends ProviderContext {
   /** Seconds without response headers or body bytes before `model_timeout`; Infinity for none. */
   timeout: number;
   maxRetries: number;
+  /** Bytes of one response body read at most; past it the turn fails (`model_bad_response`). */
+  maxResponseSize: number;
   fetch: typeof fetch;
   signal: AbortSignal;
   decoder: () => StreamDecoder;
@@ -143,9 +145,17 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
       const type = response.headers.get('content-type') ?? '';
       if (response.body === null || /json/i.test(type)) throw await notAStream(request, response);
       const decoder = request.decoder();
+      // Every event is handed on and the agent keeps the reply's text, so a provider that never
+      // ends its stream grew the heap about 100 MB/s until the process died. Bytes, not text: they
+      // also bound comments, unknown fields and usage-only events, which a text count would not see.
+      let received = 0;
       const body = response.body.pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({
           transform(bytes, out) {
+            received += bytes.length;
+            if (received > request.maxResponseSize) {
+              throw badResponse(request, `a reply longer than maxResponseSize (${request.maxResponseSize} bytes); raise maxResponseSize if replies this long are expected`);
+            }
             if (!held) arm();
             out.enqueue(bytes);
           },
@@ -205,7 +215,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-/** Checks the options every provider shares; misuse throws a TypeError that names the fix. */
 /** The options every provider model takes beside its model name, key and base URL. */
 export interface ProviderHTTPOptions {
   /** Extra request headers (e.g. `OpenAI-Organization`, OpenRouter's `HTTP-Referer`, `anthropic-beta`). */
@@ -221,15 +230,23 @@ export interface ProviderHTTPOptions {
    * @defaultValue 2
    */
   maxRetries?: number | undefined;
+  /**
+   * Bytes of the provider's response body read at most for one reply (SSE framing included: OpenAI sends
+   * 250 to 280 bytes a token, Anthropic fewer); past it the turn fails
+   * with `model_bad_response`. Bounds memory against a provider that never ends its stream.
+   * @defaultValue 16 MiB, as HTTPTransport's
+   */
+  maxResponseSize?: number | undefined;
   /** Extra request body fields, e.g. `{ temperature: 0.2 }`; a field set to undefined is left out (`{ stream_options: undefined }`). */
   body?: Readonly<Record<string, JsonObject[string] | undefined>> | undefined;
   /** A `fetch` to use instead of the global one (proxies, tests). */
   fetch?: typeof fetch | undefined;
 }
 
+/** Checks the options every provider shares; misuse throws a TypeError that names the fix. */
 export function checkCommonOptions(
   factory: string,
-  options: { model?: unknown; timeout?: unknown; maxRetries?: unknown; baseURL?: unknown },
+  options: { model?: unknown; timeout?: unknown; maxRetries?: unknown; maxResponseSize?: unknown; baseURL?: unknown },
 ): void {
   if (typeof options.model !== 'string' || options.model === '') {
     throw new TypeError(`${factory}: pass the model name, e.g. ${factory}({ model: '...', apiKey })`);
@@ -241,6 +258,10 @@ export function checkCommonOptions(
   }
   if (options.maxRetries !== undefined && (!Number.isInteger(options.maxRetries) || (options.maxRetries as number) < 0)) {
     throw new TypeError(`${factory}: maxRetries must be a whole number >= 0, e.g. maxRetries: 2`);
+  }
+  const { maxResponseSize } = options;
+  if (maxResponseSize !== undefined && (!Number.isInteger(maxResponseSize) || (maxResponseSize as number) < 1)) {
+    throw new TypeError(`${factory}: maxResponseSize is in bytes and must be a whole number >= 1, e.g. maxResponseSize: 64 * 1024 * 1024`);
   }
   const { baseURL } = options;
   if (baseURL !== undefined && (typeof baseURL !== 'string' || !isHttpURL(baseURL))) {
@@ -257,6 +278,9 @@ export function checkCommonOptions(
 }
 
 const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+
+/** HTTPTransport's default too: about 60,000 tokens as OpenAI streams them (250 to 280 bytes a chunk), several times more from Anthropic. */
+export const DEFAULT_MAX_RESPONSE_SIZE = 16 * 1024 * 1024;
 
 /** An absolute http(s) URL: what a provider's base URL must be. */
 export function isHttpURL(value: string): boolean {

@@ -227,3 +227,7 @@ test('a redirect is not followed: x-api-key and the conversation stay with baseU
   assert.deepEqual(outcome.chunks, []);
   assert.equal(elsewhere.requests.length, 0);
 });
+
+test('rejects a maxResponseSize that is not a whole number of bytes', () => {
+  assert.throws(() => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: 'k', maxResponseSize: 1.5 }), /maxResponseSize is in bytes/);
+});

@@ -27,7 +27,9 @@ interface Provider {
   errorBody: string;
   /** A stream in which the model refuses, as the provider documents it. */
   refusal: string;
-  model: (baseURL: string) => Model;
+  /** One event that carries `text`, in the middle of a reply. */
+  textEvent: (text: string) => string;
+  model: (baseURL: string, extra?: { maxResponseSize?: number }) => Model;
   /** The conversation the fake received, as [role, content] pairs, system first when there is one. */
   conversation: (body: Record<string, unknown>) => Array<[string, string]>;
 }
@@ -47,7 +49,8 @@ const providers: Provider[] = [
       { choices: [{ index: 0, delta: { refusal: "I'm sorry, I can't assist with that." }, finish_reason: null }] },
       { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
     ].map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join('') + 'data: [DONE]\n\n',
-    model: (url) => openAIModel({ model: 'gpt-4o-mini', apiKey: OPENAI_KEY, baseURL: `${url}/v1`, maxRetries: 0 }),
+    textEvent: (text) => `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: text }, finish_reason: null }] })}\n\n`,
+    model: (url, extra = {}) => openAIModel({ model: 'gpt-4o-mini', apiKey: OPENAI_KEY, baseURL: `${url}/v1`, maxRetries: 0, ...extra }),
     conversation: (body) => pairs(body['messages']),
   },
   {
@@ -58,15 +61,16 @@ const providers: Provider[] = [
     errorBody: JSON.stringify(JSON.parse(fixture('anthropic-errors.json'))['401']),
     // Anthropic's streaming refusal: the text so far, then stop_reason "refusal".
     refusal: fixture('anthropic-stream.sse').replace('"stop_reason": "end_turn"', '"stop_reason": "refusal"'),
-    model: (url) => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: ANTHROPIC_KEY, baseURL: `${url}/v1`, maxRetries: 0 }),
+    textEvent: (text) => `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } })}\n\n`,
+    model: (url, extra = {}) => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: ANTHROPIC_KEY, baseURL: `${url}/v1`, maxRetries: 0, ...extra }),
     conversation: (body) => [['system', String(body['system'])], ...pairs(body['messages'])],
   },
 ];
 
-async function serve(t: TestContext, provider: Provider, reply: (index: number) => FakeReply) {
+async function serve(t: TestContext, provider: Provider, reply: (index: number) => FakeReply, extra: { maxResponseSize?: number } = {}) {
   const fake = await fakeProvider(t, reply);
   const storage = new MemoryStorage();
-  const model = provider.model(fake.url);
+  const model = provider.model(fake.url, extra);
   class Bot extends Agent {
     constructor(id: string) {
       super(id, { model, system: 'Be brief.', storage });
@@ -156,5 +160,22 @@ for (const provider of providers) {
     const next = await postJson(url, { message: 'Something else' });
     assert.deepEqual(next.body, { agent_id: 'bot-1', response: provider.text });
     assert.deepEqual(provider.conversation((await fake.request(1)).body), [['system', 'Be brief.'], ['user', 'Something else']]);
+  });
+
+  test(`${provider.name}: a reply longer than maxResponseSize fails the turn (502, or event: error) and closes the provider's stream`, async (t) => {
+    // 1 MiB of text events from a provider that never ends its stream, against a 64 KiB limit.
+    const body = provider.textEvent('x'.repeat(1000)).repeat(1024);
+    const { fake, storage, url } = await serve(t, provider, () => ({ body, after: 'hold' }), { maxResponseSize: 64 * 1024 });
+    const reply = await postJson(url, { message: 'Hello' });
+    assert.equal(reply.status, 502);
+    assert.equal(reply.body.code, 'model_bad_response');
+    assert.deepEqual(await fake.requests[0]?.closed, { finished: false });
+    const sse = await collectSSE(await streamChat(url, 'Hello'));
+    const last = sse.events.at(-1);
+    assert.equal(last?.event, 'error');
+    assert.deepEqual(JSON.parse(last?.data ?? ''), { error: 'Request failed', code: 'model_bad_response' });
+    assert.ok(sse.text.length <= 64 * 1024);
+    assert.deepEqual(await fake.requests[1]?.closed, { finished: false });
+    assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
   });
 }

@@ -411,3 +411,22 @@ test('a redirect is not followed: the key, custom headers and conversation stay 
   }
   assert.equal(elsewhere.requests.length, 0);
 });
+
+test('maxResponseSize bounds the bytes read from a provider that never ends its stream', async (t) => {
+  const { url, close } = await listen((req, res) => {
+    req.resume();
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const piece = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: 'x'.repeat(4000) }, finish_reason: null }] })}\n\n`;
+    const write = (): void => {
+      while (!res.destroyed && res.write(piece));
+      if (!res.destroyed) res.once('drain', write);
+    };
+    write();
+  });
+  t.after(close);
+  const outcome = await collect(model(url, { maxResponseSize: 100_000 }));
+  const error = providerError(outcome, 'model_bad_response');
+  assert.match(error.message, /maxResponseSize \(100000 bytes\)/);
+  assert.ok(outcome.chunks.join('').length < 100_000);
+  assert.throws(() => openAIModel({ model: 'm', maxResponseSize: 0 }), /maxResponseSize is in bytes/);
+});
