@@ -105,6 +105,19 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
       }
       return out;
     },
+    // llama.cpp's server reports a failure inside a stream as a line of its own, `error: {json}`
+    // (then `data: [DONE]`), not as an event: ignored, as the SSE standard says, the turn would be
+    // stored as a reply that is empty or cut short.
+    field(name, value) {
+      if (name !== 'error') return;
+      let error: unknown = value.slice(0, 300);
+      try {
+        error = JSON.parse(value);
+      } catch {
+        // plain text: its start is the message
+      }
+      throw streamErrorEvent(context, isObject(error) && isObject(error['error']) ? error['error'] : error);
+    },
     end() {
       if (!done && !finished) throw streamInterrupted(context);
       return usage === undefined ? [] : [{ usage }];

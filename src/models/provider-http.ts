@@ -24,6 +24,8 @@ import {
 export interface StreamDecoder {
   /** Chunks for one event. Throws a `ModelProviderError` for an error event or malformed data. */
   event(event: SSEEvent): ModelChunk[];
+  /** A line whose SSE field is not a standard one (see `onUnknownField`); may throw a `ModelProviderError`. */
+  field?(name: string, value: string): void;
   /** True once the stream's last event arrived; reading stops there. */
   readonly done: boolean;
   /** Chunks to send at the end (usage); throws when the stream ended before its last event. */
@@ -164,7 +166,8 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
         { signal: controller.signal },
       );
       let events = 0;
-      for await (const event of readSSE(body, { complete: () => decoder.done })) {
+      const onUnknownField = (name: string, value: string): void => decoder.field?.(name, value);
+      for await (const event of readSSE(body, { complete: () => decoder.done, onUnknownField })) {
         events++;
         for (const chunk of decoder.event(event)) {
           stop();

@@ -12,6 +12,13 @@ export interface SSEParserOptions {
   /** Reconnection time the server asked for, in milliseconds. */
   onRetry?: ((milliseconds: number) => void) | undefined;
   /**
+   * Lines whose field the standard does not define, which it says to ignore
+   * (and which are ignored without this hook). An escape hatch for servers
+   * that send their own: llama.cpp's server reports a failed stream as
+   * `error: {json}`. It may throw to stop the stream.
+   */
+  onUnknownField?: ((field: string, value: string) => void) | undefined;
+  /**
    * Largest unterminated line or event kept in memory, in characters; past it
    * `feed` throws, so a hostile stream cannot grow memory without bound.
    * @defaultValue 8 MiB
@@ -86,7 +93,8 @@ export function createSSEParser(options: SSEParserOptions): SSEParser {
         if (/^\d+$/.test(value)) options.onRetry?.(Number(value));
         break;
       default:
-        break; // unknown fields are ignored
+        options.onUnknownField?.(field, value);
+        break;
     }
   }
 
@@ -158,8 +166,15 @@ export async function* readSSE(
         finished = true;
         return;
       }
-      parser.feed(value);
+      let failure: { error: unknown } | undefined;
+      try {
+        parser.feed(value);
+      } catch (error) {
+        failure = { error };
+      }
+      // Events that came before the failing line still go out first, in stream order.
       while (queue.length > 0) yield queue.shift() as SSEEvent;
+      if (failure !== undefined) throw failure.error;
     }
   } finally {
     if (finished) reader.releaseLock();

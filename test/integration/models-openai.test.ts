@@ -430,3 +430,21 @@ test('maxResponseSize bounds the bytes read from a provider that never ends its 
   assert.ok(outcome.chunks.join('').length < 100_000);
   assert.throws(() => openAIModel({ model: 'm', maxResponseSize: 0 }), /maxResponseSize is in bytes/);
 });
+
+test("llama.cpp's error line (error: {json}, then [DONE]) fails the turn with the provider's message, before or after text", async (t) => {
+  const line = 'error: {"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4100,"n_ctx":4096}\n\n';
+  const fake = await fakeProvider(t, (index) => ({ body: index === 0 ? `${line}data: [DONE]\n\n` : `${FIRST_EVENTS}error: Compute error. ${API_KEY}\n\ndata: [DONE]\n\n` }));
+  const before = await collect(model(fake.url, { maxRetries: 2 }));
+  const error = providerError(before, 'model_stream_error');
+  assert.equal(error.providerStatus, 400);
+  assert.equal(error.providerType, 'exceed_context_size_error');
+  assert.match(error.message, /exceeds the available context size/);
+  assert.equal(fake.requests.length, 1, 'a 400 is not retried');
+  // Plain text after the first chunk: the turn fails (the key it quoted cut out), and is not retried.
+  const after = await collect(model(fake.url, { maxRetries: 2 }));
+  assert.deepEqual(after.chunks, ['Hello']);
+  const late = providerError(after, 'model_stream_error');
+  assert.match(late.message, /Compute error/);
+  assert.doesNotMatch(late.message, /SECRET/);
+  assert.equal(fake.requests.length, 2);
+});

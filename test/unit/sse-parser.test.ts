@@ -97,6 +97,23 @@ test('unknown fields are ignored and field names are case-sensitive', () => {
   assert.deepEqual(parse(['foo: bar\nData: x\nEVENT: y\ndata: z\n\n']).events, [message('z')]);
 });
 
+test('onUnknownField sees the fields the standard does not define, and only those; an error it throws stops the feed', () => {
+  const fields: Array<[string, string]> = [];
+  const events: SSEEvent[] = [];
+  const parser = createSSEParser({ onEvent: (event) => events.push(event), onUnknownField: (field, value) => fields.push([field, value]) });
+  parser.feed('error: {"code":500}\nDATA: x\nfoo\nevent: e\ndata: d\nid: 1\nretry: 5\n: c\n\n');
+  assert.deepEqual(fields, [['error', '{"code":500}'], ['DATA', 'x'], ['foo', '']]);
+  assert.deepEqual([...events], [{ event: 'e', data: 'd', id: '1' }]);
+  const failing = createSSEParser({
+    onEvent: (event) => events.push(event),
+    onUnknownField: () => {
+      throw new Error('stop');
+    },
+  });
+  assert.throws(() => failing.feed('data: before\nerror: x\n\n'), /stop/);
+  assert.equal(events.length, 1, 'the event around the line is not dispatched');
+});
+
 test('maxBufferSize caps an unterminated line and an event growing line by line', () => {
   const line = createSSEParser({ onEvent() {}, maxBufferSize: 16 });
   line.feed('data: 0123456789');
