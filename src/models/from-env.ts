@@ -1,7 +1,7 @@
 import { anthropicModel } from './anthropic.ts';
 import type { Model } from './model.ts';
 import { openAIModel } from './openai.ts';
-import { isHttpURL } from './provider-http.ts';
+import { isHeaderValue, isHttpURL } from './provider-http.ts';
 
 /** Environment variables as `process.env` holds them. */
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -32,12 +32,12 @@ export function modelFromEnv(env: Env = process.env, fallback?: () => Model): Mo
     const value = env[name]?.trim();
     return value === undefined || value === '' ? undefined : value;
   };
-  const openAIKey = get('OPENAI_API_KEY');
+  const openAIKey = checkKey('OPENAI_API_KEY', get('OPENAI_API_KEY'));
   const openAIBase = checkURL('OPENAI_BASE_URL', get('OPENAI_BASE_URL'));
   if (openAIKey !== undefined || openAIBase !== undefined) {
     return openAIModel({ model: get('OPENAI_MODEL') ?? DEFAULT_OPENAI_MODEL, apiKey: openAIKey, baseURL: openAIBase });
   }
-  const anthropicKey = get('ANTHROPIC_API_KEY');
+  const anthropicKey = checkKey('ANTHROPIC_API_KEY', get('ANTHROPIC_API_KEY'));
   if (anthropicKey !== undefined) {
     return anthropicModel({
       model: get('ANTHROPIC_MODEL') ?? DEFAULT_ANTHROPIC_MODEL,
@@ -51,6 +51,12 @@ export function modelFromEnv(env: Env = process.env, fallback?: () => Model): Mo
     );
   }
   return fallback();
+}
+
+/** A key variable, refused by its name: a value fetch cannot send would fail every turn with a message quoting it. */
+function checkKey(name: string, value: string | undefined): string | undefined {
+  if (value === undefined || isHeaderValue(value)) return value;
+  throw new TypeError(`modelFromEnv: ${name} holds a line break, a NUL or a character outside Latin-1 (a wrapped line, a pasted quote?); set it to the key alone, on one line`);
 }
 
 /** A base URL variable, refused by its name (not its value: a key pasted there must not reach a log). */

@@ -249,7 +249,7 @@ export interface ProviderHTTPOptions {
 /** Checks the options every provider shares; misuse throws a TypeError that names the fix. */
 export function checkCommonOptions(
   factory: string,
-  options: { model?: unknown; timeout?: unknown; maxRetries?: unknown; maxResponseSize?: unknown; baseURL?: unknown },
+  options: { model?: unknown; apiKey?: unknown; headers?: unknown; timeout?: unknown; maxRetries?: unknown; maxResponseSize?: unknown; baseURL?: unknown },
 ): void {
   if (typeof options.model !== 'string' || options.model === '') {
     throw new TypeError(`${factory}: pass the model name, e.g. ${factory}({ model: '...', apiKey })`);
@@ -261,6 +261,18 @@ export function checkCommonOptions(
   }
   if (options.maxRetries !== undefined && (!Number.isInteger(options.maxRetries) || (options.maxRetries as number) < 0)) {
     throw new TypeError(`${factory}: maxRetries must be a whole number >= 0, e.g. maxRetries: 2`);
+  }
+  // fetch refuses such a value on every turn with a TypeError that quotes it, key and all, and
+  // the router logs that: refused here, once, without showing it.
+  if (typeof options.apiKey === 'string' && !isHeaderValue(options.apiKey)) {
+    throw new TypeError(`${factory}: apiKey holds a line break, a NUL or a character outside Latin-1 (a wrapped line in a key file, a pasted quote or zero-width space?); pass the key alone, on one line`);
+  }
+  if (options.headers !== undefined) {
+    try {
+      new Headers(options.headers as Record<string, string>);
+    } catch {
+      throw new TypeError(`${factory}: headers holds an invalid header name or value (line breaks, NUL and characters outside Latin-1 are not allowed); the value is not shown, as it may be a key`);
+    }
   }
   const { maxResponseSize } = options;
   if (maxResponseSize !== undefined && (!Number.isInteger(maxResponseSize) || (maxResponseSize as number) < 1)) {
@@ -284,6 +296,16 @@ const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
 
 /** HTTPTransport's default too: about 60,000 tokens as OpenAI streams them (250 to 280 bytes a chunk), several times more from Anthropic. */
 export const DEFAULT_MAX_RESPONSE_SIZE = 16 * 1024 * 1024;
+
+/** Whether fetch takes `value` as a header value: Latin-1, no line break or NUL inside (ends are trimmed). */
+export function isHeaderValue(value: string): boolean {
+  try {
+    new Headers({ 'x-check': value });
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** An absolute http(s) URL: what a provider's base URL must be. */
 export function isHttpURL(value: string): boolean {

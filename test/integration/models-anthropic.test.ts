@@ -231,3 +231,16 @@ test('a redirect is not followed: x-api-key and the conversation stay with baseU
 test('rejects a maxResponseSize that is not a whole number of bytes', () => {
   assert.throws(() => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: 'k', maxResponseSize: 1.5 }), /maxResponseSize is in bytes/);
 });
+
+test('an apiKey or header value that fetch could not send is refused when the model is made, without showing it', () => {
+  for (const apiKey of ['sk-ant-SECRET\nSECRET0123456789', 'sk-ant-SECRET0123456789\u201d', 'sk-ant-SECRET\u0000x']) {
+    for (const make of [() => anthropicModel({ model: 'claude-sonnet-4-5', apiKey }), () => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: 'k', headers: { 'anthropic-beta': apiKey } })]) {
+      assert.throws(make, (error: Error) => {
+        assert.ok(error instanceof TypeError);
+        assert.match(error.message, /^anthropicModel: (apiKey|headers) holds/);
+        assert.doesNotMatch(error.message, /SECRET/);
+        return true;
+      });
+    }
+  }
+});

@@ -448,3 +448,20 @@ test("llama.cpp's error line (error: {json}, then [DONE]) fails the turn with th
   assert.doesNotMatch(late.message, /SECRET/);
   assert.equal(fake.requests.length, 2);
 });
+
+test('an apiKey or header value that fetch could not send is refused when the model is made, without showing it', () => {
+  const keys = ['sk-proj-SECRET\nSECRET0123456789', 'sk-proj-SECRET0123456789\u201d', 'sk-proj-SECRET0123456789\u200b', 'sk-proj-SECRET\u0000x'];
+  const hidden = (pattern: RegExp) => (error: Error): boolean => {
+    assert.ok(error instanceof TypeError);
+    assert.match(error.message, pattern);
+    assert.doesNotMatch(error.message, /SECRET/);
+    return true;
+  };
+  for (const apiKey of keys) {
+    assert.throws(() => openAIModel({ model: 'm', apiKey }), hidden(/^openAIModel: apiKey holds a line break/));
+    assert.throws(() => openAIModel({ model: 'm', headers: { 'api-key': apiKey } }), hidden(/^openAIModel: headers holds an invalid header/));
+  }
+  assert.throws(() => openAIModel({ model: 'm', headers: { 'bad name': 'v' } }), hidden(/headers holds an invalid header name/));
+  // Ends are trimmed, as fetch does: a key read whole from a file still works.
+  assert.equal(openAIModel({ model: 'm', apiKey: 'sk-x\n' }).name, 'openai:m');
+});

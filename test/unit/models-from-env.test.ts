@@ -45,6 +45,21 @@ test('a malformed base URL fails at startup with a message that names the variab
   assert.throws(() => modelFromEnv({ ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: 'nope' }, fallback), /ANTHROPIC_BASE_URL must be an absolute http\(s\) URL/);
 });
 
+test('a key that fetch could not send (a line break, a character outside Latin-1) fails at startup, named by its variable, not shown', () => {
+  for (const key of ['sk-proj-SECRET\nSECRET0123456789', 'sk-proj-SECRET0123456789\u201d', 'sk-proj-SECRET\u0000x']) {
+    for (const name of ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY']) {
+      assert.throws(() => modelFromEnv({ [name]: key }, fallback), (error: Error) => {
+        assert.ok(error instanceof TypeError);
+        assert.match(error.message, new RegExp(`modelFromEnv: ${name} holds a line break`));
+        assert.doesNotMatch(error.message, /SECRET/);
+        return true;
+      });
+    }
+  }
+  // A trailing line end (a key file read whole) is trimmed, as fetch would.
+  assert.equal(modelFromEnv({ OPENAI_API_KEY: 'sk-x\n' }, fallback).name, `openai:${DEFAULT_OPENAI_MODEL}`);
+});
+
 test("ANTHROPIC_BASE_URL is read as Anthropic's SDKs read it, the API's root: /v1 is added unless it ends so", async (t) => {
   const paths: string[] = [];
   const server = http.createServer((req, res) => {
