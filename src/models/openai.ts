@@ -89,7 +89,8 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
         // With n > 1 other choices would interleave; the agent keeps one reply.
         if (!isObject(choice) || (choice['index'] !== undefined && choice['index'] !== 0)) continue;
         const delta = choice['delta'];
-        if (isObject(delta) && typeof delta['content'] === 'string' && delta['content'] !== '') out.push(delta['content']);
+        const text = isObject(delta) ? contentText(delta['content']) : '';
+        if (text !== '') out.push(text);
         // A refusal comes as its own text, not as content: a reply of it would be stored as an empty one.
         if (isObject(delta) && typeof delta['refusal'] === 'string' && delta['refusal'] !== '') throw refused(context, 'the model refused (delta.refusal)');
         if (choice['finish_reason'] === 'content_filter') throw refused(context, "the provider's content filter stopped the reply (finish_reason content_filter)");
@@ -123,4 +124,18 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
       return usage === undefined ? [] : [{ usage }];
     },
   };
+}
+
+/**
+ * A delta's text. Mostly a string; Mistral's reasoning models (Magistral)
+ * send a list of typed parts instead, `[{"type": "thinking", ...}]` then
+ * `[{"type": "text", "text": "..."}]`: the text parts, in order, are the
+ * reply; thinking and other parts are not.
+ */
+function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  let text = '';
+  for (const part of content) if (isObject(part) && part['type'] === 'text' && typeof part['text'] === 'string') text += part['text'];
+  return text;
 }

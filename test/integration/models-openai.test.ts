@@ -465,3 +465,21 @@ test('an apiKey or header value that fetch could not send is refused when the mo
   // Ends are trimmed, as fetch does: a key read whole from a file still works.
   assert.equal(openAIModel({ model: 'm', apiKey: 'sk-x\n' }).name, 'openai:m');
 });
+
+test("Mistral's content as a list of typed parts (Magistral): the text parts are the reply, thinking is left out", async (t) => {
+  const chunk = (content: unknown, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: 'x', object: 'chat.completion.chunk', model: 'magistral-medium-2509', choices: [{ index: 0, delta: { role: 'assistant', content }, finish_reason: finish }] })}\n\n`;
+  const body = [
+    chunk([{ type: 'thinking', thinking: [{ type: 'text', text: 'The user asks 2+2.' }] }]),
+    chunk([{ type: 'text', text: '2 + 2 = ' }]),
+    chunk([{ type: 'text', text: '4' }, { type: 'image_url', image_url: 'x' }, { type: 'text', text: '.' }]),
+    chunk('', 'stop'),
+    'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":20,"total_tokens":25}}\n\n',
+    'data: [DONE]\n\n',
+  ].join('');
+  const fake = await fakeProvider(t, () => ({ body, pieces: SPLITS }));
+  const outcome = await collect(model(fake.url, { body: { stream_options: undefined } }));
+  assert.equal(outcome.error, undefined);
+  assert.deepEqual(outcome.chunks, ['2 + 2 = ', '4.']);
+  assert.deepEqual(outcome.usage, { inputTokens: 5, outputTokens: 20, totalTokens: 25 });
+});
