@@ -54,11 +54,13 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
         'anthropic-version': ANTHROPIC_VERSION,
       });
       for (const [key, value] of Object.entries(options.headers ?? {})) headers.set(key, value);
-      // The API refuses an empty message anywhere but last (a reply that came back empty, kept in
-      // history, would make every later turn fail): those are left out.
+      // The API refuses an empty or whitespace-only message anywhere but last ("text content blocks
+      // must contain non-whitespace text"): a reply that came back so (say "\n\n" before a stop
+      // sequence), kept in history, would make every later turn of the conversation fail. Those are
+      // left out; the API merges the consecutive same-role turns that leaves.
       const last = request.messages.length - 1;
       const messages = request.messages
-        .filter((message, index) => message.content !== '' || index === last)
+        .filter((message, index) => message.content.trim() !== '' || index === last)
         .map((message) => ({ role: message.role, content: message.content }));
       const body: Record<string, unknown> = { ...options.body, model, max_tokens: maxTokens, messages, stream: true };
       if (request.system !== undefined) body['system'] = request.system;

@@ -94,6 +94,25 @@ test('leaves out an empty reply kept in history, which the API would refuse in e
   ]);
 });
 
+test('leaves out a whitespace-only reply kept in history, which the API refuses as it does an empty one', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM }));
+  await collect(model(fake.url), {
+    system: undefined,
+    messages: [
+      { role: 'user', content: 'Say nothing' },
+      { role: 'assistant', content: '\n\n' },
+      { role: 'user', content: 'Hello?' },
+      { role: 'assistant', content: ' \t' },
+      { role: 'user', content: 'Anyone?' },
+    ],
+  });
+  assert.deepEqual((fake.requests[0]?.body as { messages: unknown }).messages, [
+    { role: 'user', content: 'Say nothing' },
+    { role: 'user', content: 'Hello?' },
+    { role: 'user', content: 'Anyone?' },
+  ]);
+});
+
 test('leaves system out without a system prompt and defaults max_tokens', async (t) => {
   const fake = await fakeProvider(t, () => ({ body: STREAM }));
   await collect(model(fake.url));
