@@ -102,6 +102,8 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
   // for the consumer (a client reading slowly holds the provider back too);
   // `held` keeps the reads the SSE decoder makes ahead meanwhile from re-arming it.
   let held = false;
+  // Once the turn is over, reads of the body's rest (see drainReader) must not arm a timer again.
+  let over = false;
   const stop = (): void => {
     held = true;
     providerTimers.clearTimeout(timer);
@@ -109,7 +111,7 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
   const arm = (): void => {
     held = false;
     providerTimers.clearTimeout(timer);
-    if (request.timeout === Infinity) return;
+    if (request.timeout === Infinity || over) return;
     timer = providerTimers.setTimeout(() => {
       timedOut = true;
       controller.abort(new Error('model provider timed out'));
@@ -186,6 +188,7 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
       throw fail(error, 'read');
     }
   } finally {
+    over = true;
     providerTimers.clearTimeout(timer);
     request.signal.removeEventListener('abort', onAbort);
   }

@@ -188,24 +188,40 @@ export async function* readSSE(
 
 /** Bytes (or characters) read past a body's last event, so its connection can be reused; past this it is cancelled. */
 const DRAIN_LIMIT = 64 * 1024;
+/**
+ * Milliseconds a body's end is waited for past its last event; then it is
+ * cancelled and its connection closed. The end (the chunked encoding's last
+ * chunk) comes within milliseconds of the last event; a server that has not
+ * ended its body after a second keeps it open (keepalive comments, a proxy's
+ * heartbeat), and without a bound each turn would hold a socket for ever.
+ */
+export const DRAIN_TIME = 1000;
 
 /**
  * Reads what is left of a fetch body whose last event was seen (the chunked
  * encoding's end, as a rule), so fetch can put the connection back in its
- * pool, then lets go of the reader; never rejects. Shared by readSSE and
- * HTTPTransport.
+ * pool, then lets go of the reader; never rejects. Past DRAIN_LIMIT or
+ * DRAIN_TIME the body is cancelled instead. Shared by readSSE and HTTPTransport.
  */
 export async function drainReader(reader: ReadableStreamDefaultReader<{ length: number }>): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<'expired'>((resolve) => {
+    timer = setTimeout(() => resolve('expired'), DRAIN_TIME);
+    // A pending drain must not keep the process alive.
+    timer.unref();
+  });
   try {
     for (let size = 0; size <= DRAIN_LIMIT; ) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      size += value.length;
+      const step = await Promise.race([reader.read(), expired]);
+      if (step === 'expired') break;
+      if (step.done) return;
+      size += step.value.length;
     }
     await reader.cancel();
   } catch {
     // aborted or broken off: the reply was whole already
   } finally {
+    clearTimeout(timer);
     reader.releaseLock();
   }
 }

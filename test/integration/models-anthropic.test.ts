@@ -263,3 +263,14 @@ test('an apiKey or header value that fetch could not send is refused when the mo
     }
   }
 });
+
+test('a provider that keeps its body open after message_stop has its connection closed about a second later', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM, after: 'hold' }));
+  const outcome = await collect(model(fake.url));
+  assert.equal(outcome.error, undefined);
+  assert.equal(outcome.chunks.join(''), 'Hello!');
+  let deadline: ReturnType<typeof setTimeout> | undefined;
+  t.after(() => clearTimeout(deadline));
+  const expired = new Promise<string>((resolve) => (deadline = setTimeout(() => resolve('still open after 5 s'), 5000)));
+  assert.deepEqual(await Promise.race([fake.requests[0]?.closed, expired]), { finished: false });
+});

@@ -483,3 +483,26 @@ test("Mistral's content as a list of typed parts (Magistral): the text parts are
   assert.deepEqual(outcome.chunks, ['2 + 2 = ', '4.']);
   assert.deepEqual(outcome.usage, { inputTokens: 5, outputTokens: 20, totalTokens: 25 });
 });
+
+test('a provider that keeps its body open after [DONE] with keepalive comments has its connection closed about a second later', async (t) => {
+  let closed!: (finished: boolean) => void;
+  const whenClosed = new Promise<boolean>((resolve) => (closed = resolve));
+  const { url, close } = await listen((req, res) => {
+    req.resume();
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(STREAM);
+    const ping = setInterval(() => res.write(': keepalive\n\n'), 100);
+    res.on('close', () => {
+      clearInterval(ping);
+      closed(res.writableFinished);
+    });
+  });
+  t.after(close);
+  const outcome = await collect(model(url));
+  assert.equal(outcome.error, undefined);
+  assert.equal(outcome.chunks.join(''), TEXT);
+  let deadline: ReturnType<typeof setTimeout> | undefined;
+  t.after(() => clearTimeout(deadline));
+  const expired = new Promise<string>((resolve) => (deadline = setTimeout(() => resolve('still open after 5 s'), 5000)));
+  assert.equal(await Promise.race([whenClosed, expired]), false, 'the client closed the connection');
+});
