@@ -315,7 +315,13 @@ export function isHttpURL(value: string): boolean {
   return /^https?:\/\//i.test(value) && URL.canParse(value);
 }
 
-/** `${baseURL}/${path}` with one slash between them. */
+/**
+ * `path` added to baseURL's path, with one slash between them, before its
+ * query: older Azure OpenAI URLs carry the API version as one
+ * (`.../openai/deployments/gpt4o?api-version=2024-10-21`), which must stay last.
+ */
 export function joinURL(baseURL: string, path: string): string {
-  return `${baseURL.replace(/\/+$/, '')}/${path}`;
+  const url = new URL(baseURL);
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}/${path}`;
+  return url.href;
 }

@@ -506,3 +506,10 @@ test('a provider that keeps its body open after [DONE] with keepalive comments h
   const expired = new Promise<string>((resolve) => (deadline = setTimeout(() => resolve('still open after 5 s'), 5000)));
   assert.equal(await Promise.race([whenClosed, expired]), false, 'the client closed the connection');
 });
+
+test('a baseURL with a query (older Azure OpenAI: ?api-version=...) gets the path before the query, which is kept', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM }));
+  const outcome = await collect(openAIModel({ model: 'gpt4o', baseURL: `${fake.url}/openai/deployments/gpt4o?api-version=2024-10-21`, headers: { 'api-key': 'azure-key' } }));
+  assert.equal(outcome.error, undefined);
+  assert.equal(fake.requests[0]?.url, '/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21');
+});

@@ -71,11 +71,27 @@ test("ANTHROPIC_BASE_URL is read as Anthropic's SDKs read it, the API's root: /v
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(() => server.close());
   const root = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  for (const base of [root, `${root}/`, `${root}/v1`, `${root}/gateway/anthropic`]) {
+  for (const base of [root, `${root}/`, `${root}/v1`, `${root}/gateway/anthropic`, `${root}/gw?x=1`, `${root}/gw/v1/?x=1`]) {
     const model = modelFromEnv({ ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: base }, fallback);
     for await (const _chunk of model.stream({ system: undefined, messages: [{ role: 'user', content: 'hi' }], signal: AbortSignal.timeout(5000) }));
   }
-  assert.deepEqual(paths, ['/v1/messages', '/v1/messages', '/v1/messages', '/gateway/anthropic/v1/messages']);
+  assert.deepEqual(paths, ['/v1/messages', '/v1/messages', '/v1/messages', '/gateway/anthropic/v1/messages', '/gw/v1/messages?x=1', '/gw/v1/messages?x=1']);
+});
+
+test('OPENAI_BASE_URL with a query (older Azure OpenAI) keeps it after the path', async (t) => {
+  const paths: string[] = [];
+  const server = http.createServer((req, res) => {
+    paths.push(req.url ?? '');
+    req.resume();
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end('data: [DONE]\n\n');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => server.close());
+  const root = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const model = modelFromEnv({ OPENAI_BASE_URL: `${root}/openai/deployments/gpt4o/?api-version=2024-10-21` }, fallback);
+  for await (const _chunk of model.stream({ system: undefined, messages: [{ role: 'user', content: 'hi' }], signal: AbortSignal.timeout(5000) }));
+  assert.deepEqual(paths, ['/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21']);
 });
 
 test('reads process.env by default', () => {
