@@ -240,14 +240,17 @@ export function parseRetryAfter(headers: Headers, now: number = Date.now()): num
  * or more), not only when it is the whole key. The part rules apply to keys
  * of 20 characters or more, as real ones are: a placeholder such as
  * llama.cpp's `sk-no-key-required` would otherwise cut "required" out of
- * every message.
+ * every message. A key is cut out whole only from 8 characters on: no
+ * provider issues shorter keys (theirs have 32 or more), while placeholders
+ * (`k`, `EMPTY` in vLLM's docs, `ollama`) are, and cutting every occurrence
+ * of those turned "blocks" into "bloc[redacted]s".
  */
 export function redact(text: string, secrets: readonly string[]): string {
   const keys = secrets.filter((secret) => secret.length >= 20).map((secret) => secret.toLowerCase());
   const windows = new Set<string>();
   for (const key of keys) for (let i = 0; i + WINDOW <= key.length; i++) windows.add(key.slice(i, i + WINDOW));
   let out = text;
-  for (const secret of secrets) if (secret.length > 0) out = out.split(secret).join('[redacted]');
+  for (const secret of secrets) if (secret.length >= MIN_SECRET) out = out.split(secret).join('[redacted]');
   return out.replace(TOKEN, (token) => {
     const lower = token.toLowerCase();
     // A short token counts when it is the start of a key: what the 300-character cut left of one.
@@ -257,6 +260,8 @@ export function redact(text: string, secrets: readonly string[]): string {
 }
 
 const WINDOW = 8;
+/** Shorter "keys" are placeholders, not secrets (see redact). */
+const MIN_SECRET = 8;
 /** A run of characters a key or a masked key is made of. */
 const TOKEN = /[\w*.~+/=-]{4,}/g;
 const KEY_LIKE = /^(?:sk-|sk_|gsk_|xai-|hf_|AIza)/;

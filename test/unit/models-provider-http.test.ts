@@ -71,6 +71,10 @@ test('redact removes the key, any part of it 8 characters long, and what looks l
   assert.equal(redact('bad key abc123SECRET here', ['abc123SECRET']), 'bad key [redacted] here');
   assert.equal(redact('Incorrect API key provided: sk-proj-****abcd.', []), 'Incorrect API key provided: [redacted]');
   assert.equal(redact('a task-force', ['']), 'a task-force');
+  // A placeholder shorter than 8 characters is no secret: cutting it everywhere garbled the message.
+  assert.equal(redact('text content blocks must be non-empty', ['k']), 'text content blocks must be non-empty');
+  assert.equal(redact('EMPTY is not a valid key for model ollama', ['EMPTY', 'ollama']), 'EMPTY is not a valid key for model ollama');
+  assert.equal(redact('bad key 12345678 here', ['12345678']), 'bad key [redacted] here');
   // Echoed in part: cut by the 300-character limit, masked in the middle, upper-cased.
   const key = 'gsk_LIVE0123456789abcdefSECRET';
   assert.equal(redact('bad key gsk_LIVE012', [key]), 'bad key [redacted]');
