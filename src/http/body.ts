@@ -220,7 +220,7 @@ function numberOutOfRange(): AgentRouterError {
 }
 
 /** The deepest bracket nesting outside strings (the JSON need not be valid). */
-function nestingDepth(text: string): number {
+export function nestingDepth(text: string): number {
   let depth = 0;
   let deepest = 0;
   let inString = false;

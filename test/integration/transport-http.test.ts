@@ -498,6 +498,7 @@ test('a 200 that is not JSON, or JSON of the wrong shape, is a 502', async (t) =
       return;
     }
     if (id === 'array') return json(res, 200, [1, 2]);
+    if (id === 'nested') return json(res, 200, { agent_id: id, state: { a: JSON.parse(`${'['.repeat(500)}${']'.repeat(500)}`) } });
     if (id === 'deep') {
       // Nested far past what JSON.stringify can write back out: the caller's reply would overflow the stack.
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -512,7 +513,10 @@ test('a 200 that is not JSON, or JSON of the wrong shape, is a 502', async (t) =
   await assert.rejects(transport.chat('shape', 'x'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /"response"/)));
   await assert.rejects(transport.invoke('shape', 'm'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /"result"/)));
   await assert.rejects(transport.state('shape'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /"state"/)));
-  await assert.rejects(transport.state('deep'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /nested deeper than 100 levels/)));
+  await assert.rejects(transport.state('deep'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /nested deeper than 1000 levels/)));
+  // Deeper than a request body may be, as a result or state may well be: relayed as it is.
+  const nested = await transport.state('nested');
+  assert.equal(JSON.stringify(nested), `{"a":${'['.repeat(500)}${']'.repeat(500)}}`);
   // A stream request answered with JSON is refused before iteration.
   await assert.rejects(transport.stream('shape', 'x').ready, upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /text\/event-stream/)));
 });
