@@ -57,7 +57,8 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
     string: () => typeof value === 'string' && value !== '',
     path: () => typeof value === 'string',
     origins: () => value === '*' || (Array.isArray(value) && value.every((origin) => typeof origin === 'string')),
-    hosts: () => value === true || (Array.isArray(value) && value.every((host) => typeof host === 'string' && /^\.?[^\s/:]+$|^\[[0-9a-f:.]+\]$/i.test(host))),
+    // Names (a leading dot for a domain and its subdomains) or IPv6 addresses in brackets: no port, no `*`.
+    hosts: () => value === true || (Array.isArray(value) && value.every((host) => typeof host === 'string' && /^\.?[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?$|^\[[0-9a-f:.]+\]$/i.test(host))),
   }[kind]();
   if (ok) return;
   const expected = {
@@ -78,7 +79,7 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
     string: 'a non-empty string',
     path: 'a string such as "/agents"',
     origins: '"*" or a list of origins such as ["https://app.example.com"]',
-    hosts: 'true or a list of host names without port, such as ["agents.example.com", ".internal.example"]',
+    hosts: 'true (any) or a list of host names without port, such as ["agents.example.com", ".example.com"] (a leading dot: that name and every name under it; no * wildcards)',
   }[kind];
   throw new TypeError(`${label} must be ${expected}, got ${describeValue(value)}`);
 }
@@ -91,8 +92,9 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
  * option cannot be forgotten there.
  */
 export function checkKnownOptions(values: object, known: Readonly<Record<string, true>>, where: string): void {
-  for (const key of Object.keys(values)) {
-    if (known[key] !== true) throw new TypeError(`${where}: unknown option ${JSON.stringify(key)}${nearest(key, Object.keys(known))}`);
+  for (const [key, value] of Object.entries(values)) {
+    // Undefined is no setting (an options object built from the environment, a spread), as every option's default is.
+    if (value !== undefined && known[key] !== true) throw new TypeError(`${where}: unknown option ${JSON.stringify(key)}${nearest(key, Object.keys(known))}`);
   }
 }
 

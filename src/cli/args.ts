@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { checkOption } from '../options.ts';
 import type { AgentServerConfig } from '../server/config.ts';
 import { parseStorageSpec, type StorageSpec } from './storage-spec.ts';
 
@@ -17,8 +18,8 @@ export interface CliArgs {
   dataDir: string | undefined;
   /** `--storage`: where the demo keeps its agents (see storage-spec.ts). */
   storage: StorageSpec | undefined;
-  /** `--idle_timeout`, `--max_agents`, `--enable_list_agents` (or with dashes): the spec's server options, over the config file's. */
-  server: Pick<AgentServerConfig, 'idleTimeout' | 'maxAgents' | 'enableListAgents'>;
+  /** `--idle_timeout`, `--max_agents`, `--enable_list_agents` (the spec's server options), `--allowed-hosts` (or with dashes / underscores): over the config file's. */
+  server: Pick<AgentServerConfig, 'idleTimeout' | 'maxAgents' | 'enableListAgents' | 'allowedHosts'>;
 }
 
 /**
@@ -51,6 +52,8 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
         'max-agents': { type: 'string' },
         enable_list_agents: { type: 'boolean' },
         'enable-list-agents': { type: 'boolean' },
+        allowed_hosts: { type: 'string' },
+        'allowed-hosts': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
       },
@@ -97,7 +100,7 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
 
 /** The server options given as flags; only those given, so the config file's stay where no flag is. */
 function serverFlags(values: Record<string, string | boolean | undefined>): CliArgs['server'] {
-  for (const name of ['idle_timeout', 'max_agents', 'enable_list_agents']) {
+  for (const name of ['idle_timeout', 'max_agents', 'enable_list_agents', 'allowed_hosts']) {
     if (values[name] !== undefined && values[name.replaceAll('_', '-')] !== undefined) {
       throw new UsageError(`--${name} and --${name.replaceAll('_', '-')} are the same option; give it once`);
     }
@@ -116,6 +119,16 @@ function serverFlags(values: Record<string, string | boolean | undefined>): CliA
     server.maxAgents = count;
   }
   if (values['enable_list_agents'] === true || values['enable-list-agents'] === true) server.enableListAgents = true;
+  const hosts = values['allowed_hosts'] ?? values['allowed-hosts'];
+  if (typeof hosts === 'string') {
+    const names = hosts.split(',').map((name) => name.trim()).filter((name) => name !== '');
+    try {
+      checkOption(names, 'hosts', '--allowed-hosts');
+    } catch {
+      throw new UsageError('--allowed-hosts takes host names without port, comma-separated, such as agents.example.com,.example.com (a leading dot: that name and every name under it; no * wildcards)');
+    }
+    server.allowedHosts = names;
+  }
   return server;
 }
 

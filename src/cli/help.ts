@@ -33,6 +33,11 @@ Options:
                       serve GET /agents (default: off)
                       These three may also be written with dashes
                       (--idle-timeout).
+      --allowed-hosts <names>
+                      Host names answered besides localhost and IP
+                      addresses, comma-separated (.example.com: that
+                      name and every name under it); for a proxy on this
+                      machine that passes its own name on
       --data-dir <dir> where the demo keeps its agents (default: ./.data)
       --storage <url> the demo's storage instead of files in --data-dir:
                       memory                       lost on exit

@@ -69,7 +69,7 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
     if (loaded.kind === 'server') {
       server = loaded.server;
       if (Object.keys(file.server).length > 0) warn(`${args.module} exports its own AgentServer; only port and host from --config apply`);
-      if (Object.keys(args.server).length > 0) warn(`${args.module} exports its own AgentServer; --idle_timeout, --max_agents and --enable_list_agents do not apply to it`);
+      if (Object.keys(args.server).length > 0) warn(`${args.module} exports its own AgentServer; --idle_timeout, --max_agents, --enable_list_agents and --allowed-hosts do not apply to it`);
     } else {
       server = new AgentServer(loaded.target, config);
     }

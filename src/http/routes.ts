@@ -53,18 +53,17 @@ export function matchRegistry(path: string): RouteMatch | undefined {
   }
 }
 
-/** RFC 3986's unreserved and sub-delimiter characters, `:` and `@`: what a request path carries as it is. */
-const SEGMENT = /^[A-Za-z0-9\-._~!$&'()*+,;=:@]+$/;
+/** What no request path carries as it is: a character outside printable ASCII, `?` or `#`, or a `%` that starts no escape. */
+const NOT_IN_A_PATH = /[^\x21-\x7e]|[?#]|%(?![0-9A-Fa-f]{2})/;
 
 /** Normalizes a mount prefix: leading slash, no trailing slash, '' for none. */
 export function normalizePrefix(prefix: string | undefined): string {
   if (prefix === undefined || prefix === '' || prefix === '/') return '';
   if (typeof prefix !== 'string') throw new TypeError('AgentRouter: prefix must be a string such as "/agents"');
-  // The prefix is matched against the raw request path, where anything else arrives percent-encoded (an empty
-  // segment collapses in many clients and proxies, a dot segment is resolved away): it would answer 404 to everything.
-  const segments = prefix.replace(/^\/|\/$/g, '').split('/');
-  if (segments.some((segment) => !SEGMENT.test(segment) || segment === '.' || segment === '..')) {
-    throw new TypeError(`AgentRouter: prefix ${JSON.stringify(prefix)} must be path segments of letters, digits and - . _ ~ ! $ & ' ( ) * + , ; = : @, such as "/agents" or "/api/v1"`);
+  // The prefix is matched against the raw request path, where such characters arrive percent-encoded (and a
+  // dot segment is resolved away by clients): it would answer 404 to everything.
+  if (NOT_IN_A_PATH.test(prefix) || prefix.split('/').some((segment) => segment === '.' || segment === '..')) {
+    throw new TypeError(`AgentRouter: prefix ${JSON.stringify(prefix)} is matched against request paths as they are sent: write it as they carry it, in printable ASCII with no space, ?, # or . / .. segment, other characters percent-encoded ("/caf%C3%A9")`);
   }
   const withSlash = prefix.startsWith('/') ? prefix : `/${prefix}`;
   return withSlash.endsWith('/') ? withSlash.slice(0, -1) : withSlash;

@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import { BlockList, isIP } from 'node:net';
 
 /**
  * DNS rebinding: a page on `attacker.example`, whose name the attacker then
@@ -30,7 +30,8 @@ export function hostCheck(allowed: AllowedHosts | undefined, listeningOn: string
   const names = new Set<string>();
   const suffixes: string[] = [];
   for (const entry of allowed ?? []) {
-    const name = entry.toLowerCase();
+    // As a Host header's name is read: lower case, without a trailing dot.
+    const name = entry.toLowerCase().replace(/\.$/, '');
     if (name.startsWith('.')) {
       suffixes.push(name);
       names.add(name.slice(1));
@@ -48,12 +49,17 @@ export function hostCheck(allowed: AllowedHosts | undefined, listeningOn: string
   };
 }
 
+/** 127.0.0.0/8 and ::1, however written (`0:0:0:0:0:0:0:1`, `::ffff:127.0.0.1`). */
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
 /** True for an address or name that only this machine reaches. */
 export function isLoopback(host: string): boolean {
   const name = host.toLowerCase().replace(/^\[(.*)\]$/, '$1');
   if (name === 'localhost' || name.endsWith('.localhost')) return true;
-  if (isIP(name) === 4) return name.startsWith('127.');
-  return name === '::1' || name.startsWith('::ffff:127.');
+  const family = isIP(name);
+  return family !== 0 && LOOPBACK.check(name, family === 4 ? 'ipv4' : 'ipv6');
 }
 
 /** `localhost`, a name under `.localhost` (RFC 6761: always this machine), or an IP address. */

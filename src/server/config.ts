@@ -19,8 +19,10 @@ export interface AgentServerConfig extends Omit<AgentRouterOptions, 'prefix' | '
    * allowed; `true` allows any. Not given, a server listening on a loopback
    * address (`127.0.0.1`, the default) answers only those (403
    * `host_not_allowed` otherwise), and one listening on other addresses
-   * answers any: behind a proxy on the same machine that passes the public
-   * name on (nginx's `proxy_set_header Host $host`), list that name.
+   * (or `listener` on a server of your own) answers any. A proxy on the same
+   * machine passes its own choice of name: nginx the host of `proxy_pass`
+   * (an upstream block's name, such as `backend`), or the public name with
+   * `proxy_set_header Host $host`; list that name.
    */
   allowedHosts?: AllowedHosts | undefined;
   /** Seconds `close()` lets running turns and streams finish before aborting them. @defaultValue 10 */

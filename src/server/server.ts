@@ -101,7 +101,9 @@ export class AgentServer {
   /**
    * The server's `(req, res)` listener, to mount it on an `http.Server` of
    * your own instead of calling `serve`. `close()` then drains its requests
-   * but cannot stop your server from accepting.
+   * but cannot stop your server from accepting. It does not know where your
+   * server listens, so it checks `Host` only against an `allowedHosts` you
+   * give (see there).
    */
   readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
     if (this.#closing !== undefined && !this.#lameDuck) {
@@ -117,8 +119,10 @@ export class AgentServer {
       answered();
       return;
     }
-    if (this.#hostAllowed !== undefined && !this.#hostAllowed(req.headers.host)) {
-      sendJson(res, 403, { error: hostRefusal(req.headers.host as string), code: 'host_not_allowed' });
+    // HTTP/2 (the listener on a node:http2 compatibility server) names the host in `:authority`.
+    const host = req.headers.host ?? (req.headers[':authority'] as string | undefined);
+    if (this.#hostAllowed !== undefined && !this.#hostAllowed(host)) {
+      sendJson(res, 403, { error: hostRefusal(host as string), code: 'host_not_allowed' });
       answered();
       return;
     }
@@ -307,5 +311,5 @@ function listenError(error: NodeJS.ErrnoException, host: string, port: number): 
 }
 
 function hostRefusal(host: string): string {
-  return `Host ${JSON.stringify(host.slice(0, 100))} is not allowed here; list it in the server's allowedHosts (a proxy in front that passes its public name on needs that name there)`;
+  return `Host ${JSON.stringify(host.slice(0, 100))} is not allowed here; list it in the server's allowedHosts (agent-router serve --allowed-hosts), as a proxy in front that sends this name needs`;
 }

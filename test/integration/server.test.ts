@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import http2 from 'node:http2';
 import net from 'node:net';
 import { mock, test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
@@ -7,6 +8,7 @@ import { echoModel } from '../../src/models/echo.ts';
 import type { Model } from '../../src/models/model.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import type { AgentServerConfig } from '../../src/server/config.ts';
+import { isLoopback } from '../../src/server/allowed-hosts.ts';
 import { AgentServer } from '../../src/server/server.ts';
 import { readSSE, type SSEEvent } from '../../src/sse/parser.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
@@ -478,7 +480,7 @@ test('on a loopback address, only localhost names and IP addresses are answered 
     const refused = await getWithHost(url, path, `attacker.example:${server.port}`);
     assert.equal(refused.status, 403, path);
     assert.deepEqual(refused.body, {
-      error: `Host "attacker.example:${server.port}" is not allowed here; list it in the server's allowedHosts (a proxy in front that passes its public name on needs that name there)`,
+      error: `Host "attacker.example:${server.port}" is not allowed here; list it in the server's allowedHosts (agent-router serve --allowed-hosts), as a proxy in front that sends this name needs`,
       code: 'host_not_allowed',
     });
   }
@@ -506,6 +508,34 @@ test('allowedHosts: listed names (a leading dot: the name and every name under i
   t.after(() => everywhere.close());
   assert.equal((await getWithHost(`http://127.0.0.1:${everywhere.port}`, '/healthz', 'agents.example')).status, 200, 'reachable from other machines anyway: authorize protects it');
 
-  assert.throws(() => new AgentServer(registry, { allowedHosts: ['agents.example:8080'] }), /allowedHosts must be true or a list of host names without port/);
-  assert.throws(() => new AgentServer(registry, { allowedHosts: 'agents.example' as never }), /allowedHosts/);
+  for (const wrong of [['agents.example:8080'], ['*'], ['*.example.com'], ['http://agents.example'], 'agents.example']) {
+    assert.throws(() => new AgentServer(registry, { allowedHosts: wrong as never }), /allowedHosts must be true \(any\) or a list of host names without port/, String(wrong));
+  }
+  const dotted = await start(t, { allowedHosts: ['agents.example.'] });
+  assert.equal((await getWithHost(dotted.url, '/healthz', 'agents.example')).status, 200, 'a trailing dot is read off the entry as off the header');
+});
+
+test('a loopback address is one however it is written; the listener on your own server checks Host against allowedHosts only, over HTTP/2 too', async (t) => {
+  for (const address of ['127.0.0.1', '127.9.9.9', '::1', '0:0:0:0:0:0:0:1', '[::1]', '::ffff:127.0.0.1', 'localhost', 'app.localhost']) assert.ok(isLoopback(address), address);
+  for (const address of ['0.0.0.0', '::', '10.0.0.1', '::2', 'example.com', 'localhost.example.com']) assert.ok(!isLoopback(address), address);
+
+  const { registry } = makeRegistry();
+  const mounted = new AgentServer(registry, { logger: quiet, allowedHosts: ['app.example.com'] });
+  t.after(() => mounted.close());
+  const h2 = http2.createServer(mounted.listener as never);
+  await new Promise<void>((resolve) => h2.listen(0, '127.0.0.1', resolve));
+  const session = http2.connect(`http://127.0.0.1:${(h2.address() as net.AddressInfo).port}`);
+  // The session first: the server's close() waits for it.
+  t.after(() => new Promise<void>((resolve) => {
+    session.destroy();
+    h2.close(() => resolve());
+  }));
+  const status = (authority: string): Promise<number> => new Promise((resolve, reject) => {
+    const stream = session.request({ ':path': '/healthz', ':authority': authority });
+    stream.on('response', (headers) => resolve(headers[':status'] as number));
+    stream.on('error', reject);
+    stream.resume();
+  });
+  assert.equal(await status('evil.test'), 403);
+  assert.equal(await status('app.example.com'), 200);
 });

@@ -135,6 +135,10 @@ test('the spec\'s server options as flags, snake_case or with dashes; bad values
   assert.throws(() => parseCliArgs(['--max_agents', '1.5']), usage(/--max_agents must be a whole number >= 1/));
   assert.throws(() => parseCliArgs(['--enable_list_agents=yes']), usage('--enable_list_agents takes no value'));
   assert.throws(() => parseCliArgs(['--idle_timeout', '5', '--idle-timeout', '10']), usage('--idle_timeout and --idle-timeout are the same option; give it once'));
+  assert.deepEqual(parseCliArgs(['--allowed-hosts', 'agents.example.com, .corp.example']).server, { allowedHosts: ['agents.example.com', '.corp.example'] });
+  assert.deepEqual(parseCliArgs(['--allowed_hosts=backend']).server, { allowedHosts: ['backend'] });
+  assert.throws(() => parseCliArgs(['--allowed-hosts', '*.example.com']), usage(/^--allowed-hosts takes host names without port, comma-separated/));
+  assert.throws(() => parseCliArgs(['--allowed-hosts', 'backend:8080']), usage(/^--allowed-hosts takes host names without port/));
   for (const argv of [['--help', '--max_agents', '0'], ['serve', '--bogus', '--help'], ['--port', 'abc', '-h'], ['--storage', 'memory', '--data-dir', 'x', '--help']]) {
     assert.equal(parseCliArgs(argv).command, 'help', argv.join(' '));
   }
