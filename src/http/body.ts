@@ -102,7 +102,8 @@ function continueIfAsked(req: IncomingMessage): void {
 }
 
 /**
- * A request that declares a body (a length above 0, or chunked) and no
+ * A request that declares a body (a length above 0, or chunked; over
+ * HTTP/2, any body its headers did not end the stream before) and no
  * Content-Type: refused unless the router's `strictContentType` is off.
  * From the headers alone, so the body need not be read to refuse it.
  */
@@ -110,7 +111,9 @@ export function untypedBody(req: IncomingMessage): boolean {
   const type = req.headers['content-type'];
   if (type !== undefined && type !== '') return false;
   const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && Number(length) !== 0);
+  if (length !== undefined) return Number(length) !== 0;
+  if (req.httpVersionMajor >= 2) return (req as { stream?: { endAfterHeaders?: boolean } }).stream?.endAfterHeaders !== true;
+  return req.headers['transfer-encoding'] !== undefined;
 }
 
 /**

@@ -287,8 +287,8 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
     client.close();
     server.close(() => resolve());
   }));
-  const request = (path: string, body: string): Promise<{ headers: http2.IncomingHttpHeaders; text: string }> => new Promise((resolve, reject) => {
-    const stream = client.request({ ':method': 'POST', ':path': path, 'content-type': 'application/json' });
+  const request = (path: string, body: string | undefined, type: string | null = 'application/json'): Promise<{ headers: http2.IncomingHttpHeaders; text: string }> => new Promise((resolve, reject) => {
+    const stream = client.request({ ':method': 'POST', ':path': path, ...(type === null ? {} : { 'content-type': type }) }, { endStream: body === undefined });
     let headers: http2.IncomingHttpHeaders = {};
     let text = '';
     stream.on('response', (received) => (headers = received));
@@ -296,7 +296,7 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
     stream.on('data', (chunk: string) => (text += chunk));
     stream.on('end', () => resolve({ headers, text }));
     stream.on('error', reject);
-    stream.end(body);
+    if (body !== undefined) stream.end(body);
   });
   const json = await request('/h2-1/chat', JSON.stringify({ message: 'over two' }));
   assert.equal(json.headers[':status'], 200);
@@ -313,6 +313,11 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
   held.close(http2.constants.NGHTTP2_CANCEL);
   assert.equal((await cut.promise as { code?: string }).code, 'client_closed');
   assert.equal((await request('/h2-2/chat', JSON.stringify({ message: 'still here' }))).text, '{"agent_id":"h2-2","response":"still here"}');
+  // HTTP/2 declares no length and no chunking: a body with no Content-Type is told by the stream going on after the headers.
+  const untyped = await request('/h2-3/chat', JSON.stringify({ message: 'untyped' }), null);
+  assert.deepEqual([untyped.headers[':status'], JSON.parse(untyped.text).code], [415, 'unsupported_media_type']);
+  const empty = await request('/h2-3/chat', undefined, null);
+  assert.deepEqual([empty.headers[':status'], JSON.parse(empty.text).code], [400, 'missing_message'], 'no body at all needs no type');
   // A Connection header was dropped by node:http2 with an UnsupportedWarning in the process's output.
   await new Promise(setImmediate);
   assert.deepEqual(warnings.map((warning) => warning.message), []);
