@@ -1,3 +1,4 @@
+import { checkKnownOptions } from '../options.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
 import { count, isObject, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
 import { checkCommonOptions, DEFAULT_MAX_RESPONSE_SIZE, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
@@ -27,10 +28,16 @@ export interface AnthropicModelOptions extends ProviderHTTPOptions {
  *
  * @example anthropicModel({ model: 'claude-sonnet-4-5', apiKey: process.env.ANTHROPIC_API_KEY ?? '' })
  */
+/** Every option, for a misspelt one (`max_tokens` would leave the reply at the default limit). */
+const ANTHROPIC_OPTIONS: { readonly [K in keyof Required<AnthropicModelOptions>]: true } = {
+  model: true, apiKey: true, baseURL: true, maxTokens: true, headers: true, timeout: true, maxRetries: true, maxResponseSize: true, body: true, fetch: true,
+};
+
 export function anthropicModel(options: AnthropicModelOptions): Model {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError("anthropicModel: pass an options object, e.g. anthropicModel({ model: 'claude-sonnet-4-5', apiKey })");
   }
+  checkKnownOptions(options, ANTHROPIC_OPTIONS, 'anthropicModel');
   checkCommonOptions('anthropicModel', options);
   const { model, apiKey } = options;
   if (typeof apiKey !== 'string' || apiKey === '') {

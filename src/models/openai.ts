@@ -1,3 +1,4 @@
+import { checkKnownOptions } from '../options.ts';
 import type { TokenUsage } from '../types.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
 import { count, isObject, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
@@ -25,10 +26,16 @@ export interface OpenAIModelOptions extends ProviderHTTPOptions {
  * @example openAIModel({ model: 'gpt-4o-mini', apiKey: process.env.OPENAI_API_KEY })
  * @example openAIModel({ model: 'llama3.2', baseURL: 'http://localhost:11434/v1' })
  */
+/** Every option, for a misspelt one (`baseUrl` would send the conversation to api.openai.com instead). */
+const OPENAI_OPTIONS: { readonly [K in keyof Required<OpenAIModelOptions>]: true } = {
+  model: true, apiKey: true, baseURL: true, headers: true, timeout: true, maxRetries: true, maxResponseSize: true, body: true, fetch: true,
+};
+
 export function openAIModel(options: OpenAIModelOptions): Model {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError("openAIModel: pass an options object, e.g. openAIModel({ model: 'gpt-4o-mini', apiKey })");
   }
+  checkKnownOptions(options, OPENAI_OPTIONS, 'openAIModel');
   checkCommonOptions('openAIModel', options);
   const { model, apiKey } = options;
   const url = joinURL(options.baseURL ?? 'https://api.openai.com/v1', 'chat/completions');

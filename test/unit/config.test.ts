@@ -8,7 +8,9 @@ import { parseFileConfig, readConfigFile, resolveServerConfig } from '../../src/
 import { AgentPool } from '../../src/server/pool.ts';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/http/router.ts';
+import { anthropicModel } from '../../src/models/anthropic.ts';
 import { echoModel } from '../../src/models/echo.ts';
+import { openAIModel } from '../../src/models/openai.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { toExpress } from '../../src/adapters/express.ts';
 import { toFastify } from '../../src/adapters/fastify.ts';
@@ -134,6 +136,8 @@ test('Agent, the storages and HTTPTransport refuse a misspelt option too, naming
     [() => postgresStorage(pool as never, { table_prefix: 'x_' } as never), /^postgresStorage: unknown option "table_prefix"; did you mean tablePrefix\?$/],
     [() => redisStorage({ sendCommand: async () => null } as never, { prefx: 'x:' } as never), /^redisStorage: unknown option "prefx"; did you mean prefix\?$/],
     [() => new HTTPTransport('http://127.0.0.1:1/agent', { timout: 5 } as never), /^HTTPTransport: unknown option "timout"; did you mean timeout\?$/],
+    [() => openAIModel({ model: 'llama3.2', baseUrl: 'http://localhost:11434/v1' } as never), /^openAIModel: unknown option "baseUrl"; did you mean baseURL\?$/],
+    [() => anthropicModel({ model: 'claude-haiku-4-5', apiKey: 'sk-ant-x', max_tokens: 100 } as never), /^anthropicModel: unknown option "max_tokens"; did you mean maxTokens\?$/],
   ];
   for (const [make, message] of cases) assert.throws(make, (error: unknown) => error instanceof TypeError && message.test(error.message));
   // Their known options still pass, and an unknown one left undefined (a spread, an env-built object) is no setting.
