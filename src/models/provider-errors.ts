@@ -12,7 +12,7 @@
  * | `model_request_rejected` | any other HTTP 4xx |
  * | `model_redirect` | HTTP 3xx: never followed, so the key goes to baseURL's origin only |
  * | `model_stream_error` | an error event inside a stream that began with 200 |
- * | `model_bad_response` | a 200 that is not SSE, data that is not a JSON object, an oversized line |
+ * | `model_bad_response` | a 200 that is not SSE, data that is not a JSON object, an oversized line, a reply past maxResponseSize |
  * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`) or a content filter cut the reply (`finish_reason: "content_filter"`) |
  * | `model_connection_failed` | no response at all (refused, DNS, TLS) |
  * | `model_stream_interrupted` | the stream ended before its last event (a cut connection) |
@@ -169,6 +169,14 @@ export function badResponse(context: ProviderContext, what: string, cause?: unkn
     provider: context.provider,
     providerStatus: 200,
     cause,
+  });
+}
+
+/** A reply past maxResponseSize: well-formed, maybe, but longer than this process keeps (see ProviderHTTPOptions). */
+export function tooLong(context: ProviderContext & { maxResponseSize: number }): ModelProviderError {
+  return new ModelProviderError('model_bad_response', `${context.label}: the provider's reply passed maxResponseSize (${context.maxResponseSize} bytes); raise maxResponseSize if replies this long are expected`, {
+    provider: context.provider,
+    providerStatus: 200,
   });
 }
 

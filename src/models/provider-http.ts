@@ -17,6 +17,7 @@ import {
   redirected,
   streamInterrupted,
   timeoutError,
+  tooLong,
   type ProviderContext,
 } from './provider-errors.ts';
 
@@ -158,7 +159,7 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
           transform(bytes, out) {
             received += bytes.length;
             if (received > request.maxResponseSize) {
-              throw badResponse(request, `a reply longer than maxResponseSize (${request.maxResponseSize} bytes); raise maxResponseSize if replies this long are expected`);
+              throw tooLong(request);
             }
             if (!held) arm();
             out.enqueue(bytes);
