@@ -218,6 +218,11 @@ export function checkParsed<T>(value: T): T {
  */
 const HUGE_NUMBER = /[eE][+-]?\d{3}|(?<!\d)\d{209}/;
 
+/** Whether JSON text may hold a number JSON.parse makes Infinity (see HUGE_NUMBER): only such text needs walking. */
+export function mayHoldHugeNumber(text: string): boolean {
+  return HUGE_NUMBER.test(text);
+}
+
 function numberOutOfRange(): AgentRouterError {
   return httpErrors.badRequest('invalid_json', 'Invalid JSON body: a number is too large to represent (it would be Infinity)');
 }

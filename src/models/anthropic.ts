@@ -39,7 +39,9 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
   }
   checkKnownOptions(options, ANTHROPIC_OPTIONS, 'anthropicModel');
   checkCommonOptions('anthropicModel', options);
-  const { model, apiKey } = options;
+  const model = options.model;
+  // Trimmed, as a key read from a file ends with a line break (checked so in checkCommonOptions).
+  const apiKey = options.apiKey?.trim();
   if (typeof apiKey !== 'string' || apiKey === '') {
     throw new TypeError('anthropicModel: pass apiKey, e.g. anthropicModel({ model, apiKey: process.env.ANTHROPIC_API_KEY })');
   }

@@ -37,7 +37,9 @@ export function openAIModel(options: OpenAIModelOptions): Model {
   }
   checkKnownOptions(options, OPENAI_OPTIONS, 'openAIModel');
   checkCommonOptions('openAIModel', options);
-  const { model, apiKey } = options;
+  const model = options.model;
+  // Trimmed, as a key read from a file ends with a line break (checked so in checkCommonOptions).
+  const apiKey = options.apiKey?.trim();
   const url = joinURL(options.baseURL ?? 'https://api.openai.com/v1', 'chat/completions');
   const name = `openai:${model}`;
   const context: ProviderContext = { provider: 'openai', label: name, secrets: apiKey === undefined ? [] : [apiKey] };
@@ -118,7 +120,7 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
     // stored as a reply that is empty or cut short.
     field(name, value) {
       if (name !== 'error') return;
-      let error: unknown = value.slice(0, 300);
+      let error: unknown = value === '' ? 'an error line with no message' : value.slice(0, 300);
       try {
         error = JSON.parse(value);
       } catch {

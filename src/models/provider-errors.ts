@@ -10,7 +10,7 @@
  * | `model_rate_limited` | HTTP 429 |
  * | `model_unavailable` | HTTP 5xx (Anthropic's 529 overloaded too) |
  * | `model_request_rejected` | any other HTTP 4xx |
- * | `model_redirect` | HTTP 3xx: never followed, so the key goes to baseURL's origin only |
+ * | `model_redirect` | HTTP 3xx other than a 307/308 on baseURL's origin (those are followed): the key goes to that origin only |
  * | `model_stream_error` | an error event inside a stream that began with 200 |
  * | `model_bad_response` | a 200 that is not SSE, data that is not a JSON object, an oversized line, a reply past maxResponseSize |
  * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`) or a content filter cut the reply (`finish_reason: "content_filter"`) |
@@ -68,7 +68,7 @@ export async function redirected(context: ProviderContext, response: Response): 
   const status = response.status;
   const target = redirectTarget(response);
   const what = status === 0 ? 'a redirect' : `HTTP ${status}, a redirect${target === undefined ? '' : ` to ${target}`}`;
-  return new ModelProviderError('model_redirect', redact(`${context.label}: provider answered ${what}; redirects are not followed, so the API key is not sent on to another server: set baseURL to the final URL`, context.secrets), {
+  return new ModelProviderError('model_redirect', redact(`${context.label}: provider answered ${what}; only redirects that keep the request (307, 308) on the same origin are followed, so the API key never goes on to another server: point baseURL at the server that answers`, context.secrets), {
     provider: context.provider,
     providerStatus: status === 0 ? undefined : status,
   });

@@ -131,15 +131,7 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     arm();
     let response: Response;
     try {
-      response = await request.fetch(request.url, {
-        method: 'POST',
-        headers: request.headers,
-        body: JSON.stringify(request.body),
-        // fetch would follow a 307/308 to any origin, re-sending the key (x-api-key, a custom
-        // api-key header) and the conversation, and take that server's stream as the reply.
-        redirect: 'manual',
-        signal: controller.signal,
-      });
+      response = await fetchWithinOrigin(request, { method: 'POST', headers: request.headers, body: JSON.stringify(request.body), signal: controller.signal });
     } catch (error) {
       throw fail(error, 'connect');
     }
@@ -208,6 +200,29 @@ export function retryDelay(attempt: number, retryAfter: number | undefined, rand
   return backoff * (1 - random() * 0.25) * 1000;
 }
 
+/** Redirects followed at most for one request. */
+const MAX_REDIRECTS = 5;
+
+/**
+ * fetch, following only the redirects that keep the method and body (307,
+ * 308) and stay on the request's origin: a gateway's trailing-slash
+ * redirect works, while one to another origin, which fetch would follow
+ * re-sending the key (x-api-key, a custom api-key header) and the
+ * conversation, comes back as the 3xx it is (see `redirected`).
+ */
+async function fetchWithinOrigin(request: ProviderRequest, init: RequestInit): Promise<Response> {
+  let url = request.url;
+  for (let hops = 0; ; hops++) {
+    const response = await request.fetch(url, { ...init, redirect: 'manual' });
+    const location = response.headers.get('location');
+    if ((response.status !== 307 && response.status !== 308) || location === null || hops === MAX_REDIRECTS) return response;
+    const next = URL.canParse(location, url) ? new URL(location, url) : undefined;
+    if (next === undefined || next.origin !== new URL(url).origin) return response;
+    await response.body?.cancel().catch(() => {});
+    url = next.href;
+  }
+}
+
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const onAbort = (): void => {
@@ -241,7 +256,7 @@ export interface ProviderHTTPOptions {
    * Bytes of the provider's response body read at most for one reply (SSE framing included: OpenAI sends
    * 250 to 280 bytes a token, Anthropic fewer); past it the turn fails
    * with `model_bad_response`. Bounds memory against a provider that never ends its stream.
-   * @defaultValue 16 MiB, as HTTPTransport's
+   * @defaultValue 64 MiB (about 240,000 OpenAI tokens)
    */
   maxResponseSize?: number | undefined;
   /** Extra request body fields, e.g. `{ temperature: 0.2 }`; a field set to undefined is left out (`{ stream_options: undefined }`). */
@@ -298,17 +313,21 @@ export function checkCommonOptions(
 
 const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
 
-/** HTTPTransport's default too: about 60,000 tokens as OpenAI streams them (250 to 280 bytes a chunk), several times more from Anthropic. */
-export const DEFAULT_MAX_RESPONSE_SIZE = 16 * 1024 * 1024;
+/**
+ * About 240,000 tokens as OpenAI streams them (250 to 280 bytes a chunk),
+ * past the longest replies models allow (128k output tokens), reasoning
+ * deltas, which use bytes and make no text, included. What the agent keeps
+ * is the reply's text, a few bytes a token: memory stays far below this.
+ */
+export const DEFAULT_MAX_RESPONSE_SIZE = 64 * 1024 * 1024;
 
-/** Whether fetch takes `value` as a header value: Latin-1, no line break or NUL inside (ends are trimmed). */
+/**
+ * Whether `value`, trimmed as the adapters send it, is a header value fetch
+ * takes: Latin-1, no line break or NUL. Trimmed first: a line break left
+ * at the start of a key ends up inside `Bearer <key>`, where fetch refuses it.
+ */
 export function isHeaderValue(value: string): boolean {
-  try {
-    new Headers({ 'x-check': value });
-    return true;
-  } catch {
-    return false;
-  }
+  return !/[\r\n\0]|[^\x00-\xff]/.test(value.trim());
 }
 
 /** An absolute http(s) URL: what a provider's base URL must be. */

@@ -1,5 +1,5 @@
 import { AgentRouterError, type UpstreamError } from '../errors.ts';
-import { nestingDepth } from '../http/body.ts';
+import { mayHoldHugeNumber, nestingDepth } from '../http/body.ts';
 import { mediaType } from '../http/path.ts';
 import { createSSEParser, drainReader } from '../sse/parser.ts';
 import { describeRemote } from './remote-url.ts';
@@ -42,6 +42,12 @@ const noop = (): void => {};
  * where writing it out fails.
  */
 const MAX_REPLY_DEPTH = 1000;
+
+const INFINITY = new Error('a number too large to represent');
+const refuseInfinity = (_key: string, value: unknown): unknown => {
+  if (typeof value === 'number' && !Number.isFinite(value)) throw INFINITY;
+  return value;
+};
 
 /**
  * One request to a remote agent router, from the first byte out to the last
@@ -91,9 +97,10 @@ export class RemoteCall {
       }
       let reply: unknown;
       try {
-        reply = JSON.parse(text);
-      } catch {
-        throw this.badResponse('a body that is not JSON');
+        // A number JSON.parse makes Infinity would reach the caller as null: refused, as a request body's is.
+        reply = mayHoldHugeNumber(text) ? JSON.parse(text, refuseInfinity) : JSON.parse(text);
+      } catch (error) {
+        throw this.badResponse(error === INFINITY ? 'JSON holding a number too large to represent' : 'a body that is not JSON');
       }
       if (typeof reply !== 'object' || reply === null || Array.isArray(reply)) throw this.badResponse('JSON that is not an object');
       return reply as Record<string, unknown>;

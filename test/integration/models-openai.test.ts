@@ -403,13 +403,33 @@ test('a redirect is not followed: the key, custom headers and conversation stay 
     const error = providerError(outcome, 'model_redirect');
     assert.equal(error.status, 502);
     assert.equal(error.providerStatus, status);
-    assert.match(error.message, /set baseURL to the final URL/);
+    assert.match(error.message, /point baseURL at the server that answers/);
     assert.match(error.message, /localhost:\d+\/v1\/chat\/completions/);
     assert.doesNotMatch(error.message, /token=abc|SECRET|azure-key/);
     assert.deepEqual(outcome.chunks, []);
     assert.equal(gateway.requests.length, 1, 'a redirect is not retried');
   }
   assert.equal(elsewhere.requests.length, 0);
+});
+
+test('a 307 or 308 on the same origin (a gateway adding a trailing slash) is followed with the same POST; a 301 there is not', async (t) => {
+  for (const status of [307, 308]) {
+    const gateway = await fakeProvider(t, (_index, request) => (request.url.endsWith('/')
+      ? { body: STREAM }
+      : { status, headers: { location: `${request.url}/` }, body: 'moved' }));
+    const outcome = await collect(model(gateway.url, { maxRetries: 0 }));
+    assert.equal(outcome.error, undefined, String(status));
+    assert.deepEqual(gateway.requests.map((request) => [request.method, request.url]), [['POST', '/v1/chat/completions'], ['POST', '/v1/chat/completions/']]);
+    assert.deepEqual(gateway.requests[1]?.body, gateway.requests[0]?.body, 'the same conversation, sent again');
+    assert.equal(gateway.requests[1]?.headers.authorization, gateway.requests[0]?.headers.authorization);
+  }
+  const moved = await fakeProvider(t, (_index, request) => ({ status: 301, headers: { location: `${request.url}/` }, body: 'moved' }));
+  providerError(await collect(model(moved.url, { maxRetries: 0 })), 'model_redirect');
+  assert.equal(moved.requests.length, 1, 'a 301 would turn the POST into a GET: not followed');
+  // A gateway that redirects for ever is given up on.
+  const loop = await fakeProvider(t, (index) => ({ status: 307, headers: { location: `/v1/chat/completions/${index}` }, body: 'again' }));
+  providerError(await collect(model(loop.url, { maxRetries: 0 })), 'model_redirect');
+  assert.equal(loop.requests.length, 6);
 });
 
 test('maxResponseSize bounds the bytes read from a provider that never ends its stream', async (t) => {
@@ -450,7 +470,8 @@ test("llama.cpp's error line (error: {json}, then [DONE]) fails the turn with th
 });
 
 test('an apiKey or header value that fetch could not send is refused when the model is made, without showing it', () => {
-  const keys = ['sk-proj-SECRET\nSECRET0123456789', 'sk-proj-SECRET0123456789\u201d', 'sk-proj-SECRET0123456789\u200b', 'sk-proj-SECRET\u0000x'];
+  // A line break at the start too: it ends up inside `Bearer <key>`, where fetch refuses it and quotes the key.
+  const keys = ['sk-proj-SECRET\nSECRET0123456789', 'sk-proj-SECRET0123456789\u201d', 'sk-proj-SECRET0123456789\u200b', 'sk-proj-SECRET\u0000x', 'x\nsk-proj-SECRET0123456789'];
   const hidden = (pattern: RegExp) => (error: Error): boolean => {
     assert.ok(error instanceof TypeError);
     assert.match(error.message, pattern);
@@ -464,6 +485,14 @@ test('an apiKey or header value that fetch could not send is refused when the mo
   assert.throws(() => openAIModel({ model: 'm', headers: { 'bad name': 'v' } }), hidden(/headers holds an invalid header name/));
   // Ends are trimmed, as fetch does: a key read whole from a file still works.
   assert.equal(openAIModel({ model: 'm', apiKey: 'sk-x\n' }).name, 'openai:m');
+});
+
+test('a key with a line break or spaces at an end is sent trimmed (a key file read whole), never as "Bearer \\n<key>"', async (t) => {
+  const provider = await fakeProvider(t, () => ({ body: STREAM }));
+  for (const apiKey of [`\n${API_KEY}`, ` ${API_KEY}\r\n`]) {
+    assert.equal((await collect(openAIModel({ model: 'gpt-4o-mini', apiKey, baseURL: `${provider.url}/v1`, maxRetries: 0 }))).error, undefined);
+  }
+  assert.deepEqual(provider.requests.map((request) => request.headers.authorization), [`Bearer ${API_KEY}`, `Bearer ${API_KEY}`]);
 });
 
 test("Mistral's content as a list of typed parts (Magistral): the text parts are the reply, thinking is left out", async (t) => {

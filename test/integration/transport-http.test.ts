@@ -498,6 +498,11 @@ test('a 200 that is not JSON, or JSON of the wrong shape, is a 502', async (t) =
       return;
     }
     if (id === 'array') return json(res, 200, [1, 2]);
+    if (id === 'huge') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"agent_id":"huge","result":{"balance":1e400}}');
+      return;
+    }
     if (id === 'nested') return json(res, 200, { agent_id: id, state: { a: JSON.parse(`${'['.repeat(500)}${']'.repeat(500)}`) } });
     if (id === 'deep') {
       // Nested far past what JSON.stringify can write back out: the caller's reply would overflow the stack.
@@ -514,6 +519,7 @@ test('a 200 that is not JSON, or JSON of the wrong shape, is a 502', async (t) =
   await assert.rejects(transport.invoke('shape', 'm'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /"result"/)));
   await assert.rejects(transport.state('shape'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /"state"/)));
   await assert.rejects(transport.state('deep'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /nested deeper than 1000 levels/)));
+  await assert.rejects(transport.invoke('huge', 'm'), upstream(502, 'upstream_bad_response', (e) => assert.match(e.message, /a number too large to represent/)));
   // Deeper than a request body may be, as a result or state may well be: relayed as it is.
   const nested = await transport.state('nested');
   assert.equal(JSON.stringify(nested), `{"a":${'['.repeat(500)}${']'.repeat(500)}}`);
