@@ -33,7 +33,8 @@ export function checkOptions(
     throw new TypeError(`${where}: options must be an object, got ${describeValue(values)}`);
   }
   for (const [key, value] of Object.entries(values)) {
-    const kind = kinds[key];
+    // Own keys only: `toString` (or `constructor`) would otherwise find Object.prototype's and be taken for a kind.
+    const kind = Object.hasOwn(kinds, key) ? kinds[key] : undefined;
     if (kind === undefined) throw new TypeError(`${where}: unknown option ${JSON.stringify(key)}${hint(key)}`);
     if (value !== undefined) checkOption(value, kind, `${where}: ${name(key)}`);
   }
@@ -94,7 +95,7 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
 export function checkKnownOptions(values: object, known: Readonly<Record<string, true>>, where: string): void {
   for (const [key, value] of Object.entries(values)) {
     // Undefined is no setting (an options object built from the environment, a spread), as every option's default is.
-    if (value !== undefined && known[key] !== true) throw new TypeError(`${where}: unknown option ${JSON.stringify(key)}${nearest(key, Object.keys(known))}`);
+    if (value !== undefined && !Object.hasOwn(known, key)) throw new TypeError(`${where}: unknown option ${JSON.stringify(key)}${nearest(key, Object.keys(known))}`);
   }
 }
 

@@ -140,6 +140,9 @@ test('Agent, the storages and HTTPTransport refuse a misspelt option too, naming
     [() => anthropicModel({ model: 'claude-haiku-4-5', apiKey: 'sk-ant-x', max_tokens: 100 } as never), /^anthropicModel: unknown option "max_tokens"; did you mean maxTokens\?$/],
   ];
   for (const [make, message] of cases) assert.throws(make, (error: unknown) => error instanceof TypeError && message.test(error.message));
+  // A key Object.prototype has is unknown too, not taken for one of its members.
+  assert.throws(() => new AgentRouter(new AgentRegistry(), { toString: 1 } as never), { name: 'TypeError', message: /^AgentRouter: unknown option "toString"/ });
+  assert.throws(() => new Agent('a', { constructor: 1 } as never), { name: 'TypeError', message: /^Agent: unknown option "constructor"/ });
   // Their known options still pass, and an unknown one left undefined (a spread, an env-built object) is no setting.
   new Agent('a', { model: echoModel(), temperature: undefined } as never);
   new Agent('a', { model: echoModel(), system: 'Be brief.', storage: undefined, initialState: {}, lastMessages: 4 });
