@@ -335,10 +335,18 @@ test('a remote that dies mid-stream makes the iterator throw 502 (never a clean 
   assert.deepEqual(chunks, ['first']);
 });
 
-test('a stream is over at "event: done", even when the remote keeps the response open after it', async (t) => {
+test('a stream is over at "event: done", even when the remote keeps the response open after it; its connection is let go within seconds', async (t) => {
+  let closed!: () => void;
+  const connectionClosed = new Promise<void>((resolve) => (closed = resolve));
   const remote = await fakeRemote(t, (_req, res) => {
     sseHead(res);
     res.write('data: hello\n\nevent: done\ndata: [DONE]\n\n'); // and never ends the response
+    // Comments after the end keep the body open and every idle timer fed.
+    const ping = setInterval(() => res.write(': ping\n\n'), 100);
+    res.on('close', () => {
+      clearInterval(ping);
+      closed();
+    });
   });
   // The watchdog would end the read after `timeout` (60 s); the stream must be over long before.
   const transport = new HTTPTransport(remote.base, { timeout: 60 });
@@ -347,6 +355,10 @@ test('a stream is over at "event: done", even when the remote keeps the response
   const outcome = await Promise.race([collect(transport.stream('bot-1', 'x')), hung]);
   clearTimeout(timer);
   assert.deepEqual(outcome, ['hello']);
+  // The rest of the body is read for a moment (so the connection could be reused), then cancelled.
+  const held = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('connection still open after 5 s'), 5000)));
+  assert.equal(await Promise.race([connectionClosed.then(() => 'closed'), held]), 'closed');
+  clearTimeout(timer);
 });
 
 test('a stream that ends without "event: done" throws 502 upstream_incomplete', async (t) => {
