@@ -292,13 +292,20 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   /**
    * Merges into state. Inside an action it joins the action's turn (as does
    * any call made while an action runs: the caller cannot be told apart);
-   * during a chat turn it is stored with that turn, or after it if the turn
-   * stores nothing; otherwise it is a turn of its own.
+   * during a chat turn it is checked at once and stored with that turn, or
+   * right after it if the turn stores nothing, before any later turn;
+   * otherwise it is a turn of its own.
    */
   async setState(update: StateUpdate<S>): Promise<S> {
     if (this.#inTurn) {
-      if (!this.#inAction) (this.#carried ??= []).push(update);
-      return this.#stage(update);
+      if (this.#inAction) return this.#stage(update);
+      // From outside the turn: checked as JSON now, so a bad update is refused to its caller instead of
+      // failing the turn it joins, and carried only once it was taken.
+      const state = this.#merged(update);
+      assertJsonState(state, `Agent ${JSON.stringify(this.id)}: state`);
+      this.#staged = state;
+      (this.#carried ??= []).push(update);
+      return state;
     }
     if (this.#abandoned > 0) {
       throw new AgentRouterError(409, 'turn_ended', `Agent ${JSON.stringify(this.id)}: setState from an action whose turn was already cut`);
@@ -475,10 +482,14 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   }
 
   #stage(update: StateUpdate<S>): S {
-    const current = this.state;
-    const partial = typeof update === 'function' ? update(current) : update;
-    this.#staged = { ...current, ...checkState(partial, 'setState') } as S;
+    this.#staged = this.#merged(update);
     return this.#staged;
+  }
+
+  /** The state with `update` merged in, from the current one (a running turn's changes included). */
+  #merged(update: StateUpdate<S>, current: S = this.state): S {
+    const partial = typeof update === 'function' ? update(current) : update;
+    return { ...current, ...checkState(partial, 'setState') } as S;
   }
 
   async *#streamTurn(message: string, cancellation: Cancellation): AsyncGenerator<string> {
@@ -682,12 +693,13 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   /** Ends the turn; a promise only when a storage lock is released asynchronously. */
   #end(unlock: Session): Promise<void> | undefined {
     this.#staged = undefined;
+    if (this.#carried !== undefined) return this.#storeCarried().then(() => this.#release(unlock));
+    return this.#release(unlock);
+  }
+
+  /** Leaves the turn: the storage's lock, then the mailbox, to the next turn in line. */
+  #release(unlock: Session): Promise<void> | undefined {
     this.#inTurn = false;
-    const carried = this.#carried;
-    if (carried !== undefined) {
-      this.#carried = undefined;
-      this.#applyCarried(carried);
-    }
     let unlocking: void | Promise<void>;
     try {
       unlocking = unlock();
@@ -703,17 +715,37 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   }
 
   /**
-   * The outside setState calls a chat turn did not store (it failed, or they
-   * came during its commit), as a turn of their own after it. Their callers
-   * had their answer already; a failure here is the storage's, and the next
-   * turn meets it too.
+   * Stores the outside setState calls a chat turn did not (it failed, or
+   * they came during its commit) before the turn gives the agent up: they
+   * were made while it ran, so before any turn still waiting, which must
+   * see them. Calls made meanwhile join in, as they would have joined the
+   * turn. Each is applied on its own: one that throws now (a function
+   * meeting the state without the failed turn's changes) is left out, not
+   * the others. Their callers had their answer already; a failure to store
+   * is the storage's, and the next turn meets it too.
    */
-  #applyCarried(updates: Array<StateUpdate<S>>): void {
-    this.#turn({ cancel: new TurnCancel(), own: true }, async () => {
-      let state = this.state;
-      for (const update of updates) state = this.#stage(update);
-      return { result: state, append: [] };
-    }).catch(() => {});
+  async #storeCarried(): Promise<void> {
+    while (this.#carried !== undefined) {
+      const updates = this.#carried;
+      this.#carried = undefined;
+      let state = this.#state;
+      for (const update of updates) {
+        try {
+          const next = this.#merged(update, state);
+          assertJsonState(next, `Agent ${JSON.stringify(this.id)}: state`);
+          state = next;
+        } catch {
+          // left out, see above
+        }
+      }
+      this.#staged = state;
+      try {
+        await this.#commit([]);
+      } catch {
+        // see above
+      }
+      this.#staged = undefined;
+    }
   }
 
   /**
@@ -823,6 +855,10 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
 function checkState(value: unknown, where: string): JsonObject {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new TypeError(`Agent ${where}: state must be a plain object, e.g. { count: 0 }`);
+  }
+  // Spread, a promise adds nothing: an async update function would change nothing and report success.
+  if (typeof (value as { then?: unknown }).then === 'function') {
+    throw new TypeError(`Agent ${where}: got a promise (an async function?); compute the update first, then pass it: setState(await compute())`);
   }
   return value as JsonObject;
 }

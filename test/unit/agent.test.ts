@@ -85,11 +85,41 @@ test('setState from outside while a chat turn runs is stored with that turn, or 
   assert.deepEqual(await agent.setState({ n: 42 }), { n: 42 });
   fail(new Error('model failed'));
   await assert.rejects(chat, /model failed/);
-  // Before, the failed chat turn took the update down with it.
-  await agent.setState((state) => state); // queued behind the update's own turn
+  // Before, the failed chat turn took the update down with it; now it is stored before the turn gives the agent up.
   assert.deepEqual(agent.state, { n: 42 });
   assert.deepEqual((await storage.load('x'))?.state, { n: 42 });
   assert.deepEqual(agent.messages, [], 'the failed chat left no history');
+});
+
+test('setState from outside a chat turn that fails is stored before the turns that came after it; each update on its own', async () => {
+  const storage = new MemoryStorage();
+  let fail: (error: Error) => void = () => {};
+  class Bank extends Agent<{ n: number; open: boolean; log: string[] }> {
+    static override actions = ['inc'];
+    async inc(): Promise<number> {
+      await this.setState((state) => ({ n: state.n + 1 }));
+      return this.state.n;
+    }
+  }
+  const bank = new Bank('b', {
+    storage,
+    initialState: { n: 0, open: true, log: [] },
+    model: scriptedModel(() => new Promise<string>((_, reject) => (fail = reject))),
+  });
+  const chat = bank.chat('hello');
+  await new Promise(setImmediate); // the chat turn is waiting on its model
+  assert.deepEqual(await bank.setState({ n: 5 }), { n: 5, open: true, log: [] });
+  // Refused to its caller, and never applied later.
+  await assert.rejects(bank.setState(() => {
+    throw new Error('account closed');
+  }), /account closed/);
+  await assert.rejects(bank.setState({ log: [new Date(0)] } as never), /state is not JSON|holds a Date/);
+  await assert.rejects(bank.setState((async () => ({ n: 99 })) as never), /got a promise/);
+  const inc = bank.invoke('inc'); // arrives after the update, so it must see it
+  fail(new Error('model failed'));
+  await assert.rejects(chat, /model failed/);
+  assert.equal(await inc, 6);
+  assert.deepEqual((await storage.load('b'))?.state, { n: 6, open: true, log: [] });
 });
 
 test("a chat model that calls another agent's action which writes back to the first agent does not deadlock", async () => {
