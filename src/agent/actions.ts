@@ -3,7 +3,7 @@ import { AgentRouterError } from '../errors.ts';
 /** Members of every agent (and of Object) that `static actions` may never expose. */
 const RESERVED = new Set<string>([
   'constructor', 'id', 'model', 'system', 'storage', 'state', 'messages', 'setState', 'chat', 'stream',
-  'invoke', 'load', 'snapshot', 'busy', '__proto__', 'prototype',
+  'invoke', 'load', 'snapshot', 'busy', 'version', 'abandoned', 'lastMessages', '__proto__', 'prototype',
   ...Object.getOwnPropertyNames(Object.prototype),
 ]);
 
@@ -26,13 +26,24 @@ export function actionsOf(ctor: Function & { actions?: unknown }): ReadonlySet<s
     if (RESERVED.has(name)) {
       throw new TypeError(`${ctor.name}.actions lists "${name}", a built-in member; actions must be your own methods`);
     }
-    if (typeof (ctor.prototype as Record<string, unknown>)[name] !== 'function') {
-      throw new TypeError(`${ctor.name}.actions lists "${name}", but ${ctor.name} has no method of that name`);
+    const member = memberOf(ctor.prototype as object, name);
+    if (typeof member?.value !== 'function') {
+      const what = member?.get !== undefined ? 'a getter, not a method' : 'no method of that name';
+      throw new TypeError(`${ctor.name}.actions lists "${name}", but ${ctor.name} has ${what}`);
     }
   }
   const names = new Set(listed as string[]);
   checked.set(ctor, names);
   return names;
+}
+
+/** A member's descriptor, looked up the prototype chain without calling a getter (reading one on the prototype would run it with no instance). */
+function memberOf(prototype: object, name: string): PropertyDescriptor | undefined {
+  for (let at: object | null = prototype; at !== null; at = Object.getPrototypeOf(at)) {
+    const member = Object.getOwnPropertyDescriptor(at, name);
+    if (member !== undefined) return member;
+  }
+  return undefined;
 }
 
 export function unknownMethod(agentId: string, method: string): AgentRouterError {

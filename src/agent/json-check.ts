@@ -34,8 +34,10 @@ function check(value: unknown, what: string, refuseToJSON: boolean): void {
       return problem === undefined ? inner : undefined;
     });
   } catch (error) {
-    // JSON.stringify throws a TypeError for a cycle, a RangeError when nesting overflows the stack.
-    problem ??= error instanceof RangeError ? 'values nested too deeply to write' : 'a circular reference';
+    // JSON.stringify throws a TypeError for a cycle, a RangeError when nesting overflows the stack;
+    // anything else came from a value's own toJSON().
+    const cycle = error instanceof TypeError && /circular/i.test(error.message);
+    problem ??= error instanceof RangeError ? 'values nested too deeply to write' : cycle ? 'a circular reference' : 'a value whose toJSON() threw';
   }
   if (problem !== undefined) throw new TypeError(`${what} is not JSON: it holds ${problem}`);
 }

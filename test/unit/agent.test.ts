@@ -480,6 +480,7 @@ test('state and action results must be JSON: a turn that would store or answer a
     [{ deep: [1, Infinity] }, /Infinity \(key "1"\)/],
     [new Map([['a', 1]]), /a Map \(key "value"\)/],
     [cycle, /a circular reference/],
+    [{ odd: { toJSON: () => { throw new Error('no'); } } }, /a value whose toJSON\(\) threw/],
     // What toJSON() would turn into something else: a Date read back as a string after a restart.
     [new Date(0), /state is not JSON: it holds a Date \(key "value"\), which would come back as a string; store date.toISOString\(\)/],
     [{ at: [Buffer.from('x')] }, /a Buffer \(key "0"\) that JSON stores as its toJSON\(\)/],

@@ -196,9 +196,22 @@ test('register checks the class actions up front', () => {
   class Missing extends Agent {
     static override actions = ['nothing'];
   }
+  class Getter extends Agent {
+    static override actions = ['total'];
+    #items: number[] = [];
+    get total(): number {
+      return this.#items.length;
+    }
+  }
+  class Version extends Agent {
+    static override actions = ['version'];
+  }
   const registry = new AgentRegistry();
   assert.throws(() => registry.register('bad', Bad), /Bad.actions lists "setState", a built-in member/);
   assert.throws(() => registry.register('missing', Missing), /Missing has no method of that name/);
+  // Not run on the prototype ("Cannot read private member"): named for what it is.
+  assert.throws(() => registry.register('getter', Getter), /Getter.actions lists "total", but Getter has a getter, not a method/);
+  assert.throws(() => registry.register('version', Version), /Version.actions lists "version", a built-in member/);
 });
 
 test('registering a pattern later does not change which route an id already resolved to', () => {
