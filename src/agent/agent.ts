@@ -293,14 +293,14 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    * Merges into state. Inside an action it joins the action's turn (as does
    * any call made while an action runs: the caller cannot be told apart);
    * during a chat turn it is checked at once and stored with that turn, or
-   * right after it if the turn stores nothing, before any later turn;
-   * otherwise it is a turn of its own.
+   * in a turn of its own after it if the turn stores nothing; otherwise it
+   * is a turn of its own.
    */
   async setState(update: StateUpdate<S>): Promise<S> {
     if (this.#inTurn) {
       if (this.#inAction) return this.#stage(update);
       // From outside the turn: checked as JSON now, so a bad update is refused to its caller instead of
-      // failing the turn it joins, and carried only once it was taken.
+      // failing the turn it joins (or being applied later), and carried only once it was taken.
       const state = this.#merged(update);
       assertJsonState(state, `Agent ${JSON.stringify(this.id)}: state`);
       this.#staged = state;
@@ -693,13 +693,12 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   /** Ends the turn; a promise only when a storage lock is released asynchronously. */
   #end(unlock: Session): Promise<void> | undefined {
     this.#staged = undefined;
-    if (this.#carried !== undefined) return this.#storeCarried().then(() => this.#release(unlock));
-    return this.#release(unlock);
-  }
-
-  /** Leaves the turn: the storage's lock, then the mailbox, to the next turn in line. */
-  #release(unlock: Session): Promise<void> | undefined {
     this.#inTurn = false;
+    const carried = this.#carried;
+    if (carried !== undefined) {
+      this.#carried = undefined;
+      this.#applyCarried(carried);
+    }
     let unlocking: void | Promise<void>;
     try {
       unlocking = unlock();
@@ -715,37 +714,30 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   }
 
   /**
-   * Stores the outside setState calls a chat turn did not (it failed, or
-   * they came during its commit) before the turn gives the agent up: they
-   * were made while it ran, so before any turn still waiting, which must
-   * see them. Calls made meanwhile join in, as they would have joined the
-   * turn. Each is applied on its own: one that throws now (a function
-   * meeting the state without the failed turn's changes) is left out, not
-   * the others. Their callers had their answer already; a failure to store
-   * is the storage's, and the next turn meets it too.
+   * The outside setState calls a chat turn did not store (it failed, or they
+   * came during its commit), as a turn of their own after it, which reloads
+   * from storage first. Each is applied on its own, in order: one that
+   * throws now (a function meeting the state without the failed turn's
+   * changes) is left out, not the others. Their callers had their answer
+   * already; a failure to store is the storage's, and the next turn meets it
+   * too. The turn queues behind those already waiting, which therefore do
+   * not see these updates (see the session notes: storing them before the
+   * mailbox passes on was tried and held failed chats' answers behind the
+   * commit).
    */
-  async #storeCarried(): Promise<void> {
-    while (this.#carried !== undefined) {
-      const updates = this.#carried;
-      this.#carried = undefined;
-      let state = this.#state;
+  #applyCarried(updates: Array<StateUpdate<S>>): void {
+    this.#turn({ cancel: new TurnCancel(), own: true }, async () => {
       for (const update of updates) {
         try {
-          const next = this.#merged(update, state);
+          const next = this.#merged(update);
           assertJsonState(next, `Agent ${JSON.stringify(this.id)}: state`);
-          state = next;
+          this.#staged = next;
         } catch {
           // left out, see above
         }
       }
-      this.#staged = state;
-      try {
-        await this.#commit([]);
-      } catch {
-        // see above
-      }
-      this.#staged = undefined;
-    }
+      return { result: this.state, append: [] };
+    }).catch(() => {});
   }
 
   /**

@@ -85,13 +85,14 @@ test('setState from outside while a chat turn runs is stored with that turn, or 
   assert.deepEqual(await agent.setState({ n: 42 }), { n: 42 });
   fail(new Error('model failed'));
   await assert.rejects(chat, /model failed/);
-  // Before, the failed chat turn took the update down with it; now it is stored before the turn gives the agent up.
+  // Before, the failed chat turn took the update down with it.
+  await agent.setState((state) => state); // queued behind the update's own turn
   assert.deepEqual(agent.state, { n: 42 });
   assert.deepEqual((await storage.load('x'))?.state, { n: 42 });
   assert.deepEqual(agent.messages, [], 'the failed chat left no history');
 });
 
-test('setState from outside a chat turn that fails is stored before the turns that came after it; each update on its own', async () => {
+test('setState from outside a chat turn is checked at once: a refused one is never applied later, and the others are stored each on its own', async () => {
   const storage = new MemoryStorage();
   let fail: (error: Error) => void = () => {};
   class Bank extends Agent<{ n: number; open: boolean; log: string[] }> {
@@ -115,11 +116,18 @@ test('setState from outside a chat turn that fails is stored before the turns th
   }), /account closed/);
   await assert.rejects(bank.setState({ log: [new Date(0)] } as never), /state is not JSON|holds a Date/);
   await assert.rejects(bank.setState((async () => ({ n: 99 })) as never), /got a promise/);
-  const inc = bank.invoke('inc'); // arrives after the update, so it must see it
+  // Taken now, but throwing when applied again after the failed turn: left out there, the others kept.
+  let audits = 0;
+  await bank.setState(() => {
+    if (++audits > 1) throw new Error('audited once only');
+    return { log: ['audited'] };
+  });
+  await bank.setState({ open: false });
   fail(new Error('model failed'));
   await assert.rejects(chat, /model failed/);
-  assert.equal(await inc, 6);
-  assert.deepEqual((await storage.load('b'))?.state, { n: 6, open: true, log: [] });
+  await bank.setState((state) => state); // queued behind the carried updates' own turn
+  assert.equal(audits, 2);
+  assert.deepEqual((await storage.load('b'))?.state, { n: 5, open: false, log: [] });
 });
 
 test("a chat model that calls another agent's action which writes back to the first agent does not deadlock", async () => {
