@@ -188,6 +188,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   #carried: Array<StateUpdate<S>> | undefined;
   /** How many of #carried the commit under way holds. */
   #carriedInCommit = 0;
+  /** The running turn stores carried updates (see #applyCarried). */
+  #inCarriedTurn = false;
   /** The running chat turn's user message is the history's last entry, not yet committed. */
   #pendingUser = false;
   /** Actions cut at their turn's end that are still running. */
@@ -293,8 +295,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    * Merges into state. Inside an action it joins the action's turn (as does
    * any call made while an action runs: the caller cannot be told apart);
    * during a chat turn it is checked at once and stored with that turn, or
-   * in a turn of its own after it if the turn stores nothing; otherwise it
-   * is a turn of its own.
+   * in a turn of its own right after it (ahead of the turns waiting) if the
+   * turn stores nothing; otherwise it is a turn of its own.
    */
   async setState(update: StateUpdate<S>): Promise<S> {
     if (this.#inTurn) {
@@ -600,8 +602,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     return this.#end(turn.session);
   }
 
-  async #turn<T>({ cancel, own }: Cancellation, body: () => Promise<{ result: T; append: ChatMessage[] }>): Promise<T> {
-    const session = this.#beginNow(cancel) ?? (await this.#begin(cancel));
+  async #turn<T>({ cancel, own }: Cancellation, body: () => Promise<{ result: T; append: ChatMessage[] }>, first = false): Promise<T> {
+    const session = this.#beginNow(cancel) ?? (await this.#begin(cancel, first));
     const watch = new AbortWatch(own ? undefined : cancel);
     const work = body();
     let settled = false;
@@ -661,9 +663,9 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    * Waits for this agent's turn, then for any cut action still running to
    * end, then for the cross-process lock, then catches up with storage.
    */
-  async #begin(cancel: TurnCancel): Promise<Session> {
+  async #begin(cancel: TurnCancel, first = false): Promise<Session> {
     cancel.throwIfAborted();
-    if (!this.#mailbox.tryAcquire()) await this.#mailbox.acquire(cancel);
+    if (!this.#mailbox.tryAcquire()) await this.#mailbox.acquire(cancel, first);
     let unlock: Session | undefined;
     try {
       if (this.#abandoned > 0) await this.#abandonedToSettle(cancel);
@@ -695,9 +697,12 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     this.#staged = undefined;
     this.#inTurn = false;
     const carried = this.#carried;
+    // Updates that came during a carried turn itself go to the back: a steady stream of them must not starve the queue.
+    const first = !this.#inCarriedTurn;
+    this.#inCarriedTurn = false;
     if (carried !== undefined) {
       this.#carried = undefined;
-      this.#applyCarried(carried);
+      this.#applyCarried(carried, first);
     }
     let unlocking: void | Promise<void>;
     try {
@@ -715,18 +720,18 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
 
   /**
    * The outside setState calls a chat turn did not store (it failed, or they
-   * came during its commit), as a turn of their own after it, which reloads
-   * from storage first. Each is applied on its own, in order: one that
-   * throws now (a function meeting the state without the failed turn's
-   * changes) is left out, not the others. Their callers had their answer
-   * already; a failure to store is the storage's, and the next turn meets it
-   * too. The turn queues behind those already waiting, which therefore do
-   * not see these updates (see the session notes: storing them before the
-   * mailbox passes on was tried and held failed chats' answers behind the
-   * commit).
+   * came during its commit), as a turn of their own right after it: ahead of
+   * the turns already waiting (`first`), which came later and must see them,
+   * and after the chat turn's own answer, which does not wait for them. It
+   * reloads from storage first, as every turn does. Each update is applied
+   * on its own, in order: one that throws now (a function meeting the state
+   * without the failed turn's changes) is left out, not the others. Their
+   * callers had their answer already; a failure to store is the storage's,
+   * and the next turn meets it too.
    */
-  #applyCarried(updates: Array<StateUpdate<S>>): void {
+  #applyCarried(updates: Array<StateUpdate<S>>, first: boolean): void {
     this.#turn({ cancel: new TurnCancel(), own: true }, async () => {
+      this.#inCarriedTurn = true;
       for (const update of updates) {
         try {
           const next = this.#merged(update);
@@ -737,7 +742,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
         }
       }
       return { result: this.state, append: [] };
-    }).catch(() => {});
+    }, first).catch(() => {});
   }
 
   /**

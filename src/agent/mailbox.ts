@@ -42,16 +42,24 @@ export class Mailbox {
   /**
    * Resolves once every earlier holder has released; the mailbox is then this caller's.
    * If `cancel` aborts while waiting, this rejects at once and the waiter
-   * gives up its place.
+   * gives up its place. `first` puts the caller ahead of every waiter (work
+   * that belongs to the turn now holding the mailbox).
    */
-  acquire(cancel?: Cancellable): Promise<void> {
+  acquire(cancel?: Cancellable, first = false): Promise<void> {
     if (cancel?.aborted === true) return Promise.reject(cancel.reason);
     if (this.tryAcquire()) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
       const waiter: Waiter = { grant: resolve, cancel, onAbort: undefined, next: undefined };
-      if (this.#last === undefined) this.#first = waiter;
-      else this.#last.next = waiter;
-      this.#last = waiter;
+      if (this.#last === undefined) {
+        this.#first = waiter;
+        this.#last = waiter;
+      } else if (first) {
+        waiter.next = this.#first;
+        this.#first = waiter;
+      } else {
+        this.#last.next = waiter;
+        this.#last = waiter;
+      }
       this.#size++;
       if (cancel === undefined) return;
       waiter.onAbort = () => {

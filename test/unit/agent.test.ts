@@ -92,7 +92,7 @@ test('setState from outside while a chat turn runs is stored with that turn, or 
   assert.deepEqual(agent.messages, [], 'the failed chat left no history');
 });
 
-test('setState from outside a chat turn is checked at once: a refused one is never applied later, and the others are stored each on its own', async () => {
+test('setState from outside a chat turn is checked at once; if the turn fails, the others are stored each on its own, before the turns waiting behind it', async () => {
   const storage = new MemoryStorage();
   let fail: (error: Error) => void = () => {};
   class Bank extends Agent<{ n: number; open: boolean; log: string[] }> {
@@ -123,11 +123,13 @@ test('setState from outside a chat turn is checked at once: a refused one is nev
     return { log: ['audited'] };
   });
   await bank.setState({ open: false });
+  // A turn that came while the chat ran waits behind it, and must see what was set during it.
+  const inc = bank.invoke('inc');
   fail(new Error('model failed'));
   await assert.rejects(chat, /model failed/);
-  await bank.setState((state) => state); // queued behind the carried updates' own turn
+  assert.equal(await inc, 6);
   assert.equal(audits, 2);
-  assert.deepEqual((await storage.load('b'))?.state, { n: 5, open: false, log: [] });
+  assert.deepEqual((await storage.load('b'))?.state, { n: 6, open: false, log: [] });
 });
 
 test("a chat model that calls another agent's action which writes back to the first agent does not deadlock", async () => {
