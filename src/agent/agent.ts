@@ -299,7 +299,9 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    * turn stores nothing; otherwise it is a turn of its own.
    */
   async setState(update: StateUpdate<S>): Promise<S> {
-    if (this.#inTurn) {
+    // A carried turn runs no user code that could be waiting on this call: it queues as a turn of its own,
+    // so its caller's next request comes after it (carried, it would have gone behind that request).
+    if (this.#inTurn && !this.#inCarriedTurn) {
       if (this.#inAction) return this.#stage(update);
       // From outside the turn: checked as JSON now, so a bad update is refused to its caller instead of
       // failing the turn it joins (or being applied later), and carried only once it was taken.
@@ -696,13 +698,11 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   #end(unlock: Session): Promise<void> | undefined {
     this.#staged = undefined;
     this.#inTurn = false;
-    const carried = this.#carried;
-    // Updates that came during a carried turn itself go to the back: a steady stream of them must not starve the queue.
-    const first = !this.#inCarriedTurn;
     this.#inCarriedTurn = false;
+    const carried = this.#carried;
     if (carried !== undefined) {
       this.#carried = undefined;
-      this.#applyCarried(carried, first);
+      this.#applyCarried(carried);
     }
     let unlocking: void | Promise<void>;
     try {
@@ -723,13 +723,15 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    * came during its commit), as a turn of their own right after it: ahead of
    * the turns already waiting (`first`), which came later and must see them,
    * and after the chat turn's own answer, which does not wait for them. It
-   * reloads from storage first, as every turn does. Each update is applied
+   * reloads from storage first, as every turn does. Calls made while it runs
+   * are turns of their own (see setState), so a steady stream of them
+   * cannot keep it at the head. Each update is applied
    * on its own, in order: one that throws now (a function meeting the state
    * without the failed turn's changes) is left out, not the others. Their
    * callers had their answer already; a failure to store is the storage's,
    * and the next turn meets it too.
    */
-  #applyCarried(updates: Array<StateUpdate<S>>, first: boolean): void {
+  #applyCarried(updates: Array<StateUpdate<S>>): void {
     this.#turn({ cancel: new TurnCancel(), own: true }, async () => {
       this.#inCarriedTurn = true;
       for (const update of updates) {
@@ -742,7 +744,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
         }
       }
       return { result: this.state, append: [] };
-    }, first).catch(() => {});
+    }, true).catch(() => {});
   }
 
   /**
