@@ -132,6 +132,56 @@ test('setState from outside a chat turn is checked at once; if the turn fails, t
   assert.deepEqual((await storage.load('b'))?.state, { n: 6, open: false, log: [] });
 });
 
+test('a setState made while a failed turn\'s carried updates are being stored is a turn of its own: the caller\'s next request comes after it', async () => {
+  const memory = new MemoryStorage();
+  let during: (() => Promise<void>) | undefined;
+  // Commits take a while; the hook runs while the carried updates' own turn commits.
+  const storage: Storage = {
+    load: (id) => memory.load(id),
+    head: (id) => memory.head(id),
+    lock: (id, signal) => memory.lock(id, signal),
+    async commit(id, turn) {
+      const hook = turn.state['tool'] !== undefined ? during : undefined;
+      if (hook !== undefined) {
+        during = undefined;
+        void hook();
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return memory.commit(id, turn);
+    },
+  };
+  class Marker extends Agent<{ tool?: string; status?: string }> {
+    static override actions = ['mark'];
+    async mark(value: string): Promise<string | undefined> {
+      await this.setState({ status: value });
+      return this.state.status;
+    }
+  }
+  const agent: Marker = new Marker('m', {
+    storage,
+    initialState: {},
+    model: {
+      name: 'tool-user',
+      async *stream() {
+        void agent.setState({ tool: 'used' });
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        throw new Error('model failed');
+      },
+    },
+  });
+  await agent.load();
+  let marked: Promise<string | undefined> | undefined;
+  during = async () => {
+    await agent.setState({ status: 'a' });
+    marked = agent.invoke('mark', 'b') as Promise<string | undefined>;
+  };
+  await assert.rejects(agent.chat('go'), /model failed/);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(await marked, 'b');
+  await agent.setState((state) => state); // behind whatever is still queued
+  assert.deepEqual((await memory.load('m'))?.state, { tool: 'used', status: 'b' }, 'the later write stays last');
+});
+
 test("a chat model that calls another agent's action which writes back to the first agent does not deadlock", async () => {
   const storage = new MemoryStorage();
   let caller: Agent<{ n: number }> | undefined;
