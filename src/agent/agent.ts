@@ -54,6 +54,9 @@ export const chatInto: unique symbol = Symbol('agent-router.chatInto');
 /** The internal synchronous read of committed state the router answers GET state with; see `Agent[committedState]`. @internal */
 export const committedState: unique symbol = Symbol('agent-router.committedState');
 
+/** Resolves once the turns queued now have run: AgentServer's close() waits for it before dropping instances. @internal */
+export const turnsDone: unique symbol = Symbol('agent-router.turnsDone');
+
 const requestCancel = Symbol('agent-router.requestCancel');
 
 /**
@@ -269,6 +272,16 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     await this.load();
     await this.#refresh(false);
     return this.#state;
+  }
+
+  /**
+   * Resolves once every turn queued now has run, the mailbox taken last and
+   * given back at once. A failed chat's carried updates are such a turn,
+   * started after the chat was answered: a server closing must not drop it.
+   * @internal
+   */
+  [turnsDone](): Promise<void> {
+    return this.#mailbox.acquire().then(() => this.#mailbox.release());
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { Agent } from '../agent/agent.ts';
+import { turnsDone, type Agent } from '../agent/agent.ts';
 import { AgentRouterError } from '../errors.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
 
@@ -162,6 +162,20 @@ export class AgentPool {
       agents.push({ id: entry.id, lastActivity: new Date(entry.lastUsed).toISOString(), busy: this.#isBusy(entry) });
     }
     return agents;
+  }
+
+  /**
+   * Resolves once the busy instances' queued turns have run, or after `ms`:
+   * turns no request waits on any more (a failed chat's carried updates)
+   * are stored before `clear()` drops the instances.
+   */
+  async settle(ms: number): Promise<void> {
+    const busy = [...this.#entries.values()].filter((entry) => entry.agent.busy).map((entry) => entry.agent[turnsDone]());
+    if (busy.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+    await Promise.race([Promise.all(busy), late]);
+    clearTimeout(timer);
   }
 
   /** Stops the sweep timer and forgets every instance (their state is in storage). */

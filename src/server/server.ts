@@ -228,6 +228,7 @@ export class AgentServer {
       this.router[shutTurns](httpErrors.unavailable());
       await this.#inFlight.idle(ABORT_GRACE_MS);
     }
+    await this.pool.settle(ABORT_GRACE_MS);
     this.pool.clear();
     if (server !== undefined) {
       // Every response is flushed by now: idle keep-alive sockets go; a socket still busy after

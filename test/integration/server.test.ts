@@ -12,6 +12,7 @@ import { isLoopback } from '../../src/server/allowed-hosts.ts';
 import { AgentServer } from '../../src/server/server.ts';
 import { readSSE, type SSEEvent } from '../../src/sse/parser.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
+import type { Storage } from '../../src/storage/storage.ts';
 import { deferred, getJson, postJson, streamChat } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
 import { counterOn } from '../helpers/agents.ts';
@@ -538,4 +539,42 @@ test('a loopback address is one however it is written; the listener on your own 
   });
   assert.equal(await status('evil.test'), 403);
   assert.equal(await status('app.example.com'), 200);
+});
+
+test('close() stores what a failed chat turn carried (a tool\'s setState) before it drops the agent', async () => {
+  const memory = new MemoryStorage();
+  // Slow commits: close() would otherwise drop the instance before the carried turn stored anything.
+  const storage: Storage = {
+    load: (id) => memory.load(id),
+    head: (id) => memory.head(id),
+    lock: (id, signal) => memory.lock(id, signal),
+    async commit(id, turn) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return memory.commit(id, turn);
+    },
+  };
+  class Tooling extends Agent<{ tool?: string }> {
+    constructor(id: string) {
+      let self: Tooling | undefined;
+      super(id, {
+        storage,
+        model: {
+          name: 'tool-user',
+          async *stream() {
+            void self?.setState({ tool: 'done' });
+            throw new Error('model failed');
+          },
+        },
+      });
+      self = this;
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('tool-[0-9]+', Tooling);
+  const server = new AgentServer(registry, { logger: quiet });
+  await server.serve(0);
+  const failed = await postJson(`${server.url}/agent/tool-1/chat`, { message: 'go' });
+  assert.equal(failed.status, 500);
+  await server.close();
+  assert.deepEqual((await memory.load('tool-1'))?.state, { tool: 'done' });
 });
