@@ -504,7 +504,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   }
 
   /** The state with `update` merged in, from the current one (a running turn's changes included). */
-  #merged(update: StateUpdate<S>, current: S = this.state): S {
+  #merged(update: StateUpdate<S>): S {
+    const current = this.state;
     const partial = typeof update === 'function' ? update(current) : update;
     return { ...current, ...checkState(partial, 'setState') } as S;
   }
@@ -737,12 +738,12 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    * the turns already waiting (`first`), which came later and must see them,
    * and after the chat turn's own answer, which does not wait for them. It
    * reloads from storage first, as every turn does. Calls made while it runs
-   * are turns of their own (see setState), so a steady stream of them
-   * cannot keep it at the head. Each update is applied
-   * on its own, in order: one that throws now (a function meeting the state
-   * without the failed turn's changes) is left out, not the others. Their
-   * callers had their answer already; a failure to store is the storage's,
-   * and the next turn meets it too.
+   * are turns of their own (see setState), so a steady stream of them cannot
+   * keep it at the head. Each update is applied on its own, in order: one
+   * that throws now (a function meeting the state without the failed turn's
+   * changes) is left out, not the others. Their callers had their answer
+   * already; a failure to store is the storage's, and the next turn meets it
+   * too.
    */
   #applyCarried(updates: Array<StateUpdate<S>>): void {
     this.#turn({ cancel: new TurnCancel(), own: true }, async () => {
