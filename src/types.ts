@@ -38,4 +38,10 @@ export interface ChatMessage {
   content: string;
   /** Set on assistant messages when the provider reported usage. */
   usage?: TokenUsage | undefined;
+  /**
+   * Set on an assistant message the provider cut short at its token limit
+   * (OpenAI's `finish_reason: "length"`, Anthropic's `stop_reason:
+   * "max_tokens"`): the reply is stored, but it is not the whole answer.
+   */
+  truncated?: true | undefined;
 }

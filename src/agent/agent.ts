@@ -92,8 +92,8 @@ export function cancelledBy(cancel: TurnCancel): TurnOptions {
 export interface ChatSink {
   /** A chunk as the model wrote it; a promise to wait for before the next (backpressure). */
   chunk?(text: string): Promise<void> | undefined;
-  /** The turn completed and was committed. */
-  done(reply: string): void;
+  /** The turn completed and was committed; `truncated` when the model said its provider cut the reply short. */
+  done(reply: string, truncated: boolean): void;
   /** The turn failed or was cut; it changed nothing. */
   failed(error: unknown): void;
 }
@@ -127,6 +127,8 @@ interface ChatTurn extends Cancellation {
   /** Every chunk so far, from the second on; joined once at the end (see #completeChat). */
   parts: string[] | undefined;
   usage: TokenUsage | undefined;
+  /** The model yielded `{truncated: true}`. */
+  truncated: boolean;
   completed: boolean;
 }
 
@@ -454,8 +456,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     } catch (closeError) {
       return sink.failed(closeError);
     }
-    if (ending === undefined) return failed ? sink.failed(error) : sink.done(turn.text);
-    ending.then(() => (failed ? sink.failed(error) : sink.done(turn.text)), (closeError: unknown) => sink.failed(closeError));
+    if (ending === undefined) return failed ? sink.failed(error) : sink.done(turn.text, turn.truncated);
+    ending.then(() => (failed ? sink.failed(error) : sink.done(turn.text, turn.truncated)), (closeError: unknown) => sink.failed(closeError));
   }
 
   /** Gives the agent back after a turn failed before it began, then reports the failure. */
@@ -554,7 +556,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     const request = modelRequest(this.system, this.#window(history), cancel);
     return {
       session, cancel, own, model, request, user,
-      chunks: undefined, finished: false, text: '', parts: undefined, usage: undefined, completed: false,
+      chunks: undefined, finished: false, text: '', parts: undefined, usage: undefined, truncated: false, completed: false,
     };
   }
 
@@ -577,11 +579,21 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       else turn.parts = [turn.text, chunk];
       return chunk;
     }
-    if (typeof chunk === 'object' && chunk !== null && typeof chunk.usage === 'object') {
-      turn.usage = chunk.usage;
-      return undefined;
+    if (typeof chunk === 'object' && chunk !== null) {
+      if (typeof (chunk as { usage?: unknown }).usage === 'object') {
+        turn.usage = (chunk as { usage: TokenUsage }).usage;
+        return undefined;
+      }
+      if ((chunk as { truncated?: unknown }).truncated === true) {
+        turn.truncated = true;
+        return undefined;
+      }
     }
-    throw new AgentRouterError(500, 'bad_model_chunk', `Model ${turn.model.name} yielded a ${typeof chunk} chunk; chunks must be strings`);
+    throw new AgentRouterError(
+      500,
+      'bad_model_chunk',
+      `Model ${turn.model.name} yielded a ${chunk === null ? 'null' : typeof chunk} chunk; chunks must be strings, {usage} or {truncated: true}`,
+    );
   }
 
   /** Commits the reply; a promise only when the storage answers asynchronously. */
@@ -593,9 +605,10 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     const reply = turn.parts === undefined ? turn.text : turn.parts.join('');
     turn.text = reply;
     const usage = turn.usage;
-    const assistant: ChatMessage = Object.freeze(
-      usage === undefined ? { role: 'assistant', content: reply } : { role: 'assistant', content: reply, usage: Object.freeze({ ...usage }) },
-    );
+    const assistant: ChatMessage =
+      usage === undefined ? { role: 'assistant', content: reply } : { role: 'assistant', content: reply, usage: Object.freeze({ ...usage }) };
+    if (turn.truncated) assistant.truncated = true;
+    Object.freeze(assistant);
     const storing = this.#commit([turn.user, assistant], 1);
     if (storing === undefined) {
       turn.completed = true;

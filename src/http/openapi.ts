@@ -55,7 +55,11 @@ const SCHEMAS: Record<string, Schema> = {
   ChatResponse: {
     type: 'object',
     required: ['agent_id', 'response'],
-    properties: { agent_id: { type: 'string' }, response: { type: 'string', description: 'The whole reply.' } },
+    properties: {
+      agent_id: { type: 'string' },
+      response: { type: 'string', description: 'The whole reply.' },
+      truncated: { type: 'boolean', const: true, description: "Present when the model's provider cut the reply short at its token limit." },
+    },
   },
   InvokeCall: {
     type: 'object',

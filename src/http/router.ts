@@ -1,6 +1,6 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
-import { Agent, cancelledBy, committedState } from '../agent/agent.ts';
+import { Agent, cancelledBy, chatInto, committedState } from '../agent/agent.ts';
 import { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, httpErrors, statusOf, worthLogging } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';
@@ -555,6 +555,15 @@ export class AgentRouter {
     const agent = 'agent' in target ? target.agent : undefined;
     switch (action) {
       case 'chat': {
+        // The agent's own turn, unless a subclass has its own chat(): it also tells whether the provider cut the reply short.
+        if (agent !== undefined && agent.chat === Agent.prototype.chat) {
+          return new Promise((resolve, reject) => {
+            agent[chatInto](message, cancelledBy(cancel), {
+              done: (response, truncated) => resolve(truncated ? { agent_id: agentId, response, truncated } : { agent_id: agentId, response }),
+              failed: reject,
+            });
+          });
+        }
         const replying = remote !== undefined ? remote.chat(agentId, message, options) : (agent as Agent<any>).chat(message, cancelledBy(cancel));
         return Promise.resolve(replying).then((response) => ({ agent_id: agentId, response }));
       }

@@ -129,11 +129,16 @@ class ReplyStream<T> implements ChatSink {
     this.done();
   }
 
-  /** The turn completed; a local agent's is committed, even when the request was cut during the commit. */
-  done(): void {
+  /**
+   * The turn completed; a local agent's is committed, even when the request was cut during the commit.
+   * A reply the provider cut short says so in the typed stream's result (plain SSE has no field for it).
+   */
+  done(_reply?: string, truncated = false): void {
     const rest = this.#seam?.rest();
     if (rest) this.#writer.send(rest);
-    this.#end(this.#typed ? formatEvent(typedFrame('turn.finished', { result: { agent_id: this.#agentId, text: this.#text } }), 'turn.finished') : DONE_FRAME);
+    if (!this.#typed) return this.#end(DONE_FRAME);
+    const result = truncated ? { agent_id: this.#agentId, text: this.#text, truncated } : { agent_id: this.#agentId, text: this.#text };
+    this.#end(formatEvent(typedFrame('turn.finished', { result }), 'turn.finished'));
   }
 
   failed(error: unknown): void {

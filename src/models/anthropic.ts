@@ -92,7 +92,9 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
 /**
  * Named events: `message_start` (input usage), `content_block_delta` with a
  * `text_delta`, `message_delta` (cumulative output usage; `stop_reason:
- * "refusal"` fails the turn as `model_refused`), `message_stop`,
+ * "refusal"` fails the turn as `model_refused`; `"max_tokens"` and
+ * `"model_context_window_exceeded"` yield `{truncated: true}` at the end),
+ * `message_stop`,
  * `ping`, `error`. Other events and delta types (tool input, thinking) are
  * skipped, as the API's versioning policy asks of clients.
  */
@@ -100,6 +102,7 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
   let done = false;
   let input: number | undefined;
   let output: number | undefined;
+  let truncated = false;
   return {
     get done() {
       return done;
@@ -125,6 +128,8 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
           const delta = data['delta'];
           // The API's streaming refusals: the text so far is not an answer, and kept in the context it gets the next turns refused too.
           if (isObject(delta) && delta['stop_reason'] === 'refusal') throw refused(context, 'the model refused (stop_reason refusal)');
+          // The reply reached max_tokens, or the model's context window: stored all the same, marked as cut short.
+          if (isObject(delta) && (delta['stop_reason'] === 'max_tokens' || delta['stop_reason'] === 'model_context_window_exceeded')) truncated = true;
           return [];
         }
         case 'message_stop':
@@ -138,9 +143,11 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
     },
     end() {
       if (!done) throw streamInterrupted(context);
-      if (input === undefined && output === undefined) return [];
+      const out: ModelChunk[] = truncated ? [{ truncated: true }] : [];
+      if (input === undefined && output === undefined) return out;
       const total = input === undefined || output === undefined ? undefined : input + output;
-      return [{ usage: { inputTokens: input, outputTokens: output, totalTokens: total } }];
+      out.unshift({ usage: { inputTokens: input, outputTokens: output, totalTokens: total } });
+      return out;
     },
   };
 

@@ -12,9 +12,12 @@ export interface ModelRequest {
 
 /**
  * A model yields text chunks. It may also yield one `{usage}` record (token
- * counts reported by a provider), which the agent keeps with the reply.
+ * counts reported by a provider), which the agent keeps with the reply, and
+ * `{truncated: true}` when the provider stopped the reply at its token limit,
+ * which the agent marks the reply with (`truncated` in history and in the
+ * router's replies).
  */
-export type ModelChunk = string | { usage: TokenUsage };
+export type ModelChunk = string | { usage: TokenUsage } | { truncated: true };
 
 /** The only contract a model has to meet: stream a reply to a request. */
 export interface Model {

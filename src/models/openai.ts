@@ -72,7 +72,8 @@ export function openAIModel(options: OpenAIModelOptions): Model {
 /**
  * Chat completion chunks: text in `choices[0].delta.content`, the end in
  * `finish_reason`, usage in a last chunk with empty `choices`, then `[DONE]`.
- * A refusal (`delta.refusal`) or `finish_reason: "content_filter"` fails the
+ * `finish_reason: "length"` (the reply hit `max_tokens`) yields
+ * `{truncated: true}` at the end. A refusal (`delta.refusal`) or `finish_reason: "content_filter"` fails the
  * turn as `model_refused`.
  * A stream that ends after a `finish_reason` but without `[DONE]` is complete
  * too (some compatible servers skip it).
@@ -80,6 +81,7 @@ export function openAIModel(options: OpenAIModelOptions): Model {
 function openAIDecoder(context: ProviderContext): StreamDecoder {
   let done = false;
   let finished = false;
+  let truncated = false;
   let usage: TokenUsage | undefined;
   return {
     get done() {
@@ -104,6 +106,8 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
         if (isObject(delta) && typeof delta['refusal'] === 'string' && delta['refusal'] !== '') throw refused(context, 'the model refused (delta.refusal)');
         if (choice['finish_reason'] === 'content_filter') throw refused(context, "the provider's content filter stopped the reply (finish_reason content_filter)");
         if (typeof choice['finish_reason'] === 'string') finished = true;
+        // The reply reached max_tokens (or the context's end): stored all the same, marked as cut short.
+        if (choice['finish_reason'] === 'length') truncated = true;
       }
       const reported = chunk['usage'];
       if (isObject(reported)) {
@@ -130,7 +134,9 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
     },
     end() {
       if (!done && !finished) throw streamInterrupted(context);
-      return usage === undefined ? [] : [{ usage }];
+      const out: ModelChunk[] = usage === undefined ? [] : [{ usage }];
+      if (truncated) out.push({ truncated: true });
+      return out;
     },
   };
 }

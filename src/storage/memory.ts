@@ -161,7 +161,10 @@ function storedMessage(message: ChatMessage): ChatMessage {
 
 /** Messages are flat records of strings and numbers: a field copy is all a stored copy needs. */
 function copyMessage(message: ChatMessage): ChatMessage {
-  return message.usage === undefined
-    ? { role: message.role, content: message.content }
-    : { role: message.role, content: message.content, usage: { ...message.usage } };
+  const copy: ChatMessage =
+    message.usage === undefined
+      ? { role: message.role, content: message.content }
+      : { role: message.role, content: message.content, usage: { ...message.usage } };
+  if (message.truncated === true) copy.truncated = true;
+  return copy;
 }

@@ -63,6 +63,8 @@ export function defineStorageContract(backend: StorageBackend): void {
     const messages: ChatMessage[] = [
       user('héllo 👋\nsecond line'),
       { role: 'assistant', content: 'hi', usage: { inputTokens: 3, outputTokens: 1, totalTokens: 4 } },
+      user('go on'),
+      { role: 'assistant', content: 'cut sh', usage: { outputTokens: 2 }, truncated: true },
     ];
     const version = await commitOk(storage, id, { expectedVersion: 0, state, append: messages });
     const record = await storage.load(id) as AgentRecord;

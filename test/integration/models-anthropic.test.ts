@@ -30,7 +30,21 @@ test('assembles the documented stream from LF, CRLF and CR variants split mid-li
       assert.equal(outcome.error, undefined, name);
       assert.deepEqual(outcome.chunks, ['Hello', '!'], name);
       assert.deepEqual(outcome.usage, { inputTokens: 25, outputTokens: 15, totalTokens: 40 }, name);
+      assert.equal(outcome.truncated, false, name);
     }
+  }
+});
+
+test('a reply stopped at max_tokens or at the context window is kept and marked truncated', async (t) => {
+  for (const reason of ['max_tokens', 'model_context_window_exceeded']) {
+    const body = STREAM.replace('"stop_reason": "end_turn"', `"stop_reason": "${reason}"`);
+    assert.notEqual(body, STREAM);
+    const fake = await fakeProvider(t, () => ({ body }));
+    const outcome = await collect(model(fake.url));
+    assert.equal(outcome.error, undefined, reason);
+    assert.deepEqual(outcome.chunks, ['Hello', '!'], reason);
+    assert.equal(outcome.truncated, true, reason);
+    assert.deepEqual(outcome.usage, { inputTokens: 25, outputTokens: 15, totalTokens: 40 }, reason);
   }
 });
 

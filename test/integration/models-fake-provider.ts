@@ -146,6 +146,8 @@ export interface Outcome {
   /** The text chunks, in order. */
   chunks: string[];
   usage: TokenUsage | undefined;
+  /** The model yielded `{truncated: true}`. */
+  truncated: boolean;
   /** What the stream threw, if it did. */
   error: unknown;
 }
@@ -155,7 +157,7 @@ export async function collect(
   model: Model,
   request: { system?: string | undefined; messages?: ChatMessage[] | undefined; signal?: AbortSignal | undefined } = {},
 ): Promise<Outcome> {
-  const outcome: Outcome = { chunks: [], usage: undefined, error: undefined };
+  const outcome: Outcome = { chunks: [], usage: undefined, truncated: false, error: undefined };
   try {
     for await (const chunk of model.stream({
       system: request.system,
@@ -163,7 +165,10 @@ export async function collect(
       signal: request.signal ?? new AbortController().signal,
     })) {
       if (typeof chunk === 'string') outcome.chunks.push(chunk);
-      else {
+      else if ('truncated' in chunk) {
+        assert.equal(outcome.truncated, false, 'a model yields at most one truncated record');
+        outcome.truncated = true;
+      } else {
         assert.equal(outcome.usage, undefined, 'a model yields at most one usage record');
         outcome.usage = chunk.usage;
       }

@@ -33,8 +33,20 @@ test('assembles the documented stream from LF, CRLF and CR variants split mid-li
       assert.equal(outcome.error, undefined, name);
       assert.deepEqual(outcome.chunks, ['Hello', '!', ' How', ' can', ' I', ' help', ' you', ' today', '?'], name);
       assert.deepEqual(outcome.usage, { inputTokens: 9, outputTokens: 10, totalTokens: 19 }, name);
+      assert.equal(outcome.truncated, false, name);
     }
   }
+});
+
+test('a reply stopped at max_tokens (finish_reason "length") is kept and marked truncated', async (t) => {
+  const body = STREAM.replace('"finish_reason":"stop"', '"finish_reason":"length"');
+  assert.notEqual(body, STREAM);
+  const fake = await fakeProvider(t, () => ({ body }));
+  const outcome = await collect(model(fake.url));
+  assert.equal(outcome.error, undefined);
+  assert.equal(outcome.chunks.join(''), TEXT);
+  assert.equal(outcome.truncated, true);
+  assert.deepEqual(outcome.usage, { inputTokens: 9, outputTokens: 10, totalTokens: 19 });
 });
 
 test('keeps UTF-8 intact when a character is split between pieces', async (t) => {

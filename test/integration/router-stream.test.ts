@@ -332,6 +332,33 @@ test('stream=events: typed frames whose event name equals their type', async (t)
   assert.deepEqual(frames[3]?.payload.result, { agent_id: 'typed', text: 'a b' });
 });
 
+test('a reply the provider cut short says truncated in the JSON reply, the envelope and turn.finished, and in history; plain SSE ends as usual', async (t) => {
+  const bot = new Agent('bot', {
+    model: scriptedModel((request) => {
+      const message = request.messages.at(-1)?.content ?? '';
+      return message.startsWith('long') ? [message, { truncated: true }] : [message];
+    }),
+  });
+  const { url, close } = await listen(new AgentRouter(bot, { logger: { error: () => {} } }).toRequestListener());
+  t.after(close);
+
+  assert.deepEqual((await postJson(`${url}/chat`, { message: 'long one' })).body, { agent_id: 'bot', response: 'long one', truncated: true });
+  assert.deepEqual((await postJson(`${url}/chat`, { message: 'short' })).body, { agent_id: 'bot', response: 'short' }, 'no field on a whole reply');
+  assert.deepEqual((await postJson(`${url}/`, { action: 'chat', message: 'long two' })).body, { agent_id: 'bot', response: 'long two', truncated: true });
+
+  const typed = await collectSSE(await streamChat(`${url}/chat`, 'long three', { query: '?stream=events' }));
+  assert.deepEqual(JSON.parse(typed.events.at(-1)?.data ?? ''), { type: 'turn.finished', result: { agent_id: 'bot', text: 'long three', truncated: true } });
+  const whole = await collectSSE(await streamChat(`${url}/chat`, 'short again', { query: '?stream=events' }));
+  assert.deepEqual(JSON.parse(whole.events.at(-1)?.data ?? ''), { type: 'turn.finished', result: { agent_id: 'bot', text: 'short again' } });
+  const plain = await collectSSE(await streamChat(`${url}/chat`, 'long four'));
+  assert.deepEqual(plain.events.map((e) => [e.event, e.data]), [['message', 'long four'], ['done', '[DONE]']]);
+
+  assert.deepEqual(
+    bot.messages.filter((m) => m.role === 'assistant').map((m) => [m.content, m.truncated]),
+    [['long one', true], ['short', undefined], ['long two', true], ['long three', true], ['short again', undefined], ['long four', true]],
+  );
+});
+
 test('stream=events ends with turn.failed on a model error', async (t) => {
   const { url } = await serve(t, () => {
     throw new Error('nope');
