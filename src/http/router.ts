@@ -5,6 +5,7 @@ import { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, httpErrors, statusOf, worthLogging } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';
 import { AgentPool, type AgentPoolOptions } from '../server/pool.ts';
+import { chatReply, HTTPTransport } from '../transports/http.ts';
 import { isTransport, type AgentTransport } from '../transports/transport.ts';
 import { checkOptions, type OptionKind } from '../options.ts';
 import type { JsonObject } from '../types.ts';
@@ -563,6 +564,13 @@ export class AgentRouter {
               failed: reject,
             });
           });
+        }
+        // An HTTPTransport passes on the remote's mark too (unless a subclass has its own chat()); a transport
+        // of the user's gives the text alone.
+        if (remote instanceof HTTPTransport && remote.chat === HTTPTransport.prototype.chat) {
+          return remote[chatReply](agentId, message, options).then(({ response, truncated }) =>
+            truncated ? { agent_id: agentId, response, truncated } : { agent_id: agentId, response },
+          );
         }
         const replying = remote !== undefined ? remote.chat(agentId, message, options) : (agent as Agent<any>).chat(message, cancelledBy(cancel));
         return Promise.resolve(replying).then((response) => ({ agent_id: agentId, response }));

@@ -9,6 +9,19 @@ import type { AgentTransport, ChunkStream, TransportCallOptions } from './transp
 export type { FetchLike } from './http-call.ts';
 
 /**
+ * The router's JSON chat through an HTTPTransport: the remote's reply with
+ * its `truncated` mark, which `chat()`'s string cannot carry, so a hop
+ * passes it on. @internal
+ */
+export const chatReply: unique symbol = Symbol('agent-router.chatReply');
+
+/** A remote chat reply as `chatReply` gives it. @internal */
+export interface RemoteChatReply {
+  response: string;
+  truncated: boolean;
+}
+
+/**
  * What `new Headers()` takes: a record, a list of pairs or a Headers. Named
  * through Node's own `Headers`, not the DOM library's `HeadersInit`, which a
  * project without `lib: ["DOM"]` does not have.
@@ -126,10 +139,15 @@ export class HTTPTransport implements AgentTransport {
 
   /** Sends one message; resolves with the remote agent's whole reply. */
   async chat(agentId: string, message: string, options: HTTPTransportCallOptions = {}): Promise<string> {
+    return (await this[chatReply](agentId, message, options)).response;
+  }
+
+  /** See `chatReply`. @internal */
+  async [chatReply](agentId: string, message: string, options: HTTPTransportCallOptions = {}): Promise<RemoteChatReply> {
     const call = this.#start(agentId, '/chat', { message: checkMessage(message) }, false, options);
     const reply = await call.readJson(await call.response);
     if (typeof reply['response'] !== 'string') throw call.badResponse('JSON without a "response" string');
-    return reply['response'];
+    return { response: reply['response'], truncated: reply['truncated'] === true };
   }
 
   /**

@@ -112,6 +112,15 @@ test('every route through A answers as B does: same status, same body', async (t
   assert.deepEqual((await getJson(`${a.base}/remote-counter-a-envelope-invoke/state`)).body, { agent_id: 'remote-counter-a-envelope-invoke', state: { count: 5 } });
 });
 
+test("a remote reply the provider cut short keeps its truncated mark through the hop (JSON chat and the envelope's)", async (t) => {
+  const script: Script = { current: ({ messages }) => [`cut: ${messages.at(-1)?.content ?? ''}`, { truncated: true }] };
+  const { a } = await pair(t, script);
+  assert.deepEqual((await postJson(`${a.base}/remote-bot-1/chat`, { message: 'hi' })).body, { agent_id: 'remote-bot-1', response: 'cut: hi', truncated: true });
+  assert.deepEqual((await postJson(`${a.base}/remote-bot-1`, { action: 'chat', message: 'yo' })).body, { agent_id: 'remote-bot-1', response: 'cut: yo', truncated: true });
+  script.current = echo;
+  assert.deepEqual((await postJson(`${a.base}/remote-bot-1/chat`, { message: 'whole' })).body, { agent_id: 'remote-bot-1', response: 'echo: whole' });
+});
+
 test('remote errors: a 404 is relayed as it is, a 500 becomes a 502 that names the remote in the log only, never the detail', async (t) => {
   const { a, b } = await pair(t);
   const direct = await postJson(`${b.base}/remote-nobody/chat`, { message: 'x' });
