@@ -171,7 +171,7 @@ export function statusError(remote: string, status: number, body: unknown, retry
       publicMessage: `The remote agent answered ${status} without a JSON error body`,
     });
   }
-  return new UpstreamError(status, relayedCode(fields['code'], 'upstream_error'), message, { expose: true, ...retryAfterHeader(retryAfter) });
+  return new UpstreamError(status, relayedCode(fields['code'], 'upstream_error'), relayedMessage(message), { expose: true, ...retryAfterHeader(retryAfter) });
 }
 
 /** The 503s our own routers answer, relayed with their message: nothing in them names the remote. */
@@ -189,7 +189,7 @@ function unavailable(remote: string, body: unknown, retryAfter: string | null): 
   const fields = asFields(body);
   const headers = retryAfterHeader(retryAfter);
   if (OWN_UNAVAILABLE.has(fields['code']) && typeof fields['error'] === 'string') {
-    return new UpstreamError(503, fields['code'] as string, fields['error'].slice(0, 500), { expose: true, ...headers });
+    return new UpstreamError(503, fields['code'] as string, relayedMessage(fields['error']), { expose: true, ...headers });
   }
   return new UpstreamError(503, 'upstream_unavailable', `HTTPTransport: ${remote} answered 503 (unavailable for now)`, {
     expose: true,
@@ -215,9 +215,18 @@ export function streamFailed(remote: string, data: string): UpstreamError {
   return new UpstreamError(
     502,
     relayedCode(asFields(reply)['code'], 'upstream_stream_error'),
-    typeof message === 'string' ? message : `HTTPTransport: the stream from ${remote} failed`,
+    typeof message === 'string' ? relayedMessage(message) : `HTTPTransport: the stream from ${remote} failed`,
     typeof message === 'string' ? { expose: true } : { expose: true, publicMessage: "The remote agent's stream failed" },
   );
+}
+
+/**
+ * A remote's message as relayed to the caller and written to this router's
+ * log: line breaks and other control characters become spaces, so the
+ * remote cannot write log lines of its own here, and 500 characters at most.
+ */
+function relayedMessage(message: string): string {
+  return message.slice(0, 500).replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ');
 }
 
 function asFields(value: unknown): Record<string, unknown> {

@@ -405,6 +405,24 @@ test('a remote 4xx JSON error is relayed with its status, message and code (and 
   await assert.rejects(transport.chat('busy', 'x'), upstream(429, 'too_many_agents', (error) => assert.deepEqual(error.headers, { 'Retry-After': '7' })));
 });
 
+test("a remote's error message is relayed on one line, 500 characters at most, so it cannot forge lines in this router's log", async (t) => {
+  const forged = 'Bad input\n2026-11-24T21:00:00Z AgentRouter: admin logged in\r\u2028\u0000';
+  const remote = await fakeRemote(t, (_req, res, captured) => {
+    if (route(captured).id === 'long') return json(res, 400, { error: 'x'.repeat(2000), code: 'bad_input' });
+    if (captured.url.includes('stream=')) {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`event: error\ndata: ${JSON.stringify({ error: forged, code: 'internal_error' })}\n\n`);
+      return;
+    }
+    json(res, 400, { error: forged, code: 'bad_input' });
+  });
+  const transport = new HTTPTransport(remote.base);
+  const oneLine = 'Bad input 2026-11-24T21:00:00Z AgentRouter: admin logged in ';
+  await assert.rejects(transport.chat('bot-1', 'x'), upstream(400, 'bad_input', (error) => assert.equal(error.message, oneLine)));
+  await assert.rejects(collect(transport.stream('bot-1', 'x')), upstream(502, 'internal_error', (error) => assert.equal(error.message, oneLine)));
+  await assert.rejects(transport.chat('long', 'x'), upstream(400, 'bad_input', (error) => assert.equal(error.message, 'x'.repeat(500))));
+});
+
 test('a remote 4xx about the hop itself (credentials, a url that is no agent router, 499) is a 502, and a router answers it', async (t) => {
   const statuses: Record<string, [number, string]> = {
     auth: [401, 'unauthorized'],
