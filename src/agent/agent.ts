@@ -505,11 +505,15 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     return this.#staged;
   }
 
-  /** The state with `update` merged in, from the current one (a running turn's changes included). */
+  /**
+   * The state with `update` merged in, from the current one (a running turn's changes included).
+   * A function is given a copy, and what it returns is merged onto that copy: one that changes the
+   * state it is given and then throws (or whose turn then fails) leaves the state as it was.
+   */
   #merged(update: StateUpdate<S>): S {
-    const current = this.state;
-    const partial = typeof update === 'function' ? update(current) : update;
-    return { ...current, ...checkState(partial, 'setState') } as S;
+    if (typeof update !== 'function') return { ...this.state, ...checkState(update, 'setState') } as S;
+    const current = structuredClone(this.state);
+    return { ...current, ...checkState(update(current), 'setState') } as S;
   }
 
   async *#streamTurn(message: string, cancellation: Cancellation): AsyncGenerator<string> {

@@ -64,6 +64,41 @@ test('a turn that throws leaves state and storage as they were', async () => {
   assert.equal(counter.version, version);
 });
 
+test('a setState function that changes the state it is given, then throws or whose turn fails, changes nothing', async () => {
+  const storage = new MemoryStorage();
+  class List extends Agent<{ items: string[]; n: number }> {
+    static override actions = ['add'];
+    async add(item: string): Promise<void> {
+      await this.setState((state) => {
+        state.items.push(item);
+        return { items: state.items };
+      });
+      throw new Error('the action failed after its setState');
+    }
+  }
+  const list = new List('list', { storage, model: echoModel(), initialState: { items: [], n: 0 } });
+  await assert.rejects(list.setState((state) => {
+    state.items.push('refused');
+    state.n = 99;
+    throw new Error('refused');
+  }), /refused/);
+  assert.deepEqual(list.state, { items: [], n: 0 });
+  await list.setState({ n: 1 });
+  await assert.rejects(list.invoke('add', ['lost']), /failed after its setState/);
+  assert.deepEqual(list.state, { items: [], n: 1 });
+  await list.chat('a turn that changes no state');
+  await list.setState({ n: 2 });
+  assert.deepEqual((await storage.load('list'))?.state, { items: [], n: 2 }, 'nothing of the refused updates reached storage later');
+  // A function that changes what it is given and succeeds: its changes are kept, as before.
+  await list.setState((state) => {
+    state.items.push('kept');
+    return { n: state.n + 1 };
+  });
+  assert.deepEqual(list.state, { items: ['kept'], n: 3 });
+  await storage.delete('list');
+  assert.deepEqual(await list.snapshot(), { items: [], n: 0 }, 'the initial state is as it was given');
+});
+
 test('setState outside a turn is a turn of its own and is stored', async () => {
   const storage = new MemoryStorage();
   const counter = new Counter('c', storage);
