@@ -226,7 +226,9 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     this.lastMessages = last;
     // Checked as JSON before the copy: structuredClone would keep a Date a Date, and every later setState would be refused for it.
     if (options.initialState !== undefined) assertJsonState(options.initialState, `Agent ${JSON.stringify(id)}: initialState`);
-    this.#state = this.#initialState = checkState(structuredClone(options.initialState ?? {}), 'initialState') as S;
+    // Two copies: what a deleted record starts over from must not share an object with the state a turn sees.
+    this.#initialState = checkState(structuredClone(options.initialState ?? {}), 'initialState') as S;
+    this.#state = structuredClone(this.#initialState);
     actionsOf(this.constructor as typeof Agent);
   }
 

@@ -44,6 +44,16 @@ test('initialState is copied: instances never share a state object', async () =>
   assert.deepEqual(b.state, { nested: { n: 1 } });
 });
 
+test('the initial state an agent starts over from (its record deleted) shares no object with the state it started with', async () => {
+  const storage = new MemoryStorage();
+  const agent = new Agent<{ items: string[] }>('fresh', { storage, initialState: { items: [] } });
+  // Against the README (treat state as read-only), as plain JavaScript can.
+  agent.state.items.push('changed in place');
+  await agent.setState({ items: ['stored'] });
+  await storage.delete('fresh');
+  assert.deepEqual(await agent.snapshot(), { items: [] });
+});
+
 test('actions: object params are one argument, arrays are positional, absent is none', async () => {
   const counter = new Counter('c');
   assert.equal(await counter.invoke('increment', { by: 3 }), 3);
