@@ -4,7 +4,7 @@ import type { ChatMessage, TokenUsage } from '../types.ts';
 export interface ModelRequest {
   /** The agent's system prompt, if it has one. */
   system: string | undefined;
-  /** The agent's history followed by the new user message (last). */
+  /** The agent's history followed by the new user message (last): an array of this request's own, of frozen messages. */
   messages: readonly ChatMessage[];
   /** Aborted when the client disconnects, the turn times out or the server shuts down. */
   signal: AbortSignal;

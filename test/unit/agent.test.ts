@@ -7,7 +7,7 @@ import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import type { Storage } from '../../src/storage/storage.ts';
-import type { JsonValue } from '../../src/types.ts';
+import type { ChatMessage, JsonValue } from '../../src/types.ts';
 
 class Counter extends Agent<{ count: number }> {
   static override actions = ['increment', 'fail', 'pair'];
@@ -392,6 +392,33 @@ test('the model gets the system prompt and the history with the new message last
     { system: 'Be brief.', messages: ['one'] },
     { system: 'Be brief.', messages: ['one', 'ok', 'two'] },
   ]);
+});
+
+test('a model that changes the messages it is sent changes nothing of the history, loaded from storage or written by the agent', async () => {
+  const storage = new MemoryStorage();
+  await new Agent('meddled', { storage, model: scriptedModel(['first reply']) }).chat('first');
+  let fail = false;
+  const agent = new Agent('meddled', {
+    storage,
+    model: scriptedModel((request) => {
+      const messages = request.messages as ChatMessage[];
+      // A wrapper adding context the way plain JavaScript lets it, then trimming, then rewriting.
+      messages.push({ role: 'user', content: 'context' });
+      messages.splice(0, 1);
+      assert.throws(() => {
+        (messages[0] as { content: string }).content = 'rewritten';
+      }, TypeError);
+      if (fail) throw new Error('model failed');
+      return 'reply';
+    }),
+  });
+  assert.equal(await agent.chat('second'), 'reply');
+  const history = ['first', 'first reply', 'second', 'reply'];
+  assert.deepEqual(agent.messages.map((m) => m.content), history);
+  fail = true;
+  await assert.rejects(agent.chat('third'), /model failed/);
+  assert.deepEqual(agent.messages.map((m) => m.content), history, 'the failed turn left no trace');
+  assert.deepEqual((await storage.load('meddled'))?.messages.map((m) => m.content), history);
 });
 
 test('a turn aborted before it starts never runs', async () => {
