@@ -130,6 +130,18 @@ interface ChatTurn extends Cancellation {
   /** The model yielded `{truncated: true}`. */
   truncated: boolean;
   completed: boolean;
+  /** #closeChat ran: the agent is given back, and the turn's end is not undone twice. */
+  closed: boolean;
+}
+
+/**
+ * A stream()'s turn as known outside its generator, which may stop running
+ * for good between chunks: a consumer that neither pulls nor calls return().
+ */
+interface OpenStream {
+  readonly agent: Agent;
+  /** The turn, once it holds the agent and until the generator ends it. */
+  turn: ChatTurn | undefined;
 }
 
 /** The turn's cancel: the router's, a caller's signal followed, or none (then `own` is made here). */
@@ -480,7 +492,32 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    */
   stream(message: string, options: TurnOptions = {}): AsyncIterable<string> {
     if (typeof message !== 'string') throw new TypeError('Agent.stream: message must be a string');
-    return this.#streamTurn(message, cancelOf(options));
+    const open: OpenStream = { agent: this as unknown as Agent, turn: undefined };
+    const iterator = this.#streamTurn(message, cancelOf(options), open);
+    Agent.#droppedStreams.register(iterator, open, open);
+    return iterator;
+  }
+
+  /**
+   * Ends the turn of a stream() iterator dropped unfinished without return()
+   * (which a `for await` loop calls when left early), once the garbage
+   * collector has taken it: until then it holds the agent, as an unclosed
+   * file handle holds its file, and nothing else can tell it was dropped.
+   */
+  static readonly #droppedStreams = new FinalizationRegistry<OpenStream>((open) => open.agent.#dropStream(open));
+
+  #dropStream(open: OpenStream): void {
+    const turn = open.turn;
+    if (turn === undefined || turn.closed) return;
+    process.emitWarning(
+      `Agent ${JSON.stringify(this.id)}: a stream() iterator was dropped unfinished without return() (leave a for await loop with break, or call return()); its turn held the agent until the garbage collector took the iterator, and was not stored`,
+      { type: 'AgentRouterWarning', code: 'dropped_stream' },
+    );
+    try {
+      this.#closeChat(turn)?.catch(() => {});
+    } catch {
+      // Nobody is left to tell; the agent's next turn meets a failing storage too.
+    }
   }
 
   /** Calls an action listed in the class's static `actions`, as one turn. */
@@ -518,10 +555,10 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     return { ...current, ...checkState(update(current), 'setState') } as S;
   }
 
-  async *#streamTurn(message: string, cancellation: Cancellation): AsyncGenerator<string> {
+  async *#streamTurn(message: string, cancellation: Cancellation, open: OpenStream): AsyncGenerator<string> {
     const model = this.#modelOrThrow();
     const session = this.#beginNow(cancellation.cancel) ?? (await this.#begin(cancellation.cancel));
-    const turn = this.#openChat(model, message, cancellation, session);
+    const turn = (open.turn = this.#openChat(model, message, cancellation, session));
     // A cancel made here is aborted only at the turn's end: nothing to watch for.
     const watch = new AbortWatch(cancellation.own ? undefined : cancellation.cancel);
     try {
@@ -537,6 +574,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       if (storing !== undefined) await storing;
     } finally {
       watch.dispose();
+      open.turn = undefined;
+      Agent.#droppedStreams.unregister(open);
       const ending = this.#closeChat(turn);
       if (ending !== undefined) await ending;
     }
@@ -561,7 +600,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     const request = modelRequest(this.system, this.#window(history), cancel);
     return {
       session, cancel, own, model, request, user,
-      chunks: undefined, finished: false, text: '', parts: undefined, usage: undefined, truncated: false, completed: false,
+      chunks: undefined, finished: false, text: '', parts: undefined, usage: undefined, truncated: false, completed: false, closed: false,
     };
   }
 
@@ -639,6 +678,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
 
   /** Ends a chat turn, completed or not: an incomplete one leaves no trace. */
   #closeChat(turn: ChatTurn): Promise<void> | undefined {
+    if (turn.closed) return undefined;
+    turn.closed = true;
     // Without awaiting: a hung model's generator cannot return before its pending next().
     if (turn.chunks !== undefined && !turn.finished) Promise.resolve(turn.chunks.return?.()).catch(() => {});
     if (this.#pendingUser) {

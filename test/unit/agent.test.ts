@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
@@ -447,6 +448,36 @@ test('stopping a stream early aborts the model and commits nothing', async () =>
   assert.equal(sawAbort, true);
   assert.equal(agent.messages.length, 0);
   assert.equal(agent.busy, false);
+});
+
+test('a stream() iterator dropped unfinished without return() gives the agent back once it is garbage-collected, storing nothing, with a warning', async () => {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const agent = new Agent('dropped-stream', { model: scriptedModel([['one', 'two'], 'next']) });
+  const warnings: Error[] = [];
+  const onWarning = (warning: Error): void => {
+    warnings.push(warning);
+  };
+  process.on('warning', onWarning);
+  try {
+    await (async () => {
+      const iterator = agent.stream('hi')[Symbol.asyncIterator]();
+      assert.equal((await iterator.next()).value, 'one');
+      // Dropped here: neither pulled again nor return()ed.
+    })();
+    assert.equal(agent.busy, true);
+    let reply: string | undefined;
+    void agent.chat('next').then((text) => (reply = text));
+    for (let i = 0; i < 50 && reply === undefined; i++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    assert.equal(reply, 'next', 'the next turn ran');
+  } finally {
+    process.off('warning', onWarning);
+  }
+  assert.deepEqual(agent.messages.map((m) => m.content), ['next', 'next']);
+  assert.equal((warnings[0] as { code?: string } | undefined)?.code, 'dropped_stream');
 });
 
 test('Mailbox runs holders one at a time in arrival order', async () => {
