@@ -142,6 +142,8 @@ interface OpenStream {
   readonly agent: Agent;
   /** The turn, once it holds the agent and until the generator ends it. */
   turn: ChatTurn | undefined;
+  /** Ends the turn when a caller's signal cuts it between chunks (see #cutStream). */
+  cut: ((reason: unknown) => void) | undefined;
 }
 
 /** The turn's cancel: the router's, a caller's signal followed, or none (then `own` is made here). */
@@ -492,7 +494,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    */
   stream(message: string, options: TurnOptions = {}): AsyncIterable<string> {
     if (typeof message !== 'string') throw new TypeError('Agent.stream: message must be a string');
-    const open: OpenStream = { agent: this as unknown as Agent, turn: undefined };
+    const open: OpenStream = { agent: this as unknown as Agent, turn: undefined, cut: undefined };
     const iterator = this.#streamTurn(message, cancelOf(options), open);
     Agent.#droppedStreams.register(iterator, open, open);
     return iterator;
@@ -506,9 +508,29 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    */
   static readonly #droppedStreams = new FinalizationRegistry<OpenStream>((open) => open.agent.#dropStream(open));
 
+  /**
+   * What ends a stream's turn when it is cut (a caller's signal, the
+   * router's timeout) while its consumer is not pulling: at once, as a chat
+   * turn's, not at the consumer's next pull, which may never come. From the
+   * model's last chunk on, the outcome is the commit's (see #runChat).
+   * Made here, not in the generator: nothing it keeps may keep the generator.
+   */
+  #cutStream(open: OpenStream): (reason: unknown) => void {
+    return () => {
+      const turn = open.turn;
+      if (turn === undefined || turn.finished) return;
+      try {
+        this.#closeChat(turn)?.catch(() => {});
+      } catch {
+        // The consumer's next pull reports the cut.
+      }
+    };
+  }
+
   #dropStream(open: OpenStream): void {
     const turn = open.turn;
     if (turn === undefined || turn.closed) return;
+    if (open.cut !== undefined) turn.cancel.offAbort(open.cut);
     process.emitWarning(
       `Agent ${JSON.stringify(this.id)}: a stream() iterator was dropped unfinished without return() (leave a for await loop with break, or call return()); its turn held the agent until the garbage collector took the iterator, and was not stored`,
       { type: 'AgentRouterWarning', code: 'dropped_stream' },
@@ -561,6 +583,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     const turn = (open.turn = this.#openChat(model, message, cancellation, session));
     // A cancel made here is aborted only at the turn's end: nothing to watch for.
     const watch = new AbortWatch(cancellation.own ? undefined : cancellation.cancel);
+    if (!cancellation.own) cancellation.cancel.onAbort((open.cut = this.#cutStream(open)));
     try {
       const chunks = (turn.chunks = model.stream(turn.request)[Symbol.asyncIterator]());
       let next: IteratorResult<ModelChunk>;
@@ -574,6 +597,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       if (storing !== undefined) await storing;
     } finally {
       watch.dispose();
+      if (open.cut !== undefined) turn.cancel.offAbort(open.cut);
       open.turn = undefined;
       Agent.#droppedStreams.unregister(open);
       const ending = this.#closeChat(turn);

@@ -450,6 +450,19 @@ test('stopping a stream early aborts the model and commits nothing', async () =>
   assert.equal(agent.busy, false);
 });
 
+test('a stream cut by its signal while its consumer is not pulling gives the agent back at once, storing nothing', async () => {
+  const agent = new Agent('cut-between-chunks', { model: scriptedModel([['one', 'two'], 'next']) });
+  const controller = new AbortController();
+  const iterator = agent.stream('hi', { signal: controller.signal })[Symbol.asyncIterator]();
+  assert.equal((await iterator.next()).value, 'one');
+  controller.abort(new Error('timed out'));
+  assert.equal(agent.busy, false, 'the agent is free before the consumer pulls again');
+  assert.equal(await agent.chat('next'), 'next');
+  await assert.rejects(iterator.next(), /timed out/);
+  assert.deepEqual(await iterator.next(), { done: true, value: undefined });
+  assert.deepEqual(agent.messages.map((m) => m.content), ['next', 'next'], "the cut turn's end touched nothing of the turn after it");
+});
+
 test('a stream() iterator dropped unfinished without return() gives the agent back once it is garbage-collected, storing nothing, with a warning', async () => {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as () => void;
