@@ -11,6 +11,9 @@ export type { FastifyErrorLike, FastifyInstanceLike, FastifyMethod, FastifyPlugi
 
 const METHODS: FastifyMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
+/** After the shutdown deadline, how long aborted streams have to be read to their end before their sockets are cut (AgentServer's grace too). */
+const ABORT_GRACE_MS = 1000;
+
 /**
  * Mounts an AgentRouter in a Fastify (4 or 5) app as a plugin:
  * `app.register(toFastify(router), { prefix: '/api' })`. The plugin registers
@@ -39,8 +42,14 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
     // With ignoreDuplicateSlashes Fastify routes `//api//a/state` here; the raw URL must be read the same way.
     const config = fastify.initialConfig;
     const collapse = (config?.routerOptions?.ignoreDuplicateSlashes ?? config?.ignoreDuplicateSlashes) === true;
-    /** The router's responses in progress, for fastify.close(). */
-    const running = new Set<ServerResponse>();
+    /**
+     * The router's responses not yet closed, for fastify.close(): those in progress, and those answered
+     * whose client has not read their last bytes yet (a stream's end, to a client that stopped reading).
+     */
+    const open = new Set<ServerResponse>();
+    const forget = function (this: ServerResponse): void {
+      open.delete(this);
+    };
 
     // Not async: the promise handed back settles when the router calls back that the request is answered.
     const handler = (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> | undefined => {
@@ -57,15 +66,17 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
       };
       let answered!: () => void;
       const answering = new Promise<void>((resolve) => {
-        answered = () => {
-          running.delete(reply.raw);
-          resolve();
-        };
+        answered = resolve;
       });
-      // Added before: a request answered at once (a state read) calls `answered` inside serveRequest.
-      running.add(reply.raw);
-      if (router[serveRequest](request.raw, reply.raw, answered, hint, { claim })) return answering;
-      running.delete(reply.raw);
+      if (router[serveRequest](request.raw, reply.raw, answered, hint, { claim })) {
+        // 'close' comes in a later tick, also for a request answered at once; one whose client left while a
+        // host hook ran has had it already.
+        if (!reply.raw.destroyed) {
+          open.add(reply.raw);
+          reply.raw.on('close', forget);
+        }
+        return answering;
+      }
       reply.callNotFound();
       return undefined;
     };
@@ -75,16 +86,28 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
     // AgentServer; then they are aborted (`event: error` / 503 `shutting_down`, nothing stored).
     // Not awaited here: Fastify times a preClose hook out (pluginTimeout), and closing goes on meanwhile.
     // Each such response's keep-alive connection is closed once it is written, or close() would wait on it.
+    // A response written to its end but still open ABORT_GRACE_MS after the abort (a client that stopped
+    // reading, whose socket holds the stream's last bytes) is cut, as AgentServer cuts it: close() would
+    // otherwise wait for the router's stall timeout (turnTimeout, 300 s by default).
     let deadline: NodeJS.Timeout | undefined;
+    let grace: NodeJS.Timeout | undefined;
     fastify.addHook('preClose', (done: () => void) => {
-      if (running.size > 0 && deadline === undefined) {
-        deadline = setTimeout(() => router.abortAll(httpErrors.unavailable()), shutdownMs);
+      if (open.size > 0 && deadline === undefined) {
+        deadline = setTimeout(() => {
+          router.abortAll(httpErrors.unavailable());
+          grace = setTimeout(() => {
+            // Written to its end but not taken by the client. One not ended yet (a request still sending its
+            // body at the deadline, whose turn began after it) is answered as usual, and close() waits for it.
+            for (const res of open) if (res.writableEnded) res.destroy();
+          }, ABORT_GRACE_MS);
+          grace.unref();
+        }, shutdownMs);
         deadline.unref();
         // Read, not declared in FastifyInstanceLike: a `server` there would make TypeScript infer the app's
         // server type from it, and type-check the plugin against HTTP/2 requests too.
         const server = (fastify as { server?: { closeIdleConnections?: () => void } }).server;
         const closeIdle = (): void => server?.closeIdleConnections?.();
-        for (const res of running) {
+        for (const res of open) {
           if (!res.headersSent) res.shouldKeepAlive = false;
           else res.once('finish', closeIdle);
         }
@@ -93,6 +116,7 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
     });
     fastify.addHook('onClose', (_instance: unknown, done: () => void) => {
       clearTimeout(deadline);
+      clearTimeout(grace);
       done();
     });
 

@@ -1,12 +1,18 @@
 // toFastify against the real Fastify 4 and 5 (npm aliases fastify4, fastify5).
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import net from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { PassThrough, Readable } from 'node:stream';
 import { createGunzip, gzipSync } from 'node:zlib';
 import fastify4 from 'fastify4';
 import fastify5, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify5';
 import { toFastify } from '../../src/adapters/fastify.ts';
+import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouter } from '../../src/http/router.ts';
+import type { Model } from '../../src/models/model.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import { MemoryStorage } from '../../src/storage/memory.ts';
 import { streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post, postChunked, assertError } from './adapters-shared.ts';
@@ -284,6 +290,44 @@ for (const [name, fastify] of majors) {
     assert.equal(res.statusCode, 503);
     assert.equal(res.headers.connection, 'close');
     await closing;
+  });
+
+  test(`${name}: fastify.close() cuts a stream whose client stopped reading once the aborted streams had their grace, instead of waiting for turnTimeout`, async (t) => {
+    // A model that writes faster than the client reads: the socket's buffers fill, and the stream waits for drain.
+    const big = 'x'.repeat(64 * 1024);
+    const firehose: Model = {
+      name: 'firehose',
+      async *stream({ signal }) {
+        while (!signal.aborted) yield big;
+      },
+    };
+    class Firehose extends Agent {
+      constructor(id: string) {
+        super(id, { model: firehose, storage: new MemoryStorage() });
+      }
+    }
+    const registry = new AgentRegistry();
+    registry.register('hose-[0-9]+', Firehose);
+    const router = new AgentRouter(registry, { pingInterval: 0 });
+    const app = fastify({ forceCloseConnections: 'idle' });
+    await app.register(toFastify(router, { shutdownTimeout: 0.2 }));
+    const url = new URL(await app.listen({ port: 0, host: '127.0.0.1' }));
+    t.after(() => app.close());
+    // A client that sends its request and never reads a byte of the answer.
+    const socket = net.connect(Number(url.port), '127.0.0.1');
+    t.after(() => socket.destroy());
+    socket.on('error', () => {});
+    socket.pause();
+    const body = JSON.stringify({ message: 'go' });
+    socket.write(`POST /hose-1/chat?stream=true HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    while (router.openStreams === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const closedAt = Date.now();
+    const closed = await Promise.race([app.close().then(() => true), new Promise((resolve) => setTimeout(resolve, 4000, false))]);
+    if (!closed) socket.destroy(); // so that close() can end after the failure
+    assert.equal(closed, true, 'close() still waiting 4 s later (for the stall timeout, 300 s)');
+    assert.ok(Date.now() - closedAt >= 1000, 'cut only after the abort grace (1 s past shutdownTimeout)');
+    assert.equal(router.openStreams, 0);
   });
 
   test(`${name}: with exposeHeadRoutes: false, HEAD is still answered wherever GET is`, async (t) => {
