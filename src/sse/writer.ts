@@ -63,6 +63,8 @@ export class SSEWriter {
   readonly #stallMs: number;
   /** Ends the wait for `drain` now (called by end(), so a waiting turn lets go of what it holds). */
   #stopWaiting: (() => void) | undefined;
+  /** The response's 'drain' listener, added at the first wait: it ends the wait in progress, if any. */
+  #onDrain: (() => void) | undefined;
 
   constructor(res: ServerResponse, options: SSEWriterOptions = {}) {
     this.#res = res;
@@ -134,13 +136,17 @@ export class SSEWriter {
       const stalled = this.#unlessReadWithin();
       const done = (): void => {
         clearTimeout(stalled);
-        res.off('drain', done);
         res.off('close', done);
         this.#stopWaiting = undefined;
         resolve();
       };
       this.#stopWaiting = done;
-      res.on('drain', done);
+      // One 'drain' listener for the stream's life, not one per wait: compression() hands 'drain'
+      // listeners to its gzip stream but does not route off() there, so each wait's would stay behind.
+      if (this.#onDrain === undefined) {
+        this.#onDrain = () => this.#stopWaiting?.();
+        res.on('drain', this.#onDrain);
+      }
       res.on('close', done);
     });
   }

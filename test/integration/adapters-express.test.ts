@@ -1,5 +1,6 @@
 // toExpress against the real Express 4 and 5 (npm aliases express4, express5).
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { test } from 'node:test';
 import compression from 'compression';
 import express4 from 'express4';
@@ -163,6 +164,54 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
       seen += decoder.decode(value, { stream: true });
     }
     assert.equal(seen, 'data: first\n\ndata:  last\n\nevent: done\ndata: [DONE]\n\n');
+  });
+
+  test(`${name}: behind compression(), a stream read slowly leaves no 'drain' listener behind per wait for drain`, async (t) => {
+    // Text gzip cannot shrink much, so the slow reader's backpressure reaches compression()'s gzip stream.
+    const noise = (): string => Array.from({ length: 4096 }, () => Math.random().toString(36).slice(2, 10)).join(' ');
+    const registry = new AgentRegistry();
+    registry.register('.*', class extends Agent {
+      constructor(id: string) {
+        super(id, {
+          model: scriptedModel(async function* () {
+            for (let i = 0; i < 60; i++) yield noise();
+          }),
+        });
+      }
+    });
+    const app = express();
+    app.use(compression());
+    // compression() hands res.on('drain', ...) to its gzip stream, and returns that stream: found here.
+    let gzip: { listenerCount(event: string): number } | undefined;
+    app.use((_req: any, res: any, next: () => void) => {
+      const on = res.on;
+      res.on = function (this: unknown, event: string, listener: (...args: unknown[]) => void) {
+        const target = on.call(this, event, listener);
+        if (event === 'drain' && target !== this) gzip = target;
+        return target;
+      };
+      next();
+    });
+    app.use('/api', toExpress(new AgentRouter(registry, { pingInterval: 0 })));
+    const { url, close } = await listen(app);
+    t.after(close);
+    const received = await new Promise<number>((resolve, reject) => {
+      const req = http.request(`${url}/api/bot-1/chat?stream=true`, { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip' } }, (res) => {
+        let bytes = 0;
+        res.on('data', (chunk: Buffer) => {
+          bytes += chunk.length;
+          res.pause();
+          setTimeout(() => res.resume(), 1);
+        });
+        res.on('end', () => resolve(bytes));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify({ message: 'go' }));
+    });
+    assert.ok(received > 0);
+    assert.ok(gzip !== undefined, 'the stream waited for drain through compression()');
+    assert.ok(gzip.listenerCount('drain') <= 1, `${gzip.listenerCount('drain')} 'drain' listeners left on compression()'s gzip stream`);
   });
 
   test(`${name}: an error thrown out of the router goes to next(err)`, async (t) => {
