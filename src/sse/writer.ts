@@ -230,8 +230,9 @@ export class SSEWriter {
  * (`writeQueueSize`, which Node reads too) does.
  */
 function bytesSent(res: ServerResponse): number {
-  const socket = res.socket as (Socket & { _handle?: { writeQueueSize?: unknown } | null }) | null;
-  if (socket === null) return 0;
+  // null once HTTP/1 detached it; undefined (node:http2's compatibility response) once the stream closed.
+  const socket = res.socket as (Socket & { _handle?: { writeQueueSize?: unknown } | null }) | null | undefined;
+  if (socket == null) return 0;
   const inLibuv = socket._handle?.writeQueueSize;
   return (socket.bytesWritten ?? 0) - (typeof inLibuv === 'number' ? inLibuv : socket.writableLength);
 }

@@ -8,6 +8,7 @@ import { AgentRouter } from '../../src/http/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel, type ScriptedFunction } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
+import { HTTPTransport } from '../../src/transports/http.ts';
 import { deferred, postJson, streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { collectSSE, naiveSSEText } from '../helpers/sse.ts';
@@ -321,6 +322,46 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
   // A Connection header was dropped by node:http2 with an UnsupportedWarning in the process's output.
   await new Promise(setImmediate);
   assert.deepEqual(warnings.map((warning) => warning.message), []);
+});
+
+test('over HTTP/2: a remote stream whose client stopped reading is cut after turnTimeout, and ends without an error of the router\'s own', async (t) => {
+  // The remote: a plain router whose model writes more than the front's client will read.
+  const big = 'x'.repeat(16 * 1024);
+  const remoteRegistry = new AgentRegistry();
+  remoteRegistry.register('.*', class extends Agent {
+    constructor(id: string) {
+      super(id, {
+        model: scriptedModel(async function* ({ signal }) {
+          for (let i = 0; i < 400 && !signal.aborted; i++) {
+            yield big;
+            await new Promise((resolve) => setTimeout(resolve, 2));
+          }
+        }),
+      });
+    }
+  });
+  const remote = await listen(new AgentRouter(remoteRegistry, { pingInterval: 0 }).toRequestListener());
+  t.after(remote.close);
+  const registry = new AgentRegistry();
+  registry.register('.*', new HTTPTransport(remote.url));
+  const logged: unknown[] = [];
+  const router = new AgentRouter(registry, { pingInterval: 0, turnTimeout: 0.5, logger: { error: (_message, error) => void logged.push(error) } });
+  const server = http2.createServer(router.toRequestListener());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+  t.after(() => new Promise<void>((resolve) => {
+    client.destroy();
+    server.close(() => resolve());
+  }));
+  const stalled = client.request({ ':method': 'POST', ':path': '/r-1/chat?stream=true', 'content-type': 'application/json' });
+  stalled.on('error', () => {});
+  stalled.end(JSON.stringify({ message: 'go' }));
+  await new Promise((resolve) => stalled.once('data', resolve));
+  stalled.pause();
+  // Cut once nothing was read for turnTimeout; the remote's stream then ends on a closed HTTP/2 stream.
+  while (router.openStreams > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  assert.deepEqual(logged.filter((error) => error instanceof TypeError).map(String), []);
 });
 
 test('stream=events: typed frames whose event name equals their type', async (t) => {
