@@ -245,6 +245,15 @@ export function nestingDepth(text: string): number {
   return deepest;
 }
 
+/**
+ * True once the HTTP/2 stream under a node:http2 compatibility request or
+ * response was closed or reset (the client cancelled it): their own
+ * `destroyed` does not tell (the response has none). False over HTTP/1.
+ */
+export function streamReset(message: IncomingMessage | ServerResponse): boolean {
+  return (message as { stream?: { destroyed?: boolean } }).stream?.destroyed === true;
+}
+
 function notUtf8(): AgentRouterError {
   return httpErrors.badRequest('invalid_json', 'Invalid JSON body: not valid UTF-8');
 }
@@ -300,9 +309,11 @@ class Pieces {
 /** Reads the body and parses it, in the promise it makes: no promise or tick more per request for the parse. */
 function readAndParse(req: IncomingMessage, limit: number): Promise<unknown> {
   return new Promise<unknown>((resolve, reject) => {
+    // Closed while an async authorize hook ran: no 'close' will come again. 499: nobody to answer, nothing to log.
+    // Over HTTP/2 first: node:http2 dumps a reset stream's body, so the request reads as ended.
+    if (streamReset(req)) return reject(new AgentRouterError(499, 'client_closed', 'Client closed the stream before the body was read'));
     // Something before the router read the stream and left no body for it: a setup mistake, told to the operator.
     if (req.readableEnded) return reject(bodyAlreadyRead());
-    // Closed while an async authorize hook ran: no 'close' will come again. 499: nobody to answer, nothing to log.
     if (req.destroyed) return reject(new AgentRouterError(499, 'client_closed', 'Client closed the connection before the body was read'));
     let first: Buffer | undefined;
     let pieces: Pieces | undefined;

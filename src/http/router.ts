@@ -10,7 +10,7 @@ import { isTransport, type AgentTransport } from '../transports/transport.ts';
 import { checkOptions, type OptionKind } from '../options.ts';
 import type { JsonObject } from '../types.ts';
 import { authorizeRequest, type Authorize } from './authorize.ts';
-import { checkParsed, JsonText, readJsonBody, untypedBody } from './body.ts';
+import { checkParsed, JsonText, readJsonBody, streamReset, untypedBody } from './body.ts';
 import { applyCors, checkCors, type CorsOptions } from './cors.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
 import { asObject, invokePayload, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
@@ -416,7 +416,7 @@ export class AgentRouter {
     const { req, res, agentId, query } = exchange;
     // Gone while an async authorize hook ran (the generic envelope's, or any with a body a framework
     // parsed): no 'close' will come again to cut the turn, so it must not start, nor make an agent.
-    if (res.destroyed) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
+    if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
     if (this.#shut !== undefined) throw this.#shut.reason;
     let stream: boolean | 'events' = false;
     let message = '';

@@ -8,6 +8,7 @@ import { AgentRouter } from '../../src/http/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel, type ScriptedFunction } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
+import { MemoryStorage } from '../../src/storage/memory.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
 import { deferred, postJson, streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
@@ -322,6 +323,46 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
   // A Connection header was dropped by node:http2 with an UnsupportedWarning in the process's output.
   await new Promise(setImmediate);
   assert.deepEqual(warnings.map((warning) => warning.message), []);
+});
+
+test('over HTTP/2: a client that cancels its stream while an async authorize hook runs starts no turn, as over HTTP/1.1', async (t) => {
+  const storage = new MemoryStorage();
+  const registry = new AgentRegistry();
+  registry.register('.*', class extends Agent<{ count: number }> {
+    static override actions = ['increment'];
+    constructor(id: string) {
+      super(id, { model: echoModel(), initialState: { count: 0 }, storage });
+    }
+    async increment(): Promise<number> {
+      await this.setState({ count: this.state.count + 1 });
+      return this.state.count;
+    }
+  });
+  const logged: unknown[] = [];
+  const router = new AgentRouter(registry, {
+    logger: { error: (_message, error) => void logged.push(error) },
+    // Allows, but only once the client has gone.
+    authorize: (req) => new Promise<boolean>((resolve) => req.once('close', () => resolve(true))),
+  });
+  const server = http2.createServer(router.toRequestListener());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+  t.after(() => new Promise<void>((resolve) => {
+    client.destroy();
+    server.close(() => resolve());
+  }));
+  // The generic envelope (its body read before authorize is asked), and chat (its body read after).
+  for (const [path, body] of [['/gone-1', { action: 'invoke', payload: { method: 'increment' } }], ['/gone-2/chat', { message: 'hello' }]] as const) {
+    const stream = client.request({ ':method': 'POST', ':path': path, 'content-type': 'application/json' });
+    stream.on('error', () => {});
+    stream.end(JSON.stringify(body));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    stream.close(http2.constants.NGHTTP2_CANCEL);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  assert.equal(await storage.load('gone-1'), undefined, 'the action ran for a client that had gone before its turn began');
+  assert.equal(await storage.load('gone-2'), undefined, 'a chat was stored for a client that had gone');
+  assert.deepEqual(logged.map((error) => (error as { code?: string }).code), [], 'logged as a server error');
 });
 
 test('over HTTP/2: a remote stream whose client stopped reading is cut after turnTimeout, and ends without an error of the router\'s own', async (t) => {
