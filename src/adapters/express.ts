@@ -23,7 +23,14 @@ export function toExpress(router: AgentRouter): ExpressMiddleware {
   checkRouter(router, 'toExpress');
   const limit = bodyLimitOf(router);
   return (req, res, next) => {
-    const hint = { path: req.url, body: parsedBody(req, req.body, limit) };
+    // A getter: read only once the router owns the request, so a body bound for a host route under the
+    // same mount is left as the host's parser made it (parsedBody drops `constructor` keys in place).
+    const hint = {
+      path: req.url,
+      get body(): unknown {
+        return parsedBody(req, req.body, limit);
+      },
+    };
     router.handle(req, res, hint).then(
       (handled) => {
         if (!handled) next();

@@ -55,6 +55,22 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     });
   });
 
+  test(`${name}: express.json() first, a body bound for a host route under the router's mount path is left as the parser made it`, async (t) => {
+    const fixture = makeRegistryRouter();
+    const app = express();
+    app.use(express.json());
+    app.use('/api', toExpress(fixture.router));
+    hostRoutes(app);
+    const { url, close } = await listen(app);
+    t.after(close);
+    // Keys the router drops from its own bodies are the host's business on the host's routes.
+    const body = { schema: { prototype: 'Shape', constructor: 'new Shape()' }, tags: { constructor: 1 } };
+    assert.deepEqual(await (await post(`${url}/api/host/echo`, body)).json(), { echoed: body });
+    // The router's own requests still have them dropped.
+    const invoked = await post(`${url}/api/counter-9/invoke`, { method: 'echo', params: body });
+    assert.deepEqual(await invoked.json(), { agent_id: 'counter-9', result: { schema: {}, tags: {} } });
+  });
+
   test(`${name}: no body parser before the router, mount path /api plus the router's prefix /v1`, async (t) => {
     const fixture = makeRegistryRouter({ prefix: '/v1', openapi: true });
     const app = express();
