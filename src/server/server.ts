@@ -222,7 +222,7 @@ export class AgentServer {
     // A serve() still starting finishes first, so there is a listening server to close.
     if (server !== undefined && !server.listening) await new Promise((resolve) => server.once('listening', resolve).once('error', resolve));
     const closed = server === undefined || !server.listening ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
-    for (const res of this.#inFlight.responses()) if (!res.headersSent) res.setHeader('Connection', 'close');
+    for (const res of this.#inFlight.responses()) if (!res.headersSent && !overHttp2(res)) res.setHeader('Connection', 'close');
     if (!(await this.#inFlight.idle(this.config.shutdownTimeout * 1000))) {
       // The router aborts the requests it runs; no per-request listener on a shared signal (O(n) to remove).
       this.router[shutTurns](httpErrors.unavailable());
@@ -276,7 +276,16 @@ function allowRead(req: IncomingMessage, res: ServerResponse): boolean {
 }
 
 function refuse(res: ServerResponse): void {
-  sendJson(res, 503, errorBody(httpErrors.unavailable()), { Connection: 'close' });
+  sendJson(res, 503, errorBody(httpErrors.unavailable()), overHttp2(res) ? undefined : { Connection: 'close' });
+}
+
+/**
+ * The listener on a node:http2 server of the user's: HTTP/2 forbids a
+ * `Connection` header, which node:http2's compatibility API drops with a
+ * warning in the process's output.
+ */
+function overHttp2(res: ServerResponse): boolean {
+  return (res.req as IncomingMessage | undefined)?.httpVersionMajor === 2;
 }
 
 function registryFor(target: AgentRegistry | Agent<any>, maxIdLength: number): AgentRegistry {

@@ -5,6 +5,7 @@ import net from 'node:net';
 import { mock, test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { echoModel } from '../../src/models/echo.ts';
+import { scriptedModel } from '../../src/models/scripted.ts';
 import type { Model } from '../../src/models/model.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import type { AgentServerConfig } from '../../src/server/config.ts';
@@ -539,6 +540,52 @@ test('a loopback address is one however it is written; the listener on your own 
   });
   assert.equal(await status('evil.test'), 403);
   assert.equal(await status('app.example.com'), 200);
+});
+
+test('the listener on your own HTTP/2 server: close() answers and drains without a Connection header, which HTTP/2 forbids', async (t) => {
+  const warnings: Error[] = [];
+  const onWarning = (warning: Error): void => void warnings.push(warning);
+  process.on('warning', onWarning);
+  t.after(() => process.off('warning', onWarning));
+  const release = deferred();
+  const registry = new AgentRegistry();
+  registry.register('.*', class extends Agent {
+    constructor(id: string) {
+      super(id, { model: scriptedModel(async () => { await release.promise; return 'late'; }), storage: new MemoryStorage() });
+    }
+  });
+  const mounted = new AgentServer(registry, { logger: quiet, shutdownTimeout: 5 });
+  const h2 = http2.createServer(mounted.listener as never);
+  await new Promise<void>((resolve) => h2.listen(0, '127.0.0.1', resolve));
+  const session = http2.connect(`http://127.0.0.1:${(h2.address() as net.AddressInfo).port}`);
+  t.after(() => new Promise<void>((resolve) => {
+    release.resolve();
+    session.destroy();
+    h2.close(() => resolve());
+  }));
+  const request = (path: string, body?: string): Promise<{ status: number; text: string }> => new Promise((resolve, reject) => {
+    const stream = session.request({ ':method': body === undefined ? 'GET' : 'POST', ':path': path, 'content-type': 'application/json' });
+    let status = 0;
+    let text = '';
+    stream.on('response', (headers) => (status = headers[':status'] as number));
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk: string) => (text += chunk));
+    stream.on('end', () => resolve({ status, text }));
+    stream.on('error', reject);
+    stream.end(body);
+  });
+  // In flight when close() begins (its answer is not written yet), then one that comes during close().
+  const running = request('/agent/h2-1/chat', JSON.stringify({ message: 'hi' }));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const closing = mounted.close();
+  const refused = await request('/agent/h2-2/state');
+  assert.equal(refused.status, 503);
+  assert.equal(JSON.parse(refused.text).code, 'shutting_down');
+  release.resolve();
+  assert.deepEqual(await running, { status: 200, text: '{"agent_id":"h2-1","response":"late"}' });
+  await closing;
+  await new Promise(setImmediate);
+  assert.deepEqual(warnings.map((warning) => warning.message), []);
 });
 
 test('close() stores what a failed chat turn carried (a tool\'s setState) before it drops the agent', async () => {
