@@ -223,13 +223,19 @@ export class SSEWriter {
 }
 
 /**
- * A count that grows as the kernel takes the response's bytes (under
- * HTTP/2, its session's): what the connection was given, less what it still
- * holds. A large write goes to libuv whole and waits there, so
- * `writableLength` does not move while a client reads it; libuv's own queue
- * (`writeQueueSize`, which Node reads too) does.
+ * A count that grows as the kernel takes the response's bytes: what the
+ * connection was given, less what it still holds. A large write goes to
+ * libuv whole and waits there, so `writableLength` does not move while a
+ * client reads it; libuv's own queue (`writeQueueSize`, which Node reads
+ * too) does. Under HTTP/2, the stream's own bytes still waiting, taken
+ * negative: its session's socket goes on taking the other streams' bytes
+ * while this one's client reads nothing (its flow-control window shut), and
+ * a count of those would never tell that it stalled. The caller compares
+ * counts only across a time nothing new was written.
  */
 function bytesSent(res: ServerResponse): number {
+  const waiting = (res as { stream?: { bufferSize?: unknown } }).stream?.bufferSize;
+  if (typeof waiting === 'number') return -waiting;
   // null once HTTP/1 detached it; undefined (node:http2's compatibility response) once the stream closed.
   const socket = res.socket as (Socket & { _handle?: { writeQueueSize?: unknown } | null }) | null | undefined;
   if (socket == null) return 0;

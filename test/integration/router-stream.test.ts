@@ -405,6 +405,64 @@ test('over HTTP/2: a remote stream whose client stopped reading is cut after tur
   assert.deepEqual(logged.filter((error) => error instanceof TypeError).map(String), []);
 });
 
+test('over HTTP/2: a remote stream whose client reads nothing is cut after turnTimeout while another stream on the same connection flows', async (t) => {
+  const big = 'x'.repeat(16 * 1024);
+  const remoteRegistry = new AgentRegistry();
+  // hose-*: more than the client will read; tick-*: a chunk every 50 ms for 3 s.
+  remoteRegistry.register('hose-.*', class extends Agent {
+    constructor(id: string) {
+      super(id, {
+        model: scriptedModel(async function* ({ signal }) {
+          for (let i = 0; i < 400 && !signal.aborted; i++) yield big;
+        }),
+      });
+    }
+  });
+  remoteRegistry.register('tick-.*', class extends Agent {
+    constructor(id: string) {
+      super(id, {
+        model: scriptedModel(async function* ({ signal }) {
+          for (let i = 0; i < 60 && !signal.aborted; i++) {
+            yield `t${i} `;
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        }),
+      });
+    }
+  });
+  const remote = await listen(new AgentRouter(remoteRegistry, { pingInterval: 0 }).toRequestListener());
+  t.after(remote.close);
+  const registry = new AgentRegistry();
+  registry.register('.*', new HTTPTransport(remote.url));
+  const router = new AgentRouter(registry, { pingInterval: 0, turnTimeout: 0.5, logger: { error: () => {} } });
+  const server = http2.createServer(router.toRequestListener());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+  t.after(() => new Promise<void>((resolve) => {
+    client.destroy();
+    server.close(() => resolve());
+  }));
+  const open = (path: string): http2.ClientHttp2Stream => {
+    const stream = client.request({ ':method': 'POST', ':path': path, 'content-type': 'application/json' });
+    stream.on('error', () => {});
+    stream.end(JSON.stringify({ message: 'go' }));
+    return stream;
+  };
+  const stalled = open('/hose-1/chat?stream=true');
+  await new Promise((resolve) => stalled.once('data', resolve));
+  stalled.pause();
+  const live = open('/tick-1/chat?stream=true');
+  let ticks = '';
+  live.setEncoding('utf8');
+  live.on('data', (chunk: string) => (ticks += chunk));
+  while (!ticks.includes('t1')) await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(router.openStreams, 2);
+  const startedAt = Date.now();
+  while (router.openStreams > 1 && Date.now() - startedAt < 2500) await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.ok(!ticks.includes('event: done'), 'the other stream still flows');
+  assert.equal(router.openStreams, 1, 'the stalled stream is still open 2.5 s after its client stopped reading (turnTimeout 0.5 s)');
+});
+
 test('stream=events: typed frames whose event name equals their type', async (t) => {
   const { url } = await serve(t, null);
   const { events } = await collectSSE(await streamChat(`${url}/typed/chat`, 'a b', { query: '?stream=events' }));
