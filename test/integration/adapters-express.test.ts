@@ -8,6 +8,7 @@ import express5 from 'express5';
 import { toExpress } from '../../src/adapters/express.ts';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouterError } from '../../src/errors.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { deferred } from '../helpers/http.ts';
@@ -228,6 +229,65 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     assert.ok(received > 0);
     assert.ok(gzip !== undefined, 'the stream waited for drain through compression()');
     assert.ok(gzip.listenerCount('drain') <= 1, `${gzip.listenerCount('drain')} 'drain' listeners left on compression()'s gzip stream`);
+  });
+
+  test(`${name}: the README's shutdown recipe: a keep-alive connection busy at close() goes once its stream ends (a request it still brings is answered with Connection: close)`, async (t) => {
+    const release = deferred();
+    const registry = new AgentRegistry();
+    registry.register('.*', class extends Agent {
+      constructor(id: string) {
+        super(id, {
+          model: scriptedModel(async function* () {
+            yield 'first';
+            await release.promise;
+            yield ' last';
+          }),
+        });
+      }
+    });
+    const router = new AgentRouter(registry);
+    const app = express();
+    app.use(toExpress(router));
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    t.after(() => server.closeAllConnections());
+    const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => agent.destroy());
+    const chat = (path: string): Promise<{ status?: number | undefined; connection?: string | undefined; text?: string; error?: string }> => new Promise((resolve) => {
+      const req = http.request(`${base}${path}`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode, connection: res.headers.connection, text }));
+      });
+      req.on('error', (error) => resolve({ error: (error as NodeJS.ErrnoException).code ?? error.message }));
+      req.end(JSON.stringify({ message: 'hi' }));
+    });
+    const streaming = chat('/bot-1/chat?stream=true');
+    while (router.openStreams === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    // The recipe, as the README has it (its 10 s deadline is not reached here).
+    const closed = new Promise<number>((resolve) => server.close(() => resolve(Date.now())));
+    server.prependListener('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
+      res.shouldKeepAlive = false;
+    });
+    const idle = setInterval(() => server.closeIdleConnections(), 100);
+    idle.unref();
+    t.after(() => clearInterval(idle));
+    const deadline = setTimeout(() => {
+      router.abortAll(new AgentRouterError(503, 'shutting_down', 'Server is shutting down', { expose: true }));
+      setTimeout(() => server.closeAllConnections(), 1000).unref();
+    }, 10_000);
+    deadline.unref();
+    t.after(() => clearTimeout(deadline));
+    release.resolve();
+    assert.match((await streaming).text ?? '', /event: done/);
+    // The client reuses its kept-alive connection at once: answered, but with Connection: close (or refused).
+    const next = await chat('/bot-2/chat');
+    const endedAt = Date.now();
+    assert.ok(next.error !== undefined || next.connection === 'close', `a request after close() was answered with Connection: ${next.connection}`);
+    const closedAt = await Promise.race([closed, new Promise<number>((resolve) => setTimeout(resolve, 3000, Infinity))]);
+    assert.ok(closedAt - endedAt < 1000, `close() called back ${closedAt - endedAt} ms after the last answer (Node's keepAliveTimeout is 5 s)`);
   });
 
   test(`${name}: an error thrown out of the router goes to next(err)`, async (t) => {
