@@ -144,6 +144,8 @@ interface OpenStream {
   turn: ChatTurn | undefined;
   /** Ends the turn when a caller's signal cuts it between chunks (see #cutStream). */
   cut: ((reason: unknown) => void) | undefined;
+  /** The generator's race against that signal: its hook on the signal is taken off when the iterator is dropped. */
+  watch: AbortWatch | undefined;
 }
 
 /** The turn's cancel: the router's, a caller's signal followed, or none (then `own` is made here). */
@@ -494,7 +496,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    */
   stream(message: string, options: TurnOptions = {}): AsyncIterable<string> {
     if (typeof message !== 'string') throw new TypeError('Agent.stream: message must be a string');
-    const open: OpenStream = { agent: this as unknown as Agent, turn: undefined, cut: undefined };
+    const open: OpenStream = { agent: this as unknown as Agent, turn: undefined, cut: undefined, watch: undefined };
     const iterator = this.#streamTurn(message, cancelOf(options), open);
     Agent.#droppedStreams.register(iterator, open, open);
     return iterator;
@@ -531,6 +533,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     const turn = open.turn;
     if (turn === undefined || turn.closed) return;
     if (open.cut !== undefined) turn.cancel.offAbort(open.cut);
+    open.watch?.dispose();
     process.emitWarning(
       `Agent ${JSON.stringify(this.id)}: a stream() iterator was dropped unfinished without return() (leave a for await loop with break, or call return()); its turn held the agent until the garbage collector took the iterator, and was not stored`,
       { type: 'AgentRouterWarning', code: 'dropped_stream' },
@@ -573,6 +576,9 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    */
   #merged(update: StateUpdate<S>): S {
     if (typeof update !== 'function') return { ...this.state, ...checkState(update, 'setState') } as S;
+    // Checked first: an action may have staged what is not JSON, which the copy would turn into a plain
+    // object (a class instance, then let through) or refuse with its own error (a function).
+    assertJsonState(this.state, `Agent ${JSON.stringify(this.id)}: state`);
     const current = structuredClone(this.state);
     return { ...current, ...checkState(update(current), 'setState') } as S;
   }
@@ -582,7 +588,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     const session = this.#beginNow(cancellation.cancel) ?? (await this.#begin(cancellation.cancel));
     const turn = (open.turn = this.#openChat(model, message, cancellation, session));
     // A cancel made here is aborted only at the turn's end: nothing to watch for.
-    const watch = new AbortWatch(cancellation.own ? undefined : cancellation.cancel);
+    const watch = (open.watch = new AbortWatch(cancellation.own ? undefined : cancellation.cancel));
     if (!cancellation.own) cancellation.cancel.onAbort((open.cut = this.#cutStream(open)));
     try {
       const chunks = (turn.chunks = model.stream(turn.request)[Symbol.asyncIterator]());
@@ -599,6 +605,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       watch.dispose();
       if (open.cut !== undefined) turn.cancel.offAbort(open.cut);
       open.turn = undefined;
+      open.watch = undefined;
       Agent.#droppedStreams.unregister(open);
       const ending = this.#closeChat(turn);
       if (ending !== undefined) await ending;
@@ -661,19 +668,16 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       return chunk;
     }
     if (typeof chunk === 'object' && chunk !== null) {
-      if (typeof (chunk as { usage?: unknown }).usage === 'object') {
-        turn.usage = (chunk as { usage: TokenUsage }).usage;
-        return undefined;
-      }
-      if ((chunk as { truncated?: unknown }).truncated === true) {
-        turn.truncated = true;
-        return undefined;
-      }
+      // A record: usage, the truncated mark, or both in one.
+      const { usage, truncated } = chunk as { usage?: unknown; truncated?: unknown };
+      if (typeof usage === 'object') turn.usage = usage as TokenUsage;
+      if (truncated === true) turn.truncated = true;
+      if (typeof usage === 'object' || typeof truncated === 'boolean') return undefined;
     }
     throw new AgentRouterError(
       500,
       'bad_model_chunk',
-      `Model ${turn.model.name} yielded a ${chunk === null ? 'null' : typeof chunk} chunk; chunks must be strings, {usage} or {truncated: true}`,
+      `Model ${turn.model.name} yielded a ${chunk === null ? 'null' : typeof chunk} chunk; chunks must be strings, {usage} or {truncated}`,
     );
   }
 

@@ -15,9 +15,9 @@ export interface ModelRequest {
  * counts reported by a provider), which the agent keeps with the reply, and
  * `{truncated: true}` when the provider stopped the reply at its token limit,
  * which the agent marks the reply with (`truncated` in history and in the
- * router's replies).
+ * router's replies); one record may carry both.
  */
-export type ModelChunk = string | { usage: TokenUsage } | { truncated: true };
+export type ModelChunk = string | { usage: TokenUsage; truncated?: boolean | undefined } | { truncated: boolean; usage?: TokenUsage | undefined };
 
 /** The only contract a model has to meet: stream a reply to a request. */
 export interface Model {

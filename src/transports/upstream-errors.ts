@@ -158,7 +158,8 @@ export function statusError(remote: string, status: number, body: unknown, retry
   }
   const fields = asFields(body);
   if (!RELAYED_STATUSES.has(status) || fields['code'] === 'not_found') {
-    const said = typeof fields['code'] === 'string' ? ` (${String(fields['code']).slice(0, 64)})` : '';
+    // Named only if it is a code as our routers write them: it goes into this router's log.
+    const said = typeof fields['code'] === 'string' && CODE.test(fields['code']) ? ` (${fields['code']})` : '';
     return new UpstreamError(502, 'upstream_refused', `HTTPTransport: ${remote} answered ${status}${said}; check the transport's url and headers`, {
       expose: true,
       publicMessage: `The remote agent refused the request (${status})`,
@@ -226,7 +227,10 @@ export function streamFailed(remote: string, data: string): UpstreamError {
  * remote cannot write log lines of its own here, and 500 characters at most.
  */
 function relayedMessage(message: string): string {
-  return message.slice(0, 500).replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ');
+  // Not cut between the two halves of a surrogate pair (an emoji).
+  const last = message.charCodeAt(499);
+  const end = message.length > 500 && last >= 0xd800 && last <= 0xdbff ? 499 : 500;
+  return message.slice(0, end).replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ');
 }
 
 function asFields(value: unknown): Record<string, unknown> {

@@ -476,7 +476,8 @@ test('a reply the provider cut short says truncated in the JSON reply, the envel
   const bot = new Agent('bot', {
     model: scriptedModel((request) => {
       const message = request.messages.at(-1)?.content ?? '';
-      return message.startsWith('long') ? [message, { truncated: true }] : [message];
+      // Usage and the mark in one record, or a model saying `truncated: false` of a whole reply.
+      return message.startsWith('long') ? [message, { usage: { outputTokens: 2 }, truncated: true }] : [message, { truncated: false }];
     }),
   });
   const { url, close } = await listen(new AgentRouter(bot, { logger: { error: () => {} } }).toRequestListener());
@@ -494,8 +495,8 @@ test('a reply the provider cut short says truncated in the JSON reply, the envel
   assert.deepEqual(plain.events.map((e) => [e.event, e.data]), [['message', 'long four'], ['done', '[DONE]']]);
 
   assert.deepEqual(
-    bot.messages.filter((m) => m.role === 'assistant').map((m) => [m.content, m.truncated]),
-    [['long one', true], ['short', undefined], ['long two', true], ['long three', true], ['short again', undefined], ['long four', true]],
+    bot.messages.filter((m) => m.role === 'assistant').map((m) => [m.content, m.truncated, m.usage?.outputTokens]),
+    [['long one', true, 2], ['short', undefined, undefined], ['long two', true, 2], ['long three', true, 2], ['short again', undefined, undefined], ['long four', true, 2]],
   );
 });
 

@@ -408,7 +408,8 @@ test('a remote 4xx JSON error is relayed with its status, message and code (and 
 test("a remote's error message is relayed on one line, 500 characters at most, so it cannot forge lines in this router's log", async (t) => {
   const forged = 'Bad input\n2026-11-24T21:00:00Z AgentRouter: admin logged in\r\u2028\u0000';
   const remote = await fakeRemote(t, (_req, res, captured) => {
-    if (route(captured).id === 'long') return json(res, 400, { error: 'x'.repeat(2000), code: 'bad_input' });
+    if (route(captured).id === 'long') return json(res, 400, { error: 'x'.repeat(499) + '👋'.repeat(100), code: 'bad_input' });
+    if (route(captured).id === 'refused') return json(res, 401, { error: 'no', code: `x\n${forged}` });
     if (captured.url.includes('stream=')) {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.end(`event: error\ndata: ${JSON.stringify({ error: forged, code: 'internal_error' })}\n\n`);
@@ -420,7 +421,12 @@ test("a remote's error message is relayed on one line, 500 characters at most, s
   const oneLine = 'Bad input 2026-11-24T21:00:00Z AgentRouter: admin logged in ';
   await assert.rejects(transport.chat('bot-1', 'x'), upstream(400, 'bad_input', (error) => assert.equal(error.message, oneLine)));
   await assert.rejects(collect(transport.stream('bot-1', 'x')), upstream(502, 'internal_error', (error) => assert.equal(error.message, oneLine)));
-  await assert.rejects(transport.chat('long', 'x'), upstream(400, 'bad_input', (error) => assert.equal(error.message, 'x'.repeat(500))));
+  // Cut before an emoji's second half, not between its two.
+  await assert.rejects(transport.chat('long', 'x'), upstream(400, 'bad_input', (error) => assert.equal(error.message, 'x'.repeat(499))));
+  // A code that is not one our routers write is not quoted into the message at all.
+  await assert.rejects(transport.chat('refused', 'x'), upstream(502, 'upstream_refused', (error) => {
+    assert.equal(error.message, `HTTPTransport: ${remote.base}/refused/chat answered 401; check the transport's url and headers`);
+  }));
 });
 
 test('a remote 4xx about the hop itself (credentials, a url that is no agent router, 499) is a 502, and a router answers it', async (t) => {

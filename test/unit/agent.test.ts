@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { test } from 'node:test';
@@ -108,6 +109,33 @@ test('a setState function that changes the state it is given, then throws or who
   assert.deepEqual(list.state, { items: ['kept'], n: 3 });
   await storage.delete('list');
   assert.deepEqual(await list.snapshot(), { items: [], n: 0 }, 'the initial state is as it was given');
+});
+
+test('a setState function after an action staged what is not JSON is refused as not JSON (the copy it is given would hide it)', async () => {
+  class Point {
+    readonly x: number;
+    readonly y: number;
+    constructor(x: number, y: number) {
+      this.x = x;
+      this.y = y;
+    }
+  }
+  const storage = new MemoryStorage();
+  class Shapes extends Agent {
+    static override actions = ['place', 'hook'];
+    async place(): Promise<void> {
+      await this.setState({ p: new Point(1, 2) as never });
+      await this.setState(() => ({ n: 1 }));
+    }
+    async hook(): Promise<void> {
+      await this.setState({ cb: (() => 1) as never });
+      await this.setState(() => ({ n: 1 }));
+    }
+  }
+  const shapes = new Shapes('shapes', { storage, model: echoModel() });
+  await assert.rejects(shapes.invoke('place'), /not JSON.*Point/);
+  await assert.rejects(shapes.invoke('hook'), /not JSON.*function/);
+  assert.equal(await storage.load('shapes'), undefined, 'nothing stored');
 });
 
 test('setState outside a turn is a turn of its own and is stored', async () => {
@@ -472,10 +500,13 @@ test('a stream() iterator dropped unfinished without return() gives the agent ba
     warnings.push(warning);
   };
   process.on('warning', onWarning);
+  // A signal that outlives the stream, as a server's shutdown signal does: the dropped turn leaves no listener on it.
+  const shared = new AbortController().signal;
   try {
     await (async () => {
-      const iterator = agent.stream('hi')[Symbol.asyncIterator]();
+      const iterator = agent.stream('hi', { signal: shared })[Symbol.asyncIterator]();
       assert.equal((await iterator.next()).value, 'one');
+      assert.ok(getEventListeners(shared, 'abort').length > 0);
       // Dropped here: neither pulled again nor return()ed.
     })();
     assert.equal(agent.busy, true);
@@ -491,6 +522,7 @@ test('a stream() iterator dropped unfinished without return() gives the agent ba
   }
   assert.deepEqual(agent.messages.map((m) => m.content), ['next', 'next']);
   assert.equal((warnings[0] as { code?: string } | undefined)?.code, 'dropped_stream');
+  assert.equal(getEventListeners(shared, 'abort').length, 0, 'the signal keeps nothing of the dropped turn');
 });
 
 test('Mailbox runs holders one at a time in arrival order', async () => {
