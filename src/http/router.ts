@@ -1,6 +1,6 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
-import { Agent, cancelledBy, chatInto, committedState } from '../agent/agent.ts';
+import { Agent, cancelledBy, chatInto, committedState, type ChatSink } from '../agent/agent.ts';
 import { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, httpErrors, statusOf, worthLogging } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';
@@ -111,11 +111,19 @@ export const serveRequest: unique symbol = Symbol('agent-router.serveRequest');
  */
 export const shutTurns: unique symbol = Symbol('agent-router.shutTurns');
 
-/** What an action returns when it answered synchronously. */
-const ANSWERED: Promise<void> = Promise.resolve();
-/** What a stream's dispatch resolves with: the stream calls `answered` itself when it ends. */
-const STREAMING: unique symbol = Symbol('streaming');
-const STREAM_STARTED: Promise<typeof STREAMING> = Promise.resolve(STREAMING);
+/** What an action returns when it answered synchronously: #serve calls `answered` at once. */
+const ANSWERED: unique symbol = Symbol('answered');
+/** What a JSON action or a stream returns once started: it calls `answered` itself when it is over. */
+const ANSWERS_ITSELF: unique symbol = Symbol('answers itself');
+/**
+ * What the steps of a request return: a promise only where one is waited on
+ * (authorize, a snapshot from storage), else whether it is answered already
+ * or answers itself. A JSON request is not a chain of promises from its body
+ * to its reply: each link would cost a promise and a microtask hop, and a
+ * promise returned from a `then` callback is adopted by the outer one, two
+ * hops more.
+ */
+type Started = Promise<unknown> | typeof ANSWERED | typeof ANSWERS_ITSELF;
 const NO_HINT: RequestHint = {};
 
 /**
@@ -172,6 +180,32 @@ function cutOnClose(res: ServerResponse, cancel: TurnCancel): () => void {
   };
 }
 
+/**
+ * A local agent's JSON chat turn reports here (Agent's ChatSink), as a
+ * stream's turn reports to its stream: the reply is sent from the turn's own
+ * callback, with no promise between (chat()'s, and one for each step after it).
+ */
+class ChatReply implements ChatSink {
+  readonly #running: Running;
+  readonly #reply: (running: Running, reply: JsonObject) => void;
+  readonly #end: StreamEnd<Running>;
+
+  constructor(running: Running, reply: (running: Running, reply: JsonObject) => void, end: StreamEnd<Running>) {
+    this.#running = running;
+    this.#reply = reply;
+    this.#end = end;
+  }
+
+  done(text: string, truncated: boolean): void {
+    const agentId = this.#running.agentId;
+    this.#reply(this.#running, truncated ? { agent_id: agentId, response: text, truncated } : { agent_id: agentId, response: text });
+  }
+
+  failed(error: unknown): void {
+    this.#end(this.#running, { error });
+  }
+}
+
 /** Where a request lands: a local instance or a remote transport. */
 type Resolved = { agent: Agent<any>; pooled: boolean } | { transport: AgentTransport; requestId: string | undefined };
 
@@ -205,8 +239,14 @@ export class AgentRouter {
   /** The requests running now, for abortAll() and the turn timeout. */
   readonly #turns: RunningTurns<Running>;
 
-  /** Every stream's end: one function for all of them, handed each stream's Running. */
-  readonly #onStreamEnd: StreamEnd<Running> = (running, refused) => {
+  /** A local JSON chat's reply (see ChatReply): one function for all of them. */
+  readonly #onReply = (running: Running, reply: JsonObject): void => this.#reply(running, reply);
+
+  /**
+   * The end of every request that answers itself (a stream, a JSON action), handed its Running: one
+   * function for all of them. `refused`: not answered yet, answer it as this failure.
+   */
+  readonly #onEnd: StreamEnd<Running> = (running, refused) => {
     try {
       this.#settle(running);
       const cancel = running.cancel;
@@ -296,7 +336,7 @@ export class AgentRouter {
   #serve(req: IncomingMessage, res: ServerResponse, hint: RequestHint, answered: (() => void) | undefined, host: Host | undefined): boolean {
     const matched = this.#match(req.method, hint.path ?? req.url ?? '/', host !== undefined);
     if (matched === undefined) return false;
-    let started: Promise<unknown>;
+    let started: Started;
     try {
       host?.claim?.();
       if (matched === 'openapi') {
@@ -326,29 +366,50 @@ export class AgentRouter {
       answered?.();
       return true;
     }
-    // Answered already (a state read from memory): nothing to chain.
-    if (started === ANSWERED) {
-      answered?.();
-      return true;
-    }
-    const serving = started.then(undefined, (error: unknown) => this.#fail(res, error));
-    // A stream calls `answered` itself when it ends.
-    if (answered !== undefined) serving.then((outcome) => outcome === STREAMING || answered());
+    this.#follow(started, res, answered);
     return true;
   }
 
+  /** Answers what `started` leaves unanswered: its failure, and `answered` once it is over. */
+  #follow(started: Started, res: ServerResponse, answered: (() => void) | undefined): void {
+    // Answered already (a state read from memory), or answering itself: nothing to chain.
+    if (started === ANSWERED) return answered?.();
+    if (started === ANSWERS_ITSELF) return;
+    const serving = started.then(undefined, (error: unknown) => this.#fail(res, error));
+    // A JSON action or a stream calls `answered` itself when it is over.
+    if (answered !== undefined) serving.then((outcome) => outcome === ANSWERS_ITSELF || answered());
+  }
+
   /** The request's body (a POST's), then its action. */
-  #withBody(exchange: Exchange, action: RouteAction, method: RouteMatch['method'], parsed: unknown): Promise<unknown> {
+  #withBody(exchange: Exchange, action: RouteAction, method: RouteMatch['method'], parsed: unknown): Started {
     if (method !== 'POST') return this.#withPayload(exchange, action, {});
     // Whoever read the body (this router or a host's parser), as the headers declare it.
     if (this.#strictContentType && untypedBody(exchange.req)) return Promise.reject(httpErrors.untypedBody());
     if (parsed instanceof JsonText) return this.#withPayload(exchange, action, asObject(parsed.parse(this.#bodyLimit)));
     if (parsed !== undefined) return this.#withPayload(exchange, action, asObject(checkParsed(parsed)));
-    return readJsonBody(exchange.req, this.#bodyLimit).then((body) => this.#withPayload(exchange, action, asObject(body)));
+    // Followed from the body's own reaction, not chained to by #serve: that would be a promise and a hop more.
+    const { res, answered } = exchange;
+    readJsonBody(exchange.req, this.#bodyLimit).then(
+      (body) => {
+        let started: Started;
+        try {
+          started = this.#withPayload(exchange, action, asObject(body));
+        } catch (error) {
+          this.#fail(res, error);
+          return answered?.();
+        }
+        this.#follow(started, res, answered);
+      },
+      (error: unknown) => {
+        this.#fail(res, error);
+        answered?.();
+      },
+    );
+    return ANSWERS_ITSELF;
   }
 
   /** Opens the generic envelope (asking `authorize` about the action it carries), then dispatches. */
-  #withPayload(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Promise<unknown> {
+  #withPayload(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Started {
     if (action !== 'request') return this.#dispatch(exchange, action, body);
     const envelope = unwrapEnvelope(body);
     const authorize = this.options.authorize;
@@ -412,7 +473,7 @@ export class AgentRouter {
    * suspended frame. Throws synchronously for a request refused before any
    * turn starts; `#serve` answers both ways.
    */
-  #dispatch(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Promise<unknown> {
+  #dispatch(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Started {
     const { req, res, agentId, query } = exchange;
     // Gone while an async authorize hook ran (the generic envelope's, or any with a body a framework
     // parsed): no 'close' will come again to cut the turn, so it must not start, nor make an agent.
@@ -433,26 +494,33 @@ export class AgentRouter {
     const cancel = running.cancel;
     try {
       if (stream !== false) return this.#stream(running, target, message, stream === 'events', exchange.answered);
-      return this.#call(target, agentId, action, body, message, cancel).then(
-        (reply) => {
-          try {
-            sendJson(res, 200, reply);
-          } catch (error) {
-            // A reply that cannot be sent (a remote's result JSON cannot hold) after the turn was cut: the cut answers.
-            throw cancel.aborted ? cancel.reason : error;
-          } finally {
-            this.#settle(running);
-          }
-        },
-        (error: unknown) => {
-          this.#settle(running);
-          throw cancel.aborted ? cancel.reason : error;
-        },
+      // Answered where the reply comes in, not by #serve's chain: that would take two more hops.
+      running.answered = exchange.answered;
+      // A local agent's chat turn, unless a subclass has its own chat() to go through, reports to a sink.
+      if (action === 'chat' && 'agent' in target && target.agent.chat === Agent.prototype.chat) {
+        target.agent[chatInto](message, cancelledBy(cancel), new ChatReply(running, this.#onReply, this.#onEnd));
+        return ANSWERS_ITSELF;
+      }
+      this.#call(target, agentId, action, body, message, cancel).then(
+        (reply) => this.#reply(running, reply),
+        (error: unknown) => this.#onEnd(running, { error }),
       );
+      return ANSWERS_ITSELF;
     } catch (error) {
       this.#settle(running);
       throw cancel.aborted ? cancel.reason : error;
     }
+  }
+
+  /** Sends a JSON action's reply, and ends the request. */
+  #reply(running: Running, reply: JsonObject): void {
+    try {
+      sendJson(running.res, 200, reply);
+    } catch (error) {
+      // A reply that cannot be sent (a remote's result JSON cannot hold); after the turn was cut, the cut answers.
+      return this.#onEnd(running, { error });
+    }
+    this.#onEnd(running, undefined);
   }
 
   /** Starts a request's turn: its cancel, cut by the client leaving, the hint's signal and the turn timeout. */
@@ -491,7 +559,7 @@ export class AgentRouter {
   }
 
   /** A chat reply as SSE: started now, and `answered` is called when it ended (no promise is kept meanwhile). */
-  #stream(running: Running, target: Resolved, message: string, typed: boolean, answered: (() => void) | undefined): Promise<typeof STREAMING> {
+  #stream(running: Running, target: Resolved, message: string, typed: boolean, answered: (() => void) | undefined): typeof ANSWERS_ITSELF {
     const { agentId, cancel } = running;
     const source = this.#source(target, agentId, message, cancel);
     // A client that reads nothing for turnTimeout is taken as gone: its stream, local or remote, is cut.
@@ -499,8 +567,8 @@ export class AgentRouter {
     this.#openStreams++;
     running.streaming = true;
     running.answered = answered;
-    streamReply(running.res, agentId, source, options, this.#onStreamEnd, running);
-    return STREAM_STARTED;
+    streamReply(running.res, agentId, source, options, this.#onEnd, running);
+    return ANSWERS_ITSELF;
   }
 
   #tooManyStreams(): AgentRouterError {
@@ -511,7 +579,7 @@ export class AgentRouter {
   }
 
   /** The committed state; at once (no promise taken) when the agent can tell without asking storage. */
-  #answerState(res: ServerResponse, target: Resolved & { agent: Agent<any> }, agentId: string): Promise<void> {
+  #answerState(res: ServerResponse, target: Resolved & { agent: Agent<any> }, agentId: string): Promise<void> | typeof ANSWERED {
     const agent = target.agent;
     // Unless a subclass has its own snapshot() to go through.
     const now = agent.snapshot === Agent.prototype.snapshot ? agent[committedState]() : undefined;
@@ -556,17 +624,9 @@ export class AgentRouter {
     const agent = 'agent' in target ? target.agent : undefined;
     switch (action) {
       case 'chat': {
-        // The agent's own turn, unless a subclass has its own chat(): it also tells whether the provider cut the reply short.
-        if (agent !== undefined && agent.chat === Agent.prototype.chat) {
-          return new Promise((resolve, reject) => {
-            agent[chatInto](message, cancelledBy(cancel), {
-              done: (response, truncated) => resolve(truncated ? { agent_id: agentId, response, truncated } : { agent_id: agentId, response }),
-              failed: reject,
-            });
-          });
-        }
-        // An HTTPTransport passes on the remote's mark too (unless a subclass has its own chat()); a transport
-        // of the user's gives the text alone.
+        // A local agent's own turn reports to a ChatReply instead (see #dispatch); this is a subclass's own chat()
+        // or a remote. An HTTPTransport passes on the remote's mark too (unless a subclass has its own chat());
+        // a transport of the user's gives the text alone.
         if (remote instanceof HTTPTransport && remote.chat === HTTPTransport.prototype.chat) {
           return remote[chatReply](agentId, message, options).then(({ response, truncated }) =>
             truncated ? { agent_id: agentId, response, truncated } : { agent_id: agentId, response },
