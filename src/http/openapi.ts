@@ -57,7 +57,7 @@ const SCHEMAS: Record<string, Schema> = {
     required: ['agent_id', 'response'],
     properties: {
       agent_id: { type: 'string' },
-      response: { type: 'string', description: 'The whole reply.' },
+      response: { type: 'string', description: 'The reply (all of it, unless truncated says the provider cut it short).' },
       truncated: { type: 'boolean', const: true, description: "Present when the model's provider cut the reply short at its token limit." },
     },
   },

@@ -41,7 +41,7 @@ export async function httpError(context: ProviderContext, response: Response): P
   const [code, hint] = status === 401 || status === 403
     ? ['model_auth_failed', 'check the API key and its access to this model']
     : status === 404
-      ? ['model_not_found', 'check the model name and baseURL']
+      ? ['model_not_found', 'check the model name, and baseURL (which includes the API version path, such as /v1)']
       : status === 429
         ? ['model_rate_limited', 'the provider is rate limiting; retry later']
         : status >= 500

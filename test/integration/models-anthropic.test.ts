@@ -168,6 +168,8 @@ test('maps each documented HTTP error to a typed error with the provider status 
     assert.equal(error.providerType, type);
     assert.equal(error.retryable, status === 429 || status >= 500);
     assert.ok(!error.message.includes(API_KEY) && !error.message.includes('SECRET'), error.message);
+    // An SDK-style root without /v1 (as ANTHROPIC_BASE_URL takes it) given as baseURL is the likely 404.
+    if (status === 404) assert.match(error.message, /baseURL \(which includes the API version path, such as \/v1\)/);
   }
 });
 
