@@ -165,7 +165,7 @@ interface Running extends RunningTurn {
   onOuterAbort: (() => void) | undefined;
   /** Counted in openStreams. */
   streaming: boolean;
-  /** A stream's: called once it ended, if the caller waits for that. */
+  /** A stream's or a JSON action's: called once it is over, if the caller waits for that. */
   answered: (() => void) | undefined;
 }
 
@@ -252,7 +252,15 @@ export class AgentRouter {
       const cancel = running.cancel;
       if (refused !== undefined) this.#fail(running.res, cancel.aborted ? cancel.reason : refused.error);
     } finally {
-      running.answered?.();
+      // Once, and never thrown into what ended the request: the agent's turn or a cancel.abort() (a client
+      // leaving, the turn timeout, abortAll) would meet the host's exception, and #dispatch would settle twice.
+      const answered = running.answered;
+      running.answered = undefined;
+      try {
+        answered?.();
+      } catch (error) {
+        this.#logger.error("AgentRouter: the host's callback for an answered request threw", error);
+      }
     }
   };
 
@@ -471,7 +479,7 @@ export class AgentRouter {
    * Runs the request's action. Not an async function: what a turn holds open
    * (a stream above all) is its Running record and one callback, not a
    * suspended frame. Throws synchronously for a request refused before any
-   * turn starts; `#serve` answers both ways.
+   * turn starts; `#follow` answers both ways.
    */
   #dispatch(exchange: Exchange, action: RouteAction, body: Record<string, unknown>): Started {
     const { req, res, agentId, query } = exchange;
@@ -612,9 +620,9 @@ export class AgentRouter {
   }
 
   /**
-   * A JSON action on a local agent or a remote. Not an async function: the
-   * common turn (a local chat) costs one reaction on its own promise, no
-   * frame; a refusal before the call (no method) throws synchronously.
+   * A JSON action on a local agent or a remote (a local agent's own chat turn
+   * reports to a ChatReply instead, see #dispatch). Not an async function: a
+   * refusal before the call (no method) throws synchronously.
    * Resolved, not assumed promises: a transport of the user's may answer
    * synchronously.
    */

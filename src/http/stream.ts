@@ -26,9 +26,10 @@ export interface StreamOptions {
 /**
  * Called once a streamed reply is over, with the `owner` streamReply was
  * given (one function shared by all streams, rather than a closure per
- * stream). `refused` carries why a remote refused the stream before any
- * byte went out (answer it as a JSON status); undefined when the stream
- * itself was answered, however it ended.
+ * stream; the router's JSON actions end through it too). `refused` carries
+ * what is still to be answered as a JSON status (a remote refusing a stream
+ * before any byte went out, a JSON action's failure); undefined when the
+ * request itself was answered, however it ended.
  */
 export type StreamEnd<T> = (owner: T, refused: { error: unknown } | undefined) => void;
 

@@ -3,7 +3,7 @@ import http from 'node:http';
 import { test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouterError } from '../../src/errors.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter, serveRequest } from '../../src/http/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
@@ -630,4 +630,35 @@ test('a client that leaves while an async authorize hook runs starts no turn and
   await new Promise((resolve) => setTimeout(resolve, 50));
   assert.deepEqual(created, [], 'no agent was made');
   assert.equal(router.pool?.peek('counter-5'), undefined);
+});
+
+test("a host's callback for an answered request that throws is called once and logged, never thrown into the turn", async (t) => {
+  const logged: string[] = [];
+  const router = new AgentRouter(new Counter('solo'), { logger: { error: (message) => void logged.push(message) } });
+  const shut = new AbortController();
+  shut.abort(new AgentRouterError(503, 'shutting_down', 'Server is shutting down', { expose: true }));
+  let calls = 0;
+  const errors: unknown[] = [];
+  const onError = (error: unknown): void => void errors.push(error);
+  process.on('uncaughtException', onError);
+  t.after(() => process.off('uncaughtException', onError));
+  const { url, close } = await listen((req, res) => {
+    const warm = req.headers['x-warm'] !== undefined;
+    const answered = warm ? () => {} : () => {
+      calls++;
+      throw new Error("the host's bug");
+    };
+    // A body the host parsed and a signal already aborted: the chat fails inside the call, synchronously.
+    router[serveRequest](req, res, answered, { body: { message: 'hi' }, signal: warm ? undefined : shut.signal });
+  });
+  t.after(close);
+  await postJson(`${url}/chat`, { message: 'loads the agent' }, { 'x-warm': '1' });
+  const refused = await postJson(`${url}/chat`, { message: 'hi' });
+  assert.deepEqual([refused.status, refused.body.code], [503, 'shutting_down']);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(calls, 1);
+  assert.deepEqual(errors, []);
+  assert.ok(logged.some((message) => message.includes("callback for an answered request threw")), JSON.stringify(logged));
+  // Served on (the handler hands every request the same parsed body).
+  assert.deepEqual((await postJson(`${url}/chat`, { message: 'hi' }, { 'x-warm': '1' })).body, { agent_id: 'solo', response: 'hi' });
 });
