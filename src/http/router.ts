@@ -111,7 +111,7 @@ export const serveRequest: unique symbol = Symbol('agent-router.serveRequest');
  */
 export const shutTurns: unique symbol = Symbol('agent-router.shutTurns');
 
-/** What an action returns when it answered synchronously: #serve calls `answered` at once. */
+/** What an action returns when it answered synchronously: #follow calls `answered` at once. */
 const ANSWERED: unique symbol = Symbol('answered');
 /** What a JSON action or a stream returns once started: it calls `answered` itself when it is over. */
 const ANSWERS_ITSELF: unique symbol = Symbol('answers itself');

@@ -73,8 +73,8 @@ export function openAIModel(options: OpenAIModelOptions): Model {
  * Chat completion chunks: text in `choices[0].delta.content`, the end in
  * `finish_reason`, usage in a last chunk with empty `choices`, then `[DONE]`.
  * `finish_reason: "length"` (the reply hit `max_tokens`) yields
- * `{truncated: true}` at the end. A refusal (`delta.refusal`) or `finish_reason: "content_filter"` fails the
- * turn as `model_refused`.
+ * `{truncated: true}` at the end. A refusal (`delta.refusal`) or
+ * `finish_reason: "content_filter"` fails the turn as `model_refused`.
  * A stream that ends after a `finish_reason` but without `[DONE]` is complete
  * too (some compatible servers skip it).
  */
