@@ -365,6 +365,32 @@ test('over HTTP/2: a client that cancels its stream while an async authorize hoo
   assert.deepEqual(logged.map((error) => (error as { code?: string }).code), [], 'logged as a server error');
 });
 
+/**
+ * A router on node:http2 (h2c) whose registry sends every id through an HTTPTransport to a plain router
+ * serving `remoteRegistry`, with a turnTimeout of 0.5 s; `open` starts a stream on one client connection.
+ */
+async function http2FrontOf(t: { after: (fn: () => Promise<void> | void) => void }, remoteRegistry: AgentRegistry, logger: { error: (message: string, error?: unknown) => void }) {
+  const remote = await listen(new AgentRouter(remoteRegistry, { pingInterval: 0 }).toRequestListener());
+  t.after(remote.close);
+  const registry = new AgentRegistry();
+  registry.register('.*', new HTTPTransport(remote.url));
+  const router = new AgentRouter(registry, { pingInterval: 0, turnTimeout: 0.5, logger });
+  const server = http2.createServer(router.toRequestListener());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+  t.after(() => new Promise<void>((resolve) => {
+    client.destroy();
+    server.close(() => resolve());
+  }));
+  const open = (path: string): http2.ClientHttp2Stream => {
+    const stream = client.request({ ':method': 'POST', ':path': path, 'content-type': 'application/json' });
+    stream.on('error', () => {});
+    stream.end(JSON.stringify({ message: 'go' }));
+    return stream;
+  };
+  return { router, open };
+}
+
 test('over HTTP/2: a remote stream whose client stopped reading is cut after turnTimeout, and ends without an error of the router\'s own', async (t) => {
   // The remote: a plain router whose model writes more than the front's client will read.
   const big = 'x'.repeat(16 * 1024);
@@ -381,22 +407,9 @@ test('over HTTP/2: a remote stream whose client stopped reading is cut after tur
       });
     }
   });
-  const remote = await listen(new AgentRouter(remoteRegistry, { pingInterval: 0 }).toRequestListener());
-  t.after(remote.close);
-  const registry = new AgentRegistry();
-  registry.register('.*', new HTTPTransport(remote.url));
   const logged: unknown[] = [];
-  const router = new AgentRouter(registry, { pingInterval: 0, turnTimeout: 0.5, logger: { error: (_message, error) => void logged.push(error) } });
-  const server = http2.createServer(router.toRequestListener());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
-  t.after(() => new Promise<void>((resolve) => {
-    client.destroy();
-    server.close(() => resolve());
-  }));
-  const stalled = client.request({ ':method': 'POST', ':path': '/r-1/chat?stream=true', 'content-type': 'application/json' });
-  stalled.on('error', () => {});
-  stalled.end(JSON.stringify({ message: 'go' }));
+  const { router, open } = await http2FrontOf(t, remoteRegistry, { error: (_message, error) => void logged.push(error) });
+  const stalled = open('/r-1/chat?stream=true');
   await new Promise((resolve) => stalled.once('data', resolve));
   stalled.pause();
   // Cut once nothing was read for turnTimeout; the remote's stream then ends on a closed HTTP/2 stream.
@@ -430,24 +443,7 @@ test('over HTTP/2: a remote stream whose client reads nothing is cut after turnT
       });
     }
   });
-  const remote = await listen(new AgentRouter(remoteRegistry, { pingInterval: 0 }).toRequestListener());
-  t.after(remote.close);
-  const registry = new AgentRegistry();
-  registry.register('.*', new HTTPTransport(remote.url));
-  const router = new AgentRouter(registry, { pingInterval: 0, turnTimeout: 0.5, logger: { error: () => {} } });
-  const server = http2.createServer(router.toRequestListener());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
-  t.after(() => new Promise<void>((resolve) => {
-    client.destroy();
-    server.close(() => resolve());
-  }));
-  const open = (path: string): http2.ClientHttp2Stream => {
-    const stream = client.request({ ':method': 'POST', ':path': path, 'content-type': 'application/json' });
-    stream.on('error', () => {});
-    stream.end(JSON.stringify({ message: 'go' }));
-    return stream;
-  };
+  const { router, open } = await http2FrontOf(t, remoteRegistry, { error: () => {} });
   const stalled = open('/hose-1/chat?stream=true');
   await new Promise((resolve) => stalled.once('data', resolve));
   stalled.pause();
