@@ -15,6 +15,23 @@ import { deferred } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { assertError, BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post, postChunked } from './adapters-shared.ts';
 
+/** A registry whose agents reply 'first', then ' last' once `release` settles: a stream held open between them. */
+function firstThenLast(release: Promise<unknown>): AgentRegistry {
+  const registry = new AgentRegistry();
+  registry.register('.*', class extends Agent {
+    constructor(id: string) {
+      super(id, {
+        model: scriptedModel(async function* () {
+          yield 'first';
+          await release;
+          yield ' last';
+        }),
+      });
+    }
+  });
+  return registry;
+}
+
 /**
  * The README's recipe for a host that must run `express.json()` before the
  * router: body-parser's refusals, which go to Express's error handlers and
@@ -139,18 +156,7 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
 
   test(`${name}: behind compression(), a stream's events arrive as they are sent (gzipped, flushed per write), not all at the end`, async (t) => {
     const release = deferred();
-    const registry = new AgentRegistry();
-    registry.register('.*', class extends Agent {
-      constructor(id: string) {
-        super(id, {
-          model: scriptedModel(async function* () {
-            yield 'first';
-            await release.promise;
-            yield ' last';
-          }),
-        });
-      }
-    });
+    const registry = firstThenLast(release.promise);
     const app = express();
     app.use(compression());
     app.use('/api', toExpress(new AgentRouter(registry)));
@@ -233,18 +239,7 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
 
   test(`${name}: the README's shutdown recipe: a keep-alive connection busy at close() goes once its stream ends (a request it still brings is answered with Connection: close)`, async (t) => {
     const release = deferred();
-    const registry = new AgentRegistry();
-    registry.register('.*', class extends Agent {
-      constructor(id: string) {
-        super(id, {
-          model: scriptedModel(async function* () {
-            yield 'first';
-            await release.promise;
-            yield ' last';
-          }),
-        });
-      }
-    });
+    const registry = firstThenLast(release.promise);
     const router = new AgentRouter(registry);
     const app = express();
     app.use(toExpress(router));

@@ -365,6 +365,15 @@ test('over HTTP/2: a client that cancels its stream while an async authorize hoo
   assert.deepEqual(logged.map((error) => (error as { code?: string }).code), [], 'logged as a server error');
 });
 
+/** An Agent class on `model`, for a registry pattern. */
+function agentOn(model: ReturnType<typeof scriptedModel>) {
+  return class extends Agent {
+    constructor(id: string) {
+      super(id, { model });
+    }
+  };
+}
+
 /**
  * A router on node:http2 (h2c) whose registry sends every id through an HTTPTransport to a plain router
  * serving `remoteRegistry`, with a turnTimeout of 0.5 s; `open` starts a stream on one client connection.
@@ -395,18 +404,12 @@ test('over HTTP/2: a remote stream whose client stopped reading is cut after tur
   // The remote: a plain router whose model writes more than the front's client will read.
   const big = 'x'.repeat(16 * 1024);
   const remoteRegistry = new AgentRegistry();
-  remoteRegistry.register('.*', class extends Agent {
-    constructor(id: string) {
-      super(id, {
-        model: scriptedModel(async function* ({ signal }) {
-          for (let i = 0; i < 400 && !signal.aborted; i++) {
-            yield big;
-            await new Promise((resolve) => setTimeout(resolve, 2));
-          }
-        }),
-      });
+  remoteRegistry.register('.*', agentOn(scriptedModel(async function* ({ signal }) {
+    for (let i = 0; i < 400 && !signal.aborted; i++) {
+      yield big;
+      await new Promise((resolve) => setTimeout(resolve, 2));
     }
-  });
+  })));
   const logged: unknown[] = [];
   const { router, open } = await http2FrontOf(t, remoteRegistry, { error: (_message, error) => void logged.push(error) });
   const stalled = open('/r-1/chat?stream=true');
@@ -422,27 +425,15 @@ test('over HTTP/2: a remote stream whose client reads nothing is cut after turnT
   const big = 'x'.repeat(16 * 1024);
   const remoteRegistry = new AgentRegistry();
   // hose-*: more than the client will read; tick-*: a chunk every 50 ms for 3 s.
-  remoteRegistry.register('hose-.*', class extends Agent {
-    constructor(id: string) {
-      super(id, {
-        model: scriptedModel(async function* ({ signal }) {
-          for (let i = 0; i < 400 && !signal.aborted; i++) yield big;
-        }),
-      });
+  remoteRegistry.register('hose-.*', agentOn(scriptedModel(async function* ({ signal }) {
+    for (let i = 0; i < 400 && !signal.aborted; i++) yield big;
+  })));
+  remoteRegistry.register('tick-.*', agentOn(scriptedModel(async function* ({ signal }) {
+    for (let i = 0; i < 60 && !signal.aborted; i++) {
+      yield `t${i} `;
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
-  });
-  remoteRegistry.register('tick-.*', class extends Agent {
-    constructor(id: string) {
-      super(id, {
-        model: scriptedModel(async function* ({ signal }) {
-          for (let i = 0; i < 60 && !signal.aborted; i++) {
-            yield `t${i} `;
-            await new Promise((resolve) => setTimeout(resolve, 50));
-          }
-        }),
-      });
-    }
-  });
+  })));
   const { router, open } = await http2FrontOf(t, remoteRegistry, { error: () => {} });
   const stalled = open('/hose-1/chat?stream=true');
   await new Promise((resolve) => stalled.once('data', resolve));
