@@ -12,6 +12,7 @@ import { MemoryStorage } from '../../src/storage/memory.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
 import { deferred, postJson, streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
+import { counterOn } from '../helpers/agents.ts';
 import { collectSSE, naiveSSEText } from '../helpers/sse.ts';
 
 async function serve(t: { after: (fn: () => Promise<void>) => void }, model: ScriptedFunction | null, options = {}) {
@@ -325,25 +326,8 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
   assert.deepEqual(warnings.map((warning) => warning.message), []);
 });
 
-test('over HTTP/2: a client that cancels its stream while an async authorize hook runs starts no turn, as over HTTP/1.1', async (t) => {
-  const storage = new MemoryStorage();
-  const registry = new AgentRegistry();
-  registry.register('.*', class extends Agent<{ count: number }> {
-    static override actions = ['increment'];
-    constructor(id: string) {
-      super(id, { model: echoModel(), initialState: { count: 0 }, storage });
-    }
-    async increment(): Promise<number> {
-      await this.setState({ count: this.state.count + 1 });
-      return this.state.count;
-    }
-  });
-  const logged: unknown[] = [];
-  const router = new AgentRouter(registry, {
-    logger: { error: (_message, error) => void logged.push(error) },
-    // Allows, but only once the client has gone.
-    authorize: (req) => new Promise<boolean>((resolve) => req.once('close', () => resolve(true))),
-  });
+/** `router` on a node:http2 server without TLS (h2c), and a client session to it; both closed after the test. */
+async function h2cClientOf(t: { after: (fn: () => Promise<void> | void) => void }, router: AgentRouter): Promise<http2.ClientHttp2Session> {
   const server = http2.createServer(router.toRequestListener());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
@@ -351,6 +335,20 @@ test('over HTTP/2: a client that cancels its stream while an async authorize hoo
     client.destroy();
     server.close(() => resolve());
   }));
+  return client;
+}
+
+test('over HTTP/2: a client that cancels its stream while an async authorize hook runs starts no turn, as over HTTP/1.1', async (t) => {
+  const storage = new MemoryStorage();
+  const registry = new AgentRegistry();
+  registry.register('.*', counterOn(storage));
+  const logged: unknown[] = [];
+  const router = new AgentRouter(registry, {
+    logger: { error: (_message, error) => void logged.push(error) },
+    // Allows, but only once the client has gone.
+    authorize: (req) => new Promise<boolean>((resolve) => req.once('close', () => resolve(true))),
+  });
+  const client = await h2cClientOf(t, router);
   // The generic envelope (its body read before authorize is asked), and chat (its body read after).
   for (const [path, body] of [['/gone-1', { action: 'invoke', payload: { method: 'increment' } }], ['/gone-2/chat', { message: 'hello' }]] as const) {
     const stream = client.request({ ':method': 'POST', ':path': path, 'content-type': 'application/json' });
@@ -384,13 +382,7 @@ async function http2FrontOf(t: { after: (fn: () => Promise<void> | void) => void
   const registry = new AgentRegistry();
   registry.register('.*', new HTTPTransport(remote.url));
   const router = new AgentRouter(registry, { pingInterval: 0, turnTimeout: 0.5, logger });
-  const server = http2.createServer(router.toRequestListener());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
-  t.after(() => new Promise<void>((resolve) => {
-    client.destroy();
-    server.close(() => resolve());
-  }));
+  const client = await h2cClientOf(t, router);
   const open = (path: string): http2.ClientHttp2Stream => {
     const stream = client.request({ ':method': 'POST', ':path': path, 'content-type': 'application/json' });
     stream.on('error', () => {});
