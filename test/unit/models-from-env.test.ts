@@ -60,17 +60,22 @@ test('a key that fetch could not send (a line break, a character outside Latin-1
   assert.equal(modelFromEnv({ OPENAI_API_KEY: 'sk-x\n' }, fallback).name, `openai:${DEFAULT_OPENAI_MODEL}`);
 });
 
-test("ANTHROPIC_BASE_URL is read as Anthropic's SDKs read it, the API's root: /v1 is added unless it ends so", async (t) => {
+/** A provider stand-in that answers every request with `stream` (a whole SSE reply) and records the paths asked for. */
+async function pathsServer(t: { after: (fn: () => void) => void }, stream: string): Promise<{ root: string; paths: string[] }> {
   const paths: string[] = [];
   const server = http.createServer((req, res) => {
     paths.push(req.url ?? '');
     req.resume();
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.end('event: message_stop\ndata: {"type": "message_stop"}\n\n');
+    res.end(stream);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.after(() => server.close());
-  const root = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { root: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, paths };
+}
+
+test("ANTHROPIC_BASE_URL is read as Anthropic's SDKs read it, the API's root: /v1 is added unless it ends so", async (t) => {
+  const { root, paths } = await pathsServer(t, 'event: message_stop\ndata: {"type": "message_stop"}\n\n');
   for (const base of [root, `${root}/`, `${root}/v1`, `${root}/gateway/anthropic`, `${root}/gw?x=1`, `${root}/gw/v1/?x=1`]) {
     const model = modelFromEnv({ ANTHROPIC_API_KEY: 'k', ANTHROPIC_BASE_URL: base }, fallback);
     for await (const _chunk of model.stream({ system: undefined, messages: [{ role: 'user', content: 'hi' }], signal: AbortSignal.timeout(5000) }));
@@ -79,16 +84,7 @@ test("ANTHROPIC_BASE_URL is read as Anthropic's SDKs read it, the API's root: /v
 });
 
 test('OPENAI_BASE_URL with a query (older Azure OpenAI) keeps it after the path', async (t) => {
-  const paths: string[] = [];
-  const server = http.createServer((req, res) => {
-    paths.push(req.url ?? '');
-    req.resume();
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.end('data: [DONE]\n\n');
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => server.close());
-  const root = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { root, paths } = await pathsServer(t, 'data: [DONE]\n\n');
   const model = modelFromEnv({ OPENAI_BASE_URL: `${root}/openai/deployments/gpt4o/?api-version=2024-10-21` }, fallback);
   for await (const _chunk of model.stream({ system: undefined, messages: [{ role: 'user', content: 'hi' }], signal: AbortSignal.timeout(5000) }));
   assert.deepEqual(paths, ['/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21']);
