@@ -93,7 +93,9 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
         return [];
       }
       const chunk = parseData(context, event.data);
-      if (chunk['error'] !== undefined) throw streamErrorEvent(context, chunk['error']);
+      // Only an error that is there: some servers send `"error": null` in every chunk (Foundry Local).
+      const error = chunk['error'];
+      if (isObject(error) || (typeof error === 'string' && error !== '')) throw streamErrorEvent(context, error);
       const out: ModelChunk[] = [];
       const choices = Array.isArray(chunk['choices']) ? chunk['choices'] : [];
       for (const choice of choices) {

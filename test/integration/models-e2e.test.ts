@@ -78,10 +78,12 @@ async function serve(t: TestContext, provider: Provider, reply: (index: number) 
   }
   const registry = new AgentRegistry();
   registry.register('bot-[0-9]+', Bot);
-  const server = new AgentServer(registry, { logger: { error: () => {} } });
+  // What the operator reads in the log for a failed turn (the client gets only the code).
+  const logged: unknown[] = [];
+  const server = new AgentServer(registry, { logger: { error: (_message, error) => logged.push(error) } });
   await server.serve(0);
   t.after(() => server.close());
-  return { fake, storage, url: `${server.url}/agent/bot-1/chat` };
+  return { fake, storage, logged, url: `${server.url}/agent/bot-1/chat` };
 }
 
 for (const provider of providers) {
@@ -179,3 +181,20 @@ for (const provider of providers) {
     assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
   });
 }
+
+const openai = providers[0] as Provider;
+const openAIChunk = (chunk: object): string => `data: ${JSON.stringify(chunk)}\n\n`;
+
+test('openai: a server that sends "error": null in every chunk (Foundry Local) streams its reply, which is kept', async (t) => {
+  const body = [
+    { choices: [{ index: 0, delta: { role: 'assistant', content: 'Hello' }, finish_reason: null }], usage: null, error: null },
+    { choices: [{ index: 0, delta: { content: '!' }, finish_reason: null }], usage: null, error: null },
+    { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], usage: null, error: null },
+  ].map(openAIChunk).join('') + 'data: [DONE]\n\n';
+  const { storage, url } = await serve(t, openai, () => ({ body }));
+  const sse = await collectSSE(await streamChat(url, 'Hi'));
+  assert.equal(sse.text, 'Hello!');
+  assert.equal(sse.events.at(-1)?.event, 'done');
+  assert.deepEqual(await postJson(url, { message: 'Again' }).then((reply) => reply.body), { agent_id: 'bot-1', response: 'Hello!' });
+  assert.equal((await storage.load('bot-1'))?.messages.length, 4);
+});
