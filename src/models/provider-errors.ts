@@ -205,6 +205,8 @@ export function providerMessage(text: string): { message: string | undefined; ty
     const trimmed = text.trim().slice(0, 300);
     return { message: trimmed === '' ? undefined : trimmed, type: undefined };
   }
+  // Google's APIs (Gemini's OpenAI-compatible endpoint) answer with a list of one error: `[{"error": {...}}]`.
+  if (Array.isArray(json) && json.length > 0) json = json[0];
   const error = isObject(json) ? json['error'] : undefined;
   if (typeof error === 'string') return { message: error, type: undefined };
   if (!isObject(error)) return topLevelMessage(json);

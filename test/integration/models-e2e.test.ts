@@ -198,3 +198,13 @@ test('openai: a server that sends "error": null in every chunk (Foundry Local) s
   assert.deepEqual(await postJson(url, { message: 'Again' }).then((reply) => reply.body), { agent_id: 'bot-1', response: 'Hello!' });
   assert.equal((await storage.load('bot-1'))?.messages.length, 4);
 });
+
+test('openai: Gemini\'s error list ([{"error": {...}}]) reaches the log with its message', async (t) => {
+  const error = { error: { code: 400, message: 'Invalid JSON payload received. Unknown name "stream_options": Cannot find field.', status: 'INVALID_ARGUMENT' } };
+  const { logged, url } = await serve(t, openai, () => ({ status: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify([error]) }));
+  const reply = await postJson(url, { message: 'Hello' });
+  assert.equal(reply.status, 502);
+  assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_request_rejected' });
+  assert.equal(logged.length, 1);
+  assert.match(String((logged[0] as Error).message), /HTTP 400 \(Invalid JSON payload received\. Unknown name "stream_options"/);
+});
