@@ -212,7 +212,19 @@ export function providerMessage(text: string): { message: string | undefined; ty
   if (!isObject(error)) return topLevelMessage(json);
   const message = typeof error['message'] === 'string' ? error['message'] : undefined;
   const type = typeof error['type'] === 'string' ? error['type'] : undefined;
-  return { message, type };
+  return { message: withUpstream(message, error['metadata']), type };
+}
+
+/**
+ * OpenRouter's message for an upstream provider's failure is "Provider
+ * returned error", the cause being in `metadata` (`provider_name`, `raw`,
+ * the upstream's own error body): added, cut short, or the log says nothing.
+ */
+function withUpstream(message: string | undefined, metadata: unknown): string | undefined {
+  if (!isObject(metadata) || metadata['raw'] === undefined || metadata['raw'] === null) return message;
+  const raw = typeof metadata['raw'] === 'string' ? metadata['raw'] : JSON.stringify(metadata['raw']);
+  const from = typeof metadata['provider_name'] === 'string' ? `${metadata['provider_name']}: ` : '';
+  return `${message ?? 'no message'} (${from}${raw.trim().slice(0, 300)})`;
 }
 
 /**

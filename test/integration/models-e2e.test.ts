@@ -208,3 +208,18 @@ test('openai: Gemini\'s error list ([{"error": {...}}]) reaches the log with its
   assert.equal(logged.length, 1);
   assert.match(String((logged[0] as Error).message), /HTTP 400 \(Invalid JSON payload received\. Unknown name "stream_options"/);
 });
+
+test("openai: OpenRouter's upstream failure reaches the log with the upstream's own message (error.metadata.raw)", async (t) => {
+  const error = {
+    error: {
+      code: 429,
+      message: 'Provider returned error',
+      metadata: { provider_name: 'Venice', raw: 'qwen/qwen3-coder:free is temporarily rate-limited upstream. Please retry shortly.' },
+    },
+  };
+  const { logged, url } = await serve(t, openai, () => ({ status: 429, headers: { 'content-type': 'application/json' }, body: JSON.stringify(error) }));
+  const reply = await postJson(url, { message: 'Hello' });
+  assert.equal(reply.status, 502);
+  assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_rate_limited' });
+  assert.match(String((logged[0] as Error).message), /HTTP 429 \(Provider returned error \(Venice: qwen\/qwen3-coder:free is temporarily rate-limited upstream/);
+});
