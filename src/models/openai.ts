@@ -74,7 +74,8 @@ export function openAIModel(options: OpenAIModelOptions): Model {
  * `finish_reason`, usage in a last chunk with empty `choices`, then `[DONE]`.
  * `finish_reason: "length"` (the reply hit `max_tokens`) yields
  * `{truncated: true}` at the end. A refusal (`delta.refusal`) or
- * `finish_reason: "content_filter"` fails the turn as `model_refused`.
+ * `finish_reason: "content_filter"` fails the turn as `model_refused`;
+ * DeepSeek's `"insufficient_system_resource"` as `model_stream_error`.
  * A stream that ends after a `finish_reason` but without `[DONE]` is complete
  * too (some compatible servers skip it).
  */
@@ -107,6 +108,10 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
         // A refusal comes as its own text, not as content: a reply of it would be stored as an empty one.
         if (isObject(delta) && typeof delta['refusal'] === 'string' && delta['refusal'] !== '') throw refused(context, 'the model refused (delta.refusal)');
         if (choice['finish_reason'] === 'content_filter') throw refused(context, "the provider's content filter stopped the reply (finish_reason content_filter)");
+        // DeepSeek's: its inference resources ran out mid-reply. The reply is cut, not finished, and kept it would read as whole.
+        if (choice['finish_reason'] === 'insufficient_system_resource') {
+          throw streamErrorEvent(context, { type: 'insufficient_system_resource', message: 'the provider ran out of resources and stopped the reply (finish_reason insufficient_system_resource)' });
+        }
         if (typeof choice['finish_reason'] === 'string') finished = true;
         // The reply reached max_tokens (or the context's end): stored all the same, marked as cut short.
         if (choice['finish_reason'] === 'length') truncated = true;

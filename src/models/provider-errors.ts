@@ -32,7 +32,7 @@ export interface ProviderContext {
 
 const MAX_ERROR_BODY = 64 * 1024;
 /** Error types worth a retry (before the first chunk): the provider's trouble, not the request's. */
-const RETRYABLE_TYPES = new Set(['overloaded_error', 'api_error', 'rate_limit_error', 'timeout_error', 'server_error']);
+const RETRYABLE_TYPES = new Set(['overloaded_error', 'api_error', 'rate_limit_error', 'timeout_error', 'server_error', 'insufficient_system_resource']);
 
 /** Maps a non-2xx answer to its error, with the provider's message and type. */
 export async function httpError(context: ProviderContext, response: Response): Promise<ModelProviderError> {

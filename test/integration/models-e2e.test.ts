@@ -223,3 +223,21 @@ test("openai: OpenRouter's upstream failure reaches the log with the upstream's 
   assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_rate_limited' });
   assert.match(String((logged[0] as Error).message), /HTTP 429 \(Provider returned error \(Venice: qwen\/qwen3-coder:free is temporarily rate-limited upstream/);
 });
+
+test('openai: a reply DeepSeek cuts for lack of resources (finish_reason insufficient_system_resource) fails the turn instead of being kept as whole', async (t) => {
+  const body = [
+    { choices: [{ index: 0, delta: { role: 'assistant', content: 'The answer is' }, finish_reason: null }] },
+    { choices: [{ index: 0, delta: { content: '' }, finish_reason: 'insufficient_system_resource' }] },
+  ].map(openAIChunk).join('') + 'data: [DONE]\n\n';
+  const { fake, storage, url } = await serve(t, openai, () => ({ body }));
+  const sse = await collectSSE(await streamChat(url, 'Hi'));
+  assert.equal(sse.text, 'The answer is');
+  const last = sse.events.at(-1);
+  assert.equal(last?.event, 'error');
+  assert.deepEqual(JSON.parse(last?.data ?? ''), { error: 'Request failed', code: 'model_stream_error' });
+  const reply = await postJson(url, { message: 'Hi' });
+  assert.equal(reply.status, 502);
+  assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_stream_error' });
+  assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
+  assert.equal(fake.requests.length, 2);
+});

@@ -554,3 +554,18 @@ test('a baseURL with a query (older Azure OpenAI: ?api-version=...) gets the pat
   assert.equal(outcome.error, undefined);
   assert.equal(fake.requests[0]?.url, '/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21');
 });
+
+test("DeepSeek's resource cut (finish_reason insufficient_system_resource) before any text is retried after the backoff wait", async (t) => {
+  const clock = manualClock(t);
+  t.mock.method(Math, 'random', () => 0);
+  const cut = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: 'assistant', content: '', reasoning_content: 'Let me think' }, finish_reason: 'insufficient_system_resource' }] })}\n\ndata: [DONE]\n\n`;
+  const fake = await fakeProvider(t, (index) => ({ body: index === 0 ? cut : STREAM }));
+  const pending = collect(model(fake.url, { maxRetries: 1 }));
+  // Raced with the turn: one that fails at once, unretried, must fail this test, not hang it.
+  await Promise.race([clock.scheduled(500), pending]);
+  clock.fire(500);
+  const outcome = await pending;
+  assert.equal(outcome.error, undefined);
+  assert.equal(outcome.chunks.join(''), TEXT);
+  assert.equal(fake.requests.length, 2);
+});
