@@ -72,10 +72,11 @@ export function openAIModel(options: OpenAIModelOptions): Model {
 /**
  * Chat completion chunks: text in `choices[0].delta.content`, the end in
  * `finish_reason`, usage in a last chunk with empty `choices`, then `[DONE]`.
- * `finish_reason: "length"` (the reply hit `max_tokens`) yields
- * `{truncated: true}` at the end. A refusal (`delta.refusal`) or
- * `finish_reason: "content_filter"` fails the turn as `model_refused`;
- * DeepSeek's `"insufficient_system_resource"` as `model_stream_error`.
+ * `finish_reason: "length"` (the reply hit `max_tokens`; Mistral's
+ * `"model_length"`, the context's end) yields `{truncated: true}` at the
+ * end. A refusal (`delta.refusal`) or `finish_reason: "content_filter"`
+ * fails the turn as `model_refused`; Mistral's `"error"` and DeepSeek's
+ * `"insufficient_system_resource"` as `model_stream_error`.
  * A stream that ends after a `finish_reason` but without `[DONE]` is complete
  * too (some compatible servers skip it).
  */
@@ -112,9 +113,11 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
         if (choice['finish_reason'] === 'insufficient_system_resource') {
           throw streamErrorEvent(context, { type: 'insufficient_system_resource', message: 'the provider ran out of resources and stopped the reply (finish_reason insufficient_system_resource)' });
         }
+        // Mistral's: the generation broke off with an error (OpenRouter's comes with an `error`, thrown above).
+        if (choice['finish_reason'] === 'error') throw streamErrorEvent(context, { message: 'the provider stopped the reply with an error (finish_reason error)' });
         if (typeof choice['finish_reason'] === 'string') finished = true;
-        // The reply reached max_tokens (or the context's end): stored all the same, marked as cut short.
-        if (choice['finish_reason'] === 'length') truncated = true;
+        // The reply reached max_tokens, or the context's end (Mistral's model_length): stored all the same, marked as cut short.
+        if (choice['finish_reason'] === 'length' || choice['finish_reason'] === 'model_length') truncated = true;
       }
       const reported = chunk['usage'];
       if (isObject(reported)) {

@@ -241,3 +241,23 @@ test('openai: a reply DeepSeek cuts for lack of resources (finish_reason insuffi
   assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
   assert.equal(fake.requests.length, 2);
 });
+
+test("openai: Mistral's finish_reason model_length (the context's end) keeps the reply marked truncated; finish_reason error fails the turn", async (t) => {
+  const stream = (finish: string): string =>
+    [
+      { choices: [{ index: 0, delta: { role: 'assistant', content: 'Once upon' }, finish_reason: null }] },
+      { choices: [{ index: 0, delta: { content: ' a time' }, finish_reason: null }] },
+      { choices: [{ index: 0, delta: { content: '' }, finish_reason: finish }] },
+    ].map(openAIChunk).join('') + 'data: [DONE]\n\n';
+  const { storage, url } = await serve(t, openai, (index) => ({ body: stream(index === 0 ? 'model_length' : 'error') }));
+  const cut = await postJson(url, { message: 'A story' });
+  assert.deepEqual(cut.body, { agent_id: 'bot-1', response: 'Once upon a time', truncated: true });
+  const sse = await collectSSE(await streamChat(url, 'Another'));
+  assert.equal(sse.text, 'Once upon a time');
+  assert.equal(sse.events.at(-1)?.event, 'error');
+  assert.deepEqual(JSON.parse(sse.events.at(-1)?.data ?? ''), { error: 'Request failed', code: 'model_stream_error' });
+  assert.deepEqual(await storage.load('bot-1').then((record) => record?.messages), [
+    { role: 'user', content: 'A story' },
+    { role: 'assistant', content: 'Once upon a time', truncated: true },
+  ]);
+});
