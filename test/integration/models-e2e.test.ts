@@ -261,3 +261,68 @@ test("openai: Mistral's finish_reason model_length (the context's end) keeps the
     { role: 'assistant', content: 'Once upon a time', truncated: true },
   ]);
 });
+
+test('openai: what compatible servers add around the text (Azure, OpenRouter, DeepSeek, vLLM) streams and keeps the content alone', async (t) => {
+  const body =
+    // Azure: a first chunk with no choices, carrying the prompt's filter results.
+    openAIChunk({ id: '', object: '', created: 0, model: '', choices: [], prompt_filter_results: [{ prompt_index: 0, content_filter_results: { hate: { filtered: false, severity: 'safe' } } }] }) +
+    // OpenRouter: keepalive comments while the upstream starts.
+    ': OPENROUTER PROCESSING\n\n: OPENROUTER PROCESSING\n\n' +
+    // DeepSeek and vLLM (reasoning_content), OpenRouter (reasoning): thinking is not the reply.
+    openAIChunk({ choices: [{ index: 0, delta: { role: 'assistant', content: null, reasoning_content: 'The user greets me.' }, finish_reason: null }] }) +
+    openAIChunk({ choices: [{ index: 0, delta: { content: null, reasoning: 'So I greet back.', reasoning_details: [{ type: 'reasoning.text', text: 'So I greet back.' }] }, finish_reason: null }] }) +
+    openAIChunk({ choices: [{ index: 0, delta: { content: 'Hello', refusal: null }, logprobs: null, finish_reason: null, content_filter_results: {} }] }) +
+    // No space after the colon: the SSE standard's own form.
+    `data:${JSON.stringify({ choices: [{ index: 0, delta: { content: '!' }, finish_reason: null }] })}\n\n` +
+    openAIChunk({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] }) +
+    openAIChunk({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 30, total_tokens: 39, completion_tokens_details: { reasoning_tokens: 28 } } }) +
+    'data: [DONE]\n\n';
+  const { storage, url } = await serve(t, openai, () => ({ body: body.replaceAll('\n', '\r\n'), pieces: SPLITS }));
+  const sse = await collectSSE(await streamChat(url, 'Hi'));
+  assert.equal(sse.text, 'Hello!');
+  assert.equal(sse.events.at(-1)?.event, 'done');
+  assert.deepEqual(await storage.load('bot-1').then((record) => record?.messages.at(-1)), {
+    role: 'assistant',
+    content: 'Hello!',
+    usage: { inputTokens: 9, outputTokens: 30, totalTokens: 39 },
+  });
+});
+
+const anthropic = providers[1] as Provider;
+const anthropicEvent = (data: { type: string } & Record<string, unknown>): string => `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`;
+
+test('anthropic: extended thinking, redacted thinking, server tools and citations stream and keep the text alone', async (t) => {
+  const delta = (index: number, value: object) => anthropicEvent({ type: 'content_block_delta', index, delta: value });
+  const block = (index: number, value: object) => anthropicEvent({ type: 'content_block_start', index, content_block: value });
+  const body =
+    anthropicEvent({ type: 'message_start', message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], model: 'claude-sonnet-4-5', stop_reason: null, stop_sequence: null, usage: { input_tokens: 40, output_tokens: 1 } } }) +
+    block(0, { type: 'thinking', thinking: '' }) +
+    delta(0, { type: 'thinking_delta', thinking: 'The user wants the weather.' }) +
+    delta(0, { type: 'signature_delta', signature: 'EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds' }) +
+    anthropicEvent({ type: 'content_block_stop', index: 0 }) +
+    block(1, { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix' }) +
+    anthropicEvent({ type: 'content_block_stop', index: 1 }) +
+    anthropicEvent({ type: 'ping' }) +
+    block(2, { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: {} }) +
+    delta(2, { type: 'input_json_delta', partial_json: '{"query": "weather' }) +
+    delta(2, { type: 'input_json_delta', partial_json: ' Paris"}' }) +
+    anthropicEvent({ type: 'content_block_stop', index: 2 }) +
+    block(3, { type: 'web_search_tool_result', tool_use_id: 'srvtoolu_1', content: [{ type: 'web_search_result', title: 'Paris', url: 'https://example.com' }] }) +
+    anthropicEvent({ type: 'content_block_stop', index: 3 }) +
+    block(4, { type: 'text', text: '', citations: [] }) +
+    delta(4, { type: 'citations_delta', citation: { type: 'web_search_result_location', cited_text: 'Sunny', url: 'https://example.com' } }) +
+    delta(4, { type: 'text_delta', text: 'Sunny' }) +
+    delta(4, { type: 'text_delta', text: ' in Paris.' }) +
+    anthropicEvent({ type: 'content_block_stop', index: 4 }) +
+    anthropicEvent({ type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 120, server_tool_use: { web_search_requests: 1 } } }) +
+    anthropicEvent({ type: 'message_stop' });
+  const { storage, url } = await serve(t, anthropic, () => ({ body: body.replaceAll('\n', '\r\n'), pieces: SPLITS }));
+  const sse = await collectSSE(await streamChat(url, 'Weather in Paris?'));
+  assert.equal(sse.text, 'Sunny in Paris.');
+  assert.equal(sse.events.at(-1)?.event, 'done');
+  assert.deepEqual(await storage.load('bot-1').then((record) => record?.messages.at(-1)), {
+    role: 'assistant',
+    content: 'Sunny in Paris.',
+    usage: { inputTokens: 40, outputTokens: 120, totalTokens: 160 },
+  });
+});
