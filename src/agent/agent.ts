@@ -670,7 +670,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     if (typeof chunk === 'object' && chunk !== null) {
       // A record: usage, the truncated mark, or both in one.
       const { usage, truncated } = chunk as { usage?: unknown; truncated?: unknown };
-      if (typeof usage === 'object') turn.usage = usage as TokenUsage;
+      // `usage: null` is a provider's "none" (OpenAI's chunks carry it until the last): no usage, not `{}` in history.
+      if (typeof usage === 'object' && usage !== null) turn.usage = usage as TokenUsage;
       if (truncated === true) turn.truncated = true;
       if (typeof usage === 'object' || typeof truncated === 'boolean') return undefined;
     }

@@ -385,6 +385,15 @@ test('usage reported by a model is kept with the assistant message', async () =>
   assert.deepEqual(agent.messages[1], { role: 'assistant', content: 'ab', usage: { inputTokens: 3, outputTokens: 1 } });
 });
 
+test('usage: null from a model (a provider that reports none yet) is no usage, and does not drop one reported before', async () => {
+  const none = new Agent('n', { model: scriptedModel(() => ['a', { usage: null } as never, 'b'][Symbol.iterator]()) });
+  assert.equal(await none.chat('q'), 'ab');
+  assert.deepEqual(none.messages[1], { role: 'assistant', content: 'ab' });
+  const later = new Agent('l', { model: scriptedModel(() => ['a', { usage: { inputTokens: 3, outputTokens: 1 } }, { usage: null } as never][Symbol.iterator]()) });
+  await later.chat('q');
+  assert.deepEqual(later.messages[1], { role: 'assistant', content: 'a', usage: { inputTokens: 3, outputTokens: 1 } });
+});
+
 test('history messages are frozen, and MemoryStorage keeps those as they are but copies any other', async () => {
   const storage = new MemoryStorage();
   const agent = new Agent('frozen', { storage, model: scriptedModel(() => ['a', { usage: { inputTokens: 3, outputTokens: 1 } }]) });
