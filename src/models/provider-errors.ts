@@ -195,14 +195,16 @@ export function parseData(context: ProviderContext, data: string): Record<string
 /**
  * The message and type of an error body. Both APIs nest them under `error`
  * (`{"error": {"message", "type"}}`); some compatible servers send a bare
- * string (`{"error": "model not found"}`) or plain text.
+ * string (`{"error": "model not found"}`), plain text or a web page.
  */
 export function providerMessage(text: string): { message: string | undefined; type: string | undefined } {
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch {
-    const trimmed = text.trim().slice(0, 300);
+    // An HTML error page (a proxy's, Cloudflare's 52x) opens with markup and styles; its title says what failed.
+    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(text)?.[1]?.replace(/\s+/g, ' ').trim();
+    const trimmed = (title || text.trim()).slice(0, 300);
     return { message: trimmed === '' ? undefined : trimmed, type: undefined };
   }
   // Google's APIs (Gemini's OpenAI-compatible endpoint) answer with a list of one error: `[{"error": {...}}]`.

@@ -326,3 +326,16 @@ test('anthropic: extended thinking, redacted thinking, server tools and citation
     usage: { inputTokens: 40, outputTokens: 120, totalTokens: 160 },
   });
 });
+
+test("openai: a proxy's HTML error page (Cloudflare's 524) reaches the log as its title, not as the markup it opens with", async (t) => {
+  const page =
+    '<!DOCTYPE html>\n<!--[if lt IE 7]> <html class="no-js ie6 oldie" lang="en-US"> <![endif]-->\n<!--[if IE 7]>    <html class="no-js ie7 oldie" lang="en-US"> <![endif]-->\n' +
+    '<!--[if IE 8]>    <html class="no-js ie8 oldie" lang="en-US"> <![endif]-->\n<!--[if gt IE 8]><!--> <html class="no-js" lang="en-US"> <!--<![endif]-->\n<head>\n' +
+    '<meta http-equiv="Content-Type" content="text/html; charset=UTF-8" />\n<meta name="robots" content="noindex, nofollow" />\n<meta name="viewport" content="width=device-width,initial-scale=1" />\n' +
+    '<title>api.example.com | 524: A timeout occurred</title>\n<link rel="stylesheet" id="cf_styles-css" href="/cdn-cgi/styles/main.css" />\n</head>\n<body>...</body>\n</html>\n';
+  const { logged, url } = await serve(t, openai, () => ({ status: 524, headers: { 'content-type': 'text/html; charset=UTF-8' }, body: page }));
+  const reply = await postJson(url, { message: 'Hello' });
+  assert.equal(reply.status, 502);
+  assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_unavailable' });
+  assert.match(String((logged[0] as Error).message), /HTTP 524 \(api\.example\.com \| 524: A timeout occurred\); the provider failed/);
+});
