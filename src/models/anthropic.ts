@@ -137,8 +137,13 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
           return [];
         case 'error':
           throw streamErrorEvent(context, data['error']);
-        default:
+        default: {
+          // A proxy's error in the OpenAI form, `data: {"error": {...}}` with no type (LiteLLM's /v1/messages):
+          // skipped, its message was lost and the stream's end retried as a cut one, a 400 too.
+          const error = data['error'];
+          if (type === undefined && (isObject(error) || (typeof error === 'string' && error !== ''))) throw streamErrorEvent(context, error);
           return []; // ping, content_block_start/stop, and event types added later
+        }
       }
     },
     end() {

@@ -14,7 +14,7 @@ import { AgentServer } from '../../src/server/server.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { postJson, streamChat } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
-import { fakeProvider, fixture, SPLITS, type FakeReply } from './models-fake-provider.ts';
+import { collect, fakeProvider, fixture, SPLITS, type FakeReply } from './models-fake-provider.ts';
 
 const OPENAI_KEY = 'sk-e2e-openai-SECRET';
 const ANTHROPIC_KEY = 'sk-ant-e2e-SECRET';
@@ -338,4 +338,18 @@ test("openai: a proxy's HTML error page (Cloudflare's 524) reaches the log as it
   assert.equal(reply.status, 502);
   assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_unavailable' });
   assert.match(String((logged[0] as Error).message), /HTTP 524 \(api\.example\.com \| 524: A timeout occurred\); the provider failed/);
+});
+
+test("anthropic: a proxy's error in the OpenAI form (data: {\"error\": ...}, LiteLLM's /v1/messages) fails the turn with its message, not retried as a cut stream", async (t) => {
+  const error = { error: { message: 'litellm.BadRequestError: prompt is too long: 210000 tokens > 200000 maximum', type: 'invalid_request_error', param: 'None', code: '400' } };
+  const fake = await fakeProvider(t, () => ({ body: `data: ${JSON.stringify(error)}\n\n` }));
+  const { logged, url } = await serve(t, anthropic, () => ({ body: `data: ${JSON.stringify(error)}\n\n` }));
+  const reply = await postJson(url, { message: 'Hello' });
+  assert.equal(reply.status, 502);
+  assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_stream_error' });
+  assert.match(String((logged[0] as Error).message), /invalid_request_error: litellm\.BadRequestError: prompt is too long/);
+  // Not retried: the same request would be refused again.
+  const outcome = await collect(anthropicModel({ model: 'claude-sonnet-4-5', apiKey: ANTHROPIC_KEY, baseURL: `${fake.url}/v1`, maxRetries: 2 }));
+  assert.equal((outcome.error as { code?: string }).code, 'model_stream_error');
+  assert.equal(fake.requests.length, 1);
 });
