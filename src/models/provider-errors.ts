@@ -203,7 +203,8 @@ export function providerMessage(text: string): { message: string | undefined; ty
     json = JSON.parse(text);
   } catch {
     // An HTML error page (a proxy's, Cloudflare's 52x) opens with markup and styles; its title says what failed.
-    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(text)?.[1]?.replace(/\s+/g, ' ').trim();
+    // Looked for in the page's head only: the search would be quadratic over 64 KB of stray `<title`.
+    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(text.slice(0, 8192))?.[1]?.replace(/\s+/g, ' ').trim();
     const trimmed = (title || text.trim()).slice(0, 300);
     return { message: trimmed === '' ? undefined : trimmed, type: undefined };
   }
@@ -226,7 +227,8 @@ function withUpstream(message: string | undefined, metadata: unknown): string | 
   if (!isObject(metadata) || metadata['raw'] === undefined || metadata['raw'] === null) return message;
   const raw = typeof metadata['raw'] === 'string' ? metadata['raw'] : JSON.stringify(metadata['raw']);
   const from = typeof metadata['provider_name'] === 'string' ? `${metadata['provider_name']}: ` : '';
-  return `${message ?? 'no message'} (${from}${raw.trim().slice(0, 300)})`;
+  // On one line: the upstream's body is its own text, newlines and all, and it goes to the log.
+  return `${message ?? 'no message'} (${from}${raw.replace(/\s+/g, ' ').trim().slice(0, 300)})`;
 }
 
 /**

@@ -214,14 +214,15 @@ test("openai: OpenRouter's upstream failure reaches the log with the upstream's 
     error: {
       code: 429,
       message: 'Provider returned error',
-      metadata: { provider_name: 'Venice', raw: 'qwen/qwen3-coder:free is temporarily rate-limited upstream. Please retry shortly.' },
+      // The upstream's own text, newlines and all: the log gets it on one line.
+      metadata: { provider_name: 'Venice', raw: 'qwen/qwen3-coder:free is temporarily rate-limited upstream.\nPlease retry shortly.' },
     },
   };
   const { logged, url } = await serve(t, openai, () => ({ status: 429, headers: { 'content-type': 'application/json' }, body: JSON.stringify(error) }));
   const reply = await postJson(url, { message: 'Hello' });
   assert.equal(reply.status, 502);
   assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_rate_limited' });
-  assert.match(String((logged[0] as Error).message), /HTTP 429 \(Provider returned error \(Venice: qwen\/qwen3-coder:free is temporarily rate-limited upstream/);
+  assert.match(String((logged[0] as Error).message), /HTTP 429 \(Provider returned error \(Venice: qwen\/qwen3-coder:free is temporarily rate-limited upstream\. Please retry shortly\.\)/);
 });
 
 test('openai: a reply DeepSeek cuts for lack of resources (finish_reason insufficient_system_resource) fails the turn instead of being kept as whole', async (t) => {
