@@ -93,11 +93,14 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
  * Named events: `message_start` (input usage), `content_block_delta` with a
  * `text_delta`, `message_delta` (cumulative output usage; `stop_reason:
  * "refusal"` fails the turn as `model_refused`; `"max_tokens"` and
- * `"model_context_window_exceeded"` yield `{truncated: true}` at the end),
+ * `"model_context_window_exceeded"` and `"pause_turn"` yield `{truncated: true}` at the end),
  * `message_stop`,
  * `ping`, `error`. Other events and delta types (tool input, thinking) are
  * skipped, as the API's versioning policy asks of clients.
  */
+/** Stop reasons of a reply that is not whole. `tool_use` is not one: the text before the call is all the model says (see the README). */
+const TRUNCATED = new Set(['max_tokens', 'model_context_window_exceeded', 'pause_turn']);
+
 function anthropicDecoder(context: ProviderContext): StreamDecoder {
   let done = false;
   let input: number | undefined;
@@ -128,8 +131,9 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
           const delta = data['delta'];
           // The API's streaming refusals: the text so far is not an answer, and kept in the context it gets the next turns refused too.
           if (isObject(delta) && delta['stop_reason'] === 'refusal') throw refused(context, 'the model refused (stop_reason refusal)');
-          // The reply reached max_tokens, or the model's context window: stored all the same, marked as cut short.
-          if (isObject(delta) && (delta['stop_reason'] === 'max_tokens' || delta['stop_reason'] === 'model_context_window_exceeded')) truncated = true;
+          // The reply reached max_tokens, or the model's context window, or the API paused a long server-tool turn
+          // (pause_turn: the reply goes on only if sent back as is, which this adapter does not do): stored all the same, marked as cut short.
+          if (isObject(delta) && TRUNCATED.has(String(delta['stop_reason']))) truncated = true;
           return [];
         }
         case 'message_stop':

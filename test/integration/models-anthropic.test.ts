@@ -35,8 +35,8 @@ test('assembles the documented stream from LF, CRLF and CR variants split mid-li
   }
 });
 
-test('a reply stopped at max_tokens or at the context window is kept and marked truncated', async (t) => {
-  for (const reason of ['max_tokens', 'model_context_window_exceeded']) {
+test('a reply stopped at max_tokens, at the context window or paused mid server-tool turn is kept and marked truncated', async (t) => {
+  for (const reason of ['max_tokens', 'model_context_window_exceeded', 'pause_turn']) {
     const body = STREAM.replace('"stop_reason": "end_turn"', `"stop_reason": "${reason}"`);
     assert.notEqual(body, STREAM);
     const fake = await fakeProvider(t, () => ({ body }));
