@@ -9,11 +9,11 @@
  * | `model_not_found` | HTTP 404: unknown model or wrong baseURL |
  * | `model_rate_limited` | HTTP 429 |
  * | `model_unavailable` | HTTP 5xx (Anthropic's 529 overloaded too) |
- * | `model_request_rejected` | any other HTTP 4xx |
+ * | `model_request_rejected` | any other HTTP 4xx (but see `model_refused`) |
  * | `model_redirect` | HTTP 3xx other than a 307/308 on baseURL's origin (those are followed): the key goes to that origin only |
  * | `model_stream_error` | an error event inside a stream that began with 200 |
  * | `model_bad_response` | a 200 that is not SSE, data that is not a JSON object, an oversized line, a reply past maxResponseSize |
- * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`) or a content filter cut the reply (`finish_reason: "content_filter"`) |
+ * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`), a content filter cut the reply (`finish_reason: "content_filter"`) or refused the prompt (Azure's HTTP 400 with `error.code: "content_filter"`) |
  * | `model_connection_failed` | no response at all (refused, DNS, TLS) |
  * | `model_stream_interrupted` | the stream ended before its last event (a cut connection) |
  * | `model_timeout` | no headers or no bytes for `timeout` seconds (or for Node's fetch's own 300 s) |
@@ -37,16 +37,9 @@ const RETRYABLE_TYPES = new Set(['overloaded_error', 'api_error', 'rate_limit_er
 /** Maps a non-2xx answer to its error, with the provider's message and type. */
 export async function httpError(context: ProviderContext, response: Response): Promise<ModelProviderError> {
   const status = response.status;
-  const { message, type } = providerMessage(await readLimited(response));
-  const [code, hint] = status === 401 || status === 403
-    ? ['model_auth_failed', 'check the API key and its access to this model']
-    : status === 404
-      ? ['model_not_found', 'check the model name, and baseURL (which includes the API version path, such as /v1)']
-      : status === 429
-        ? ['model_rate_limited', 'the provider is rate limiting; retry later']
-        : status >= 500
-          ? ['model_unavailable', 'the provider failed; retry later']
-          : ['model_request_rejected', 'the provider refused the request'];
+  const text = await readLimited(response);
+  const { message, type } = providerMessage(text);
+  const [code, hint] = status < 500 && promptFiltered(text) ? ['model_refused', "the provider's content filter refused the prompt"] : statusCode(status);
   const detail = message === undefined ? '' : ` (${type === undefined ? '' : `${type}: `}${message})`;
   return new ModelProviderError(code, redact(`${context.label}: provider answered HTTP ${status}${detail}; ${hint}`, context.secrets), {
     provider: context.provider,
@@ -55,6 +48,29 @@ export async function httpError(context: ProviderContext, response: Response): P
     retryable: status === 429 || status >= 500,
     retryAfter: parseRetryAfter(response.headers),
   });
+}
+
+/** The code and the operator's hint for a provider's HTTP status. */
+function statusCode(status: number): [string, string] {
+  if (status === 401 || status === 403) return ['model_auth_failed', 'check the API key and its access to this model'];
+  if (status === 404) return ['model_not_found', 'check the model name, and baseURL (which includes the API version path, such as /v1)'];
+  if (status === 429) return ['model_rate_limited', 'the provider is rate limiting; retry later'];
+  if (status >= 500) return ['model_unavailable', 'the provider failed; retry later'];
+  return ['model_request_rejected', 'the provider refused the request'];
+}
+
+/**
+ * Azure OpenAI's answer to a prompt its content filter caught: a 400 whose
+ * `error.code` is `content_filter` (its `type` is null). The same prompt
+ * would be refused again, as a refusal would.
+ */
+function promptFiltered(text: string): boolean {
+  try {
+    const json: unknown = JSON.parse(text);
+    return isObject(json) && isObject(json['error']) && json['error']['code'] === 'content_filter';
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -354,3 +354,25 @@ test("anthropic: a proxy's error in the OpenAI form (data: {\"error\": ...}, Lit
   assert.equal((outcome.error as { code?: string }).code, 'model_stream_error');
   assert.equal(fake.requests.length, 1);
 });
+
+test("openai: Azure's 400 for a prompt its content filter caught (error.code content_filter) answers 502 model_refused, not retried", async (t) => {
+  // As Azure OpenAI documents it: the code says the filter, the type is null.
+  const error = {
+    error: {
+      message: "The response was filtered due to the prompt triggering Azure OpenAI's content management policy. Please modify your prompt and retry.",
+      type: null,
+      param: 'prompt',
+      code: 'content_filter',
+      status: 400,
+      innererror: { code: 'ResponsibleAIPolicyViolation', content_filter_result: { violence: { filtered: true, severity: 'medium' } } },
+    },
+  };
+  const { fake, logged, url } = await serve(t, openai, () => ({ status: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify(error) }));
+  const reply = await postJson(url, { message: 'Hello' });
+  assert.equal(reply.status, 502);
+  assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_refused' });
+  assert.match(String((logged[0] as Error).message), /HTTP 400 \(The response was filtered due to the prompt triggering Azure OpenAI's content management policy/);
+  const outcome = await collect(openAIModel({ model: 'gpt-4o', baseURL: `${fake.url}/v1`, maxRetries: 2 }));
+  assert.equal((outcome.error as { code?: string }).code, 'model_refused');
+  assert.equal(fake.requests.length, 2, 'one request each: the same prompt would be refused again');
+});
