@@ -138,8 +138,8 @@ export const httpErrors = {
  * A model provider (OpenAI-compatible, Anthropic) failed. `status` is what the
  * router answers (502, or 504 for `model_timeout`); the provider's own HTTP
  * status and error type are kept beside it for logs. The message never holds
- * the API key. `retryable` marks failures worth another attempt (429, 5xx,
- * a dropped connection) when nothing has been streamed yet.
+ * the API key. `retryable` marks failures worth another attempt (408, 409, 429,
+ * 5xx, a dropped connection) when nothing has been streamed yet.
  */
 export class ModelProviderError extends UpstreamError {
   override name = 'ModelProviderError';

@@ -45,9 +45,20 @@ export async function httpError(context: ProviderContext, response: Response): P
     provider: context.provider,
     providerStatus: status,
     providerType: type,
-    retryable: status === 429 || status >= 500,
+    retryable: shouldRetry(status, response.headers),
     retryAfter: parseRetryAfter(response.headers),
   });
+}
+
+/**
+ * OpenAI's and Anthropic's SDKs' rule: retry a request timeout (408), a
+ * lock timeout (409), a rate limit (429) and the server's failures (5xx),
+ * unless the server's `x-should-retry` says otherwise, either way.
+ */
+function shouldRetry(status: number, headers?: Headers): boolean {
+  const header = headers?.get('x-should-retry');
+  if (header === 'true' || header === 'false') return header === 'true';
+  return status === 408 || status === 409 || status === 429 || status >= 500;
 }
 
 /** The code and the operator's hint for a provider's HTTP status. */

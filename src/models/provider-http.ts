@@ -64,7 +64,7 @@ export const providerTimers = {
 };
 
 /**
- * Streams one reply. Retries a retryable failure (429, 5xx, a dropped
+ * Streams one reply. Retries a retryable failure (408, 409, 429, 5xx, a dropped
  * connection) only while nothing has been yielded: once a chunk is out, a
  * retry would repeat text the caller already has. An abort of
  * `request.signal` cancels the fetch or the wait at once and rethrows the
@@ -248,7 +248,8 @@ export interface ProviderHTTPOptions {
    */
   timeout?: number | undefined;
   /**
-   * Retries for 429, 5xx (Anthropic's 529 overloaded included) and dropped connections, only before the first chunk.
+   * Retries for 408, 409, 429, 5xx (Anthropic's 529 overloaded included) and dropped connections, only before the first chunk;
+   * a provider's `x-should-retry: true` or `false` decides instead, as the OpenAI and Anthropic SDKs let it.
    * @defaultValue 2
    */
   maxRetries?: number | undefined;

@@ -226,6 +226,23 @@ test('retries a 429 with Retry-After: 0 before the first chunk, then streams', a
   assert.equal(fake.requests.length, 2);
 });
 
+test("retries a 408 and a 409 before the first chunk, as Anthropic's SDK does, and obeys x-should-retry", async (t) => {
+  const error = (status: number, headers: Record<string, string> = {}) => ({
+    status,
+    headers: { 'retry-after': '0', 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ type: 'error', error: { type: 'api_error', message: `HTTP ${status}` } }),
+  });
+  for (const first of [error(408), error(409), error(400, { 'x-should-retry': 'true' })]) {
+    const fake = await fakeProvider(t, (index) => (index === 0 ? first : { body: STREAM }));
+    const outcome = await collect(model(fake.url, { maxRetries: 1 }));
+    assert.deepEqual(outcome.chunks, ['Hello', '!'], String(first.status));
+    assert.equal(fake.requests.length, 2);
+  }
+  const fake = await fakeProvider(t, () => error(529, { 'x-should-retry': 'false' }));
+  assert.equal(providerError(await collect(model(fake.url, { maxRetries: 2 })), 'model_unavailable').retryable, false);
+  assert.equal(fake.requests.length, 1);
+});
+
 test('aborting the signal closes the request on the fake server at once', async (t) => {
   const body = STREAM.slice(0, STREAM.indexOf('event: content_block_stop'));
   const fake = await fakeProvider(t, () => ({ body, after: 'hold' }));

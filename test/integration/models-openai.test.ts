@@ -239,6 +239,26 @@ test('retries a 429 with Retry-After: 0 before the first chunk, then streams', a
   assert.deepEqual(fake.requests[1]?.body, fake.requests[0]?.body);
 });
 
+test("retries a 408 and a 409 (OpenAI's lock timeout) before the first chunk, as OpenAI's SDK does, and obeys x-should-retry", async (t) => {
+  const error = (status: number, headers: Record<string, string> = {}) => ({
+    status,
+    headers: { 'retry-after': '0', 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ error: { message: `HTTP ${status}`, type: 'invalid_request_error', param: null, code: null } }),
+  });
+  for (const first of [error(408), error(409), error(400, { 'x-should-retry': 'true' })]) {
+    const fake = await fakeProvider(t, (index) => (index === 0 ? first : { body: STREAM }));
+    const outcome = await collect(model(fake.url, { maxRetries: 1 }));
+    assert.equal(outcome.error, undefined, String(first.status));
+    assert.equal(outcome.chunks.join(''), TEXT);
+    assert.equal(fake.requests.length, 2);
+  }
+  // The server says a retry would not help: a 503 with x-should-retry: false is not retried.
+  const fake = await fakeProvider(t, () => error(503, { 'x-should-retry': 'false' }));
+  const refused = providerError(await collect(model(fake.url, { maxRetries: 2 })), 'model_unavailable');
+  assert.equal(refused.retryable, false);
+  assert.equal(fake.requests.length, 1);
+});
+
 test('retries a connection cut before the first chunk after the backoff wait', async (t) => {
   const clock = manualClock(t);
   t.mock.method(Math, 'random', () => 0); // no jitter: the first wait is exactly 0.5 s
