@@ -260,12 +260,16 @@ function withUpstream(message: string | undefined, metadata: unknown): string | 
 
 /**
  * Compatible servers that do not nest: `{"object": "error", "message", "type"}`
- * (Mistral, vLLM) or `{"detail": ...}` (FastAPI servers).
+ * (Mistral, vLLM), `{"detail": ...}` (FastAPI servers), or AWS's
+ * `{"Message"}` or `{"message"}`, the type in `__type` (Bedrock and the API
+ * gateways in front of it).
  */
 function topLevelMessage(json: unknown): { message: string | undefined; type: string | undefined } {
   if (!isObject(json)) return { message: undefined, type: undefined };
-  const type = typeof json['type'] === 'string' ? json['type'] : undefined;
-  if (typeof json['message'] === 'string') return { message: json['message'], type };
+  const rawType = json['type'] ?? json['__type'];
+  const type = typeof rawType === 'string' ? rawType : undefined;
+  const message = json['message'] ?? json['Message'];
+  if (typeof message === 'string') return { message, type };
   const detail = json['detail'];
   if (detail === undefined) return { message: undefined, type };
   return { message: typeof detail === 'string' ? detail : JSON.stringify(detail).slice(0, 300), type };

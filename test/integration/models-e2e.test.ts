@@ -376,3 +376,19 @@ test("openai: Azure's 400 for a prompt its content filter caught (error.code con
   assert.equal((outcome.error as { code?: string }).code, 'model_refused');
   assert.equal(fake.requests.length, 2, 'one request each: the same prompt would be refused again');
 });
+
+test("anthropic: an AWS-style error body from a Bedrock gateway ({\"Message\"} or {\"message\"}, __type) reaches the log with its message", async (t) => {
+  const bodies = [
+    // AWS's JSON errors: the message capitalised, the type in __type (IAM's refusal has no type).
+    [400, { __type: 'ValidationException', Message: 'Malformed input request: #: extraneous key [model] is not permitted, please reformat your input and try again.' }, /HTTP 400 \(ValidationException: Malformed input request: #: extraneous key \[model\]/],
+    [403, { Message: 'User: arn:aws:sts::123456789012:assumed-role/app is not authorized to perform: bedrock:InvokeModelWithResponseStream' }, /HTTP 403 \(User: arn:aws:sts::123456789012:assumed-role\/app is not authorized/],
+    // API Gateway's own answers.
+    [403, { message: 'The security token included in the request is invalid.' }, /HTTP 403 \(The security token included in the request is invalid\.\)/],
+  ] as const;
+  for (const [status, body, logged] of bodies) {
+    const { logged: log, url } = await serve(t, anthropic, () => ({ status, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }));
+    const reply = await postJson(url, { message: 'Hello' });
+    assert.equal(reply.status, 502);
+    assert.match(String((log[0] as Error).message), logged);
+  }
+});
