@@ -11,7 +11,7 @@
  * | `model_unavailable` | HTTP 5xx (Anthropic's 529 overloaded too) |
  * | `model_request_rejected` | any other HTTP 4xx (but see `model_refused`) |
  * | `model_redirect` | HTTP 3xx other than a 307/308 on baseURL's origin (those are followed): the key goes to that origin only |
- * | `model_stream_error` | an error event inside a stream that began with 200 |
+ * | `model_stream_error` | an error event inside a stream that began with 200 (one whose `code` is an HTTP status gets that status's code above) |
  * | `model_bad_response` | a 200 that is not SSE, data that is not a JSON object, an oversized line, a reply past maxResponseSize |
  * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`), a content filter cut the reply (`finish_reason: "content_filter"`) or refused the prompt (Azure's HTTP 400 with `error.code: "content_filter"`) |
  * | `model_connection_failed` | no response at all (refused, DNS, TLS) |
@@ -123,16 +123,20 @@ export async function notAStream(context: ProviderContext, response: Response): 
 /**
  * An error sent inside a stream that began with 200: Anthropic's
  * `event: error` (`{"type": "error", "error": {"type", "message"}}`), or an
- * OpenAI-compatible `data: {"error": {...}}` (vLLM puts the HTTP status in `code`).
+ * OpenAI-compatible `data: {"error": {...}}`. One whose `code` is an HTTP
+ * status (vLLM's and OpenRouter's `429`, LiteLLM's and Azure's `"429"`) is
+ * the failure that status would be as the answer's: the same code and retry.
  */
 export function streamErrorEvent(context: ProviderContext, error: unknown): ModelProviderError {
   const fields = isObject(error) ? error : { message: typeof error === 'string' ? error : undefined };
   const message = typeof fields['message'] === 'string' ? fields['message'] : 'no message';
   const type = typeof fields['type'] === 'string' ? fields['type'] : undefined;
-  const status = typeof fields['code'] === 'number' && fields['code'] >= 400 && fields['code'] <= 599 ? fields['code'] : undefined;
-  const retryable = (type !== undefined && RETRYABLE_TYPES.has(type)) || (status !== undefined && (status === 429 || status >= 500));
+  const code = fields['code'];
+  const number = typeof code === 'number' ? code : typeof code === 'string' && /^\d{3}$/.test(code) ? Number(code) : undefined;
+  const status = number !== undefined && number >= 400 && number <= 599 ? number : undefined;
+  const retryable = (type !== undefined && RETRYABLE_TYPES.has(type)) || (status !== undefined && shouldRetry(status));
   const detail = `${type === undefined ? '' : `${type}: `}${message}`;
-  return new ModelProviderError('model_stream_error', redact(`${context.label}: the provider sent an error in the stream (${detail})`, context.secrets), {
+  return new ModelProviderError(status === undefined ? 'model_stream_error' : statusCode(status)[0], redact(`${context.label}: the provider sent an error in the stream (${detail})`, context.secrets), {
     provider: context.provider,
     providerStatus: status,
     providerType: type,

@@ -347,11 +347,12 @@ test("anthropic: a proxy's error in the OpenAI form (data: {\"error\": ...}, Lit
   const { logged, url } = await serve(t, anthropic, () => ({ body: `data: ${JSON.stringify(error)}\n\n` }));
   const reply = await postJson(url, { message: 'Hello' });
   assert.equal(reply.status, 502);
-  assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_stream_error' });
+  // LiteLLM's code "400" is the status the error would have had as the answer's.
+  assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_request_rejected' });
   assert.match(String((logged[0] as Error).message), /invalid_request_error: litellm\.BadRequestError: prompt is too long/);
   // Not retried: the same request would be refused again.
   const outcome = await collect(anthropicModel({ model: 'claude-sonnet-4-5', apiKey: ANTHROPIC_KEY, baseURL: `${fake.url}/v1`, maxRetries: 2 }));
-  assert.equal((outcome.error as { code?: string }).code, 'model_stream_error');
+  assert.equal((outcome.error as { code?: string }).code, 'model_request_rejected');
   assert.equal(fake.requests.length, 1);
 });
 

@@ -155,6 +155,34 @@ test('an error event after the first chunk fails the turn with the provider mess
   assert.equal(fake.requests.length, 1);
 });
 
+test("an error in the stream whose code is an HTTP status (LiteLLM's and Azure's \"429\", OpenRouter's 429) counts as that status: its code, and a retry before the first chunk", async (t) => {
+  const event = (code: unknown) => `data: ${JSON.stringify({ error: { message: 'upstream said no', type: null, param: null, code } })}\n\n`;
+  const cases = [
+    ['429', 'model_rate_limited'],
+    [429, 'model_rate_limited'],
+    ['503', 'model_unavailable'],
+    ['401', 'model_auth_failed'],
+    ['400', 'model_request_rejected'],
+    ['rate_limit_exceeded', 'model_stream_error'],
+  ] as const;
+  for (const [code, expected] of cases) {
+    const fake = await fakeProvider(t, () => ({ body: event(code) }));
+    const error = providerError(await collect(model(fake.url)), expected);
+    const status = Number(code);
+    assert.equal(error.providerStatus, Number.isNaN(status) ? undefined : status, String(code));
+    assert.equal(error.retryable, status === 429 || status >= 500, String(code));
+    assert.match(error.message, /upstream said no/);
+  }
+  const clock = manualClock(t);
+  t.mock.method(Math, 'random', () => 0);
+  const fake = await fakeProvider(t, (index) => ({ body: index === 0 ? event('429') : STREAM }));
+  const pending = collect(model(fake.url, { maxRetries: 1 }));
+  await clock.scheduled(500);
+  clock.fire(500);
+  assert.equal((await pending).chunks.join(''), TEXT);
+  assert.equal(fake.requests.length, 2);
+});
+
 test('a data line that is not JSON is a bad response', async (t) => {
   const fake = await fakeProvider(t, () => ({ body: `${FIRST_EVENTS}data: {"choices": [\n\n` }));
   const outcome = await collect(model(fake.url));
@@ -487,7 +515,7 @@ test("llama.cpp's error line (error: {json}, then [DONE]) fails the turn with th
   const line = 'error: {"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4100,"n_ctx":4096}\n\n';
   const fake = await fakeProvider(t, (index) => ({ body: index === 0 ? `${line}data: [DONE]\n\n` : `${FIRST_EVENTS}error: Compute error. ${API_KEY}\n\ndata: [DONE]\n\n` }));
   const before = await collect(model(fake.url, { maxRetries: 2 }));
-  const error = providerError(before, 'model_stream_error');
+  const error = providerError(before, 'model_request_rejected');
   assert.equal(error.providerStatus, 400);
   assert.equal(error.providerType, 'exceed_context_size_error');
   assert.match(error.message, /exceeds the available context size/);

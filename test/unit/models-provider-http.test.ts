@@ -105,11 +105,11 @@ test('a 200 JSON error body is reported as a bad response with its message', asy
   assert.match(error.message, /model is loading/);
 });
 
-test('an OpenAI-compatible error chunk with an HTTP code keeps that code as the provider status', async () => {
+test('an OpenAI-compatible error chunk with an HTTP code keeps that code as the provider status, and its error code', async () => {
   const body = 'data: {"error": {"object": "error", "message": "overloaded", "type": "ServiceUnavailableError", "code": 503}}\n\n';
   const { error } = await run(openAIModel({ model: 'm', fetch: stubFetch(() => sse(body)), maxRetries: 0 }));
   assert.ok(error instanceof ModelProviderError);
-  assert.equal(error.code, 'model_stream_error');
+  assert.equal(error.code, 'model_unavailable');
   assert.equal(error.providerStatus, 503);
   assert.equal(error.retryable, true);
 });
