@@ -89,18 +89,19 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
   };
 }
 
-/**
- * Named events: `message_start` (input usage), `content_block_delta` with a
- * `text_delta`, `message_delta` (cumulative output usage; `stop_reason:
- * "refusal"` fails the turn as `model_refused`; `"max_tokens"` and
- * `"model_context_window_exceeded"` and `"pause_turn"` yield `{truncated: true}` at the end),
- * `message_stop`,
- * `ping`, `error`. Other events and delta types (tool input, thinking) are
- * skipped, as the API's versioning policy asks of clients.
- */
 /** Stop reasons of a reply that is not whole. `tool_use` is not one: the text before the call is all the model says (see the README). */
 const TRUNCATED = new Set(['max_tokens', 'model_context_window_exceeded', 'pause_turn']);
 
+/**
+ * Named events: `message_start` (input usage), `content_block_delta` with a
+ * `text_delta`, `message_delta` (cumulative output usage; `stop_reason:
+ * "refusal"` fails the turn as `model_refused`; `"max_tokens"`,
+ * `"model_context_window_exceeded"` and `"pause_turn"` yield `{truncated: true}` at the end),
+ * `message_stop`,
+ * `ping`, `error`. Other events and delta types (tool input, thinking) are
+ * skipped, as the API's versioning policy asks of clients. A whole message
+ * JSON from a gateway that ignored `stream: true` is read the same way.
+ */
 function anthropicDecoder(context: ProviderContext): StreamDecoder {
   let done = false;
   let input: number | undefined;
@@ -129,11 +130,7 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
         case 'message_delta': {
           readUsage(data['usage']);
           const delta = data['delta'];
-          // The API's streaming refusals: the text so far is not an answer, and kept in the context it gets the next turns refused too.
-          if (isObject(delta) && delta['stop_reason'] === 'refusal') throw refused(context, 'the model refused (stop_reason refusal)');
-          // The reply reached max_tokens, or the model's context window, or the API paused a long server-tool turn
-          // (pause_turn: the reply goes on only if sent back as is, which this adapter does not do): stored all the same, marked as cut short.
-          if (isObject(delta) && TRUNCATED.has(String(delta['stop_reason']))) truncated = true;
+          if (isObject(delta)) stopReason(delta['stop_reason']);
           return [];
         }
         case 'message_stop':
@@ -150,6 +147,18 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
         }
       }
     },
+    // A whole message, from a gateway that ignored `stream: true`: its text blocks are the reply.
+    whole(message) {
+      if (message['type'] !== 'message' || !Array.isArray(message['content'])) return undefined;
+      readUsage(message['usage']);
+      stopReason(message['stop_reason']);
+      done = true;
+      const out: ModelChunk[] = [];
+      for (const block of message['content']) {
+        if (isObject(block) && block['type'] === 'text' && typeof block['text'] === 'string' && block['text'] !== '') out.push(block['text']);
+      }
+      return out;
+    },
     end() {
       if (!done) throw streamInterrupted(context);
       const out: ModelChunk[] = truncated ? [{ truncated: true }] : [];
@@ -159,6 +168,15 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
       return out;
     },
   };
+
+  /** A refusal fails the turn; a reply cut short is marked. */
+  function stopReason(reason: unknown): void {
+    // The API's refusals: the text so far is not an answer, and kept in the context it gets the next turns refused too.
+    if (reason === 'refusal') throw refused(context, 'the model refused (stop_reason refusal)');
+    // The reply reached max_tokens, or the model's context window, or the API paused a long server-tool turn
+    // (pause_turn: the reply goes on only if sent back as is, which this adapter does not do): stored all the same, marked as cut short.
+    if (TRUNCATED.has(String(reason))) truncated = true;
+  }
 
   /** Input counts cached tokens too (the API reports them apart); output is cumulative, so the last one wins. */
   function readUsage(usage: unknown): void {

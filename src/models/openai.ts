@@ -78,7 +78,8 @@ export function openAIModel(options: OpenAIModelOptions): Model {
  * fails the turn as `model_refused`; Mistral's `"error"` and DeepSeek's
  * `"insufficient_system_resource"` as `model_stream_error`.
  * A stream that ends after a `finish_reason` but without `[DONE]` is complete
- * too (some compatible servers skip it).
+ * too (some compatible servers skip it). A whole `chat.completion` JSON from a
+ * server that ignored `stream: true` is read as one chunk of it.
  */
 function openAIDecoder(context: ProviderContext): StreamDecoder {
   let done = false;
@@ -94,40 +95,15 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
         done = true;
         return [];
       }
-      const chunk = parseData(context, event.data);
-      // Only an error that is there: some servers send `"error": null` in every chunk (Foundry Local).
-      const error = chunk['error'];
-      if (isObject(error) || (typeof error === 'string' && error !== '')) throw streamErrorEvent(context, error);
-      const out: ModelChunk[] = [];
-      const choices = Array.isArray(chunk['choices']) ? chunk['choices'] : [];
-      for (const choice of choices) {
-        // With n > 1 other choices would interleave; the agent keeps one reply.
-        if (!isObject(choice) || (choice['index'] !== undefined && choice['index'] !== 0)) continue;
-        const delta = choice['delta'];
-        const text = isObject(delta) ? contentText(delta['content']) : '';
-        if (text !== '') out.push(text);
-        // A refusal comes as its own text, not as content: a reply of it would be stored as an empty one.
-        if (isObject(delta) && typeof delta['refusal'] === 'string' && delta['refusal'] !== '') throw refused(context, 'the model refused (delta.refusal)');
-        if (choice['finish_reason'] === 'content_filter') throw refused(context, "the provider's content filter stopped the reply (finish_reason content_filter)");
-        // DeepSeek's: its inference resources ran out mid-reply. The reply is cut, not finished, and kept it would read as whole.
-        if (choice['finish_reason'] === 'insufficient_system_resource') {
-          throw streamErrorEvent(context, { type: 'insufficient_system_resource', message: 'the provider ran out of resources and stopped the reply (finish_reason insufficient_system_resource)' });
-        }
-        // Mistral's: the generation broke off with an error (OpenRouter's comes with an `error`, thrown above).
-        if (choice['finish_reason'] === 'error') throw streamErrorEvent(context, { message: 'the provider stopped the reply with an error (finish_reason error)' });
-        if (typeof choice['finish_reason'] === 'string') finished = true;
-        // The reply reached max_tokens, or the context's end (Mistral's model_length): stored all the same, marked as cut short.
-        if (choice['finish_reason'] === 'length' || choice['finish_reason'] === 'model_length') truncated = true;
-      }
-      const reported = chunk['usage'];
-      if (isObject(reported)) {
-        usage = {
-          inputTokens: count(reported['prompt_tokens']),
-          outputTokens: count(reported['completion_tokens']),
-          totalTokens: count(reported['total_tokens']),
-        };
-      }
-      return out;
+      return read(parseData(context, event.data));
+    },
+    // A chat.completion, from a server that ignored `stream: true`: each choice holds a whole
+    // `message` where a chunk's holds a `delta`, read the same way (refusal, finish_reason, usage).
+    whole(completion) {
+      const choices = Array.isArray(completion['choices']) ? completion['choices'] : [];
+      if (!choices.some((choice) => isObject(choice) && isObject(choice['message']))) return undefined;
+      done = true;
+      return read({ ...completion, choices: choices.map((choice) => (isObject(choice) ? { ...choice, delta: choice['message'] } : choice)) });
     },
     // llama.cpp's server reports a failure inside a stream as a line of its own, `error: {json}`
     // (then `data: [DONE]`), not as an event: ignored, as the SSE standard says, the turn would be
@@ -149,6 +125,43 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
       return out;
     },
   };
+
+  /** One chunk's text; notes its finish_reason and usage. */
+  function read(chunk: Record<string, unknown>): ModelChunk[] {
+    // Only an error that is there: some servers send `"error": null` in every chunk (Foundry Local).
+    const error = chunk['error'];
+    if (isObject(error) || (typeof error === 'string' && error !== '')) throw streamErrorEvent(context, error);
+    const out: ModelChunk[] = [];
+    const choices = Array.isArray(chunk['choices']) ? chunk['choices'] : [];
+    for (const choice of choices) {
+      // With n > 1 other choices would interleave; the agent keeps one reply.
+      if (!isObject(choice) || (choice['index'] !== undefined && choice['index'] !== 0)) continue;
+      const delta = choice['delta'];
+      const text = isObject(delta) ? contentText(delta['content']) : '';
+      if (text !== '') out.push(text);
+      // A refusal comes as its own text, not as content: a reply of it would be stored as an empty one.
+      if (isObject(delta) && typeof delta['refusal'] === 'string' && delta['refusal'] !== '') throw refused(context, 'the model refused (delta.refusal)');
+      if (choice['finish_reason'] === 'content_filter') throw refused(context, "the provider's content filter stopped the reply (finish_reason content_filter)");
+      // DeepSeek's: its inference resources ran out mid-reply. The reply is cut, not finished, and kept it would read as whole.
+      if (choice['finish_reason'] === 'insufficient_system_resource') {
+        throw streamErrorEvent(context, { type: 'insufficient_system_resource', message: 'the provider ran out of resources and stopped the reply (finish_reason insufficient_system_resource)' });
+      }
+      // Mistral's: the generation broke off with an error (OpenRouter's comes with an `error`, thrown above).
+      if (choice['finish_reason'] === 'error') throw streamErrorEvent(context, { message: 'the provider stopped the reply with an error (finish_reason error)' });
+      if (typeof choice['finish_reason'] === 'string') finished = true;
+      // The reply reached max_tokens, or the context's end (Mistral's model_length): stored all the same, marked as cut short.
+      if (choice['finish_reason'] === 'length' || choice['finish_reason'] === 'model_length') truncated = true;
+    }
+    const reported = chunk['usage'];
+    if (isObject(reported)) {
+      usage = {
+        inputTokens: count(reported['prompt_tokens']),
+        outputTokens: count(reported['completion_tokens']),
+        totalTokens: count(reported['total_tokens']),
+      };
+    }
+    return out;
+  }
 }
 
 /**

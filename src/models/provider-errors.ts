@@ -12,7 +12,7 @@
  * | `model_request_rejected` | any other HTTP 4xx (but see `model_refused`) |
  * | `model_redirect` | HTTP 3xx other than a 307/308 on baseURL's origin (those are followed): the key goes to that origin only |
  * | `model_stream_error` | an error event inside a stream that began with 200 (one whose `code` is an HTTP status gets that status's code above) |
- * | `model_bad_response` | a 200 that is not SSE, data that is not a JSON object, an oversized line, a reply past maxResponseSize |
+ * | `model_bad_response` | a 200 that is neither SSE nor a whole reply as JSON (a server that ignored `stream: true`), data that is not a JSON object, an oversized line, a reply past maxResponseSize |
  * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`), a content filter cut the reply (`finish_reason: "content_filter"`) or refused the prompt (Azure's HTTP 400 with `error.code: "content_filter"`) |
  * | `model_connection_failed` | no response at all (refused, DNS, TLS) |
  * | `model_stream_interrupted` | the stream ended before its last event (a cut connection) |
@@ -109,13 +109,13 @@ function redirectTarget(response: Response): string | undefined {
   return `${url.origin}${url.pathname}`;
 }
 
-/** A 200 that is not an event stream: a server that ignored `stream: true`, or an error as JSON. */
-export async function notAStream(context: ProviderContext, response: Response): Promise<ModelProviderError> {
-  const { message, type } = providerMessage(await readLimited(response));
+/** A 200 JSON that is no reply (see StreamDecoder.whole): an error as JSON, or a wrong baseURL's answer. */
+export function notAStream(context: ProviderContext, status: number, text: string): ModelProviderError {
+  const { message, type } = providerMessage(text.slice(0, MAX_ERROR_BODY));
   const what = message === undefined ? 'a body that is not an event stream' : `an error (${message})`;
   return new ModelProviderError('model_bad_response', redact(`${context.label}: provider answered ${what}; check baseURL points at a streaming API`, context.secrets), {
     provider: context.provider,
-    providerStatus: response.status,
+    providerStatus: status,
     providerType: type,
   });
 }

@@ -13,6 +13,7 @@ import {
   connectionFailed,
   fetchTimeoutError,
   httpError,
+  isObject,
   notAStream,
   redirected,
   streamInterrupted,
@@ -27,6 +28,11 @@ export interface StreamDecoder {
   event(event: SSEEvent): ModelChunk[];
   /** A line whose SSE field is not a standard one (see `onUnknownField`); may throw a `ModelProviderError`. */
   field?(name: string, value: string): void;
+  /**
+   * Chunks of a whole reply answered as one JSON by a server that ignored `stream: true`, which
+   * also ends the reply; undefined when the JSON is no such reply. May throw as `event` does.
+   */
+  whole?(json: Record<string, unknown>): ModelChunk[] | undefined;
   /** True once the stream's last event arrived; reading stops there. */
   readonly done: boolean;
   /** Chunks to send at the end (usage); throws when the stream ended before its last event. */
@@ -140,7 +146,7 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
       if ((response.status >= 300 && response.status < 400) || response.type === 'opaqueredirect') throw await redirected(request, response);
       if (!response.ok) throw await httpError(request, response);
       const type = response.headers.get('content-type') ?? '';
-      if (response.body === null || /json/i.test(type)) throw await notAStream(request, response);
+      if (response.body === null) throw notAStream(request, response.status, '');
       const decoder = request.decoder();
       // Every event is handed on and the agent keeps the reply's text, so a provider that never
       // ends its stream grew the heap about 100 MB/s until the process died. Bytes, not text: they
@@ -160,6 +166,22 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
         // An abort (the timeout's too) errors the reader at once, wherever the pipe stands.
         { signal: controller.signal },
       );
+      if (/json/i.test(type)) {
+        // Some gateways and compatible servers ignore `stream: true` and answer the whole reply at once.
+        const text = await readText(body);
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          // not JSON after all: an error page, reported as one below
+        }
+        const chunks = isObject(json) ? decoder.whole?.(json) : undefined;
+        if (chunks === undefined) throw notAStream(request, response.status, text);
+        stop();
+        yield* chunks;
+        yield* decoder.end();
+        return;
+      }
       let events = 0;
       const onUnknownField = (name: string, value: string): void => decoder.field?.(name, value);
       for await (const event of readSSE(body, { complete: () => decoder.done, onUnknownField })) {
@@ -185,6 +207,14 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     providerTimers.clearTimeout(timer);
     request.signal.removeEventListener('abort', onAbort);
   }
+}
+
+/** A body's whole text (bounded by the byte count its pipe keeps). */
+async function readText(body: ReadableStream<Uint8Array>): Promise<string> {
+  const decoder = new TextDecoder();
+  let text = '';
+  for await (const bytes of body) text += decoder.decode(bytes, { stream: true });
+  return text + decoder.decode();
 }
 
 /** Node's fetch's own 300 s limits (undici's headers and body timeouts), as the error or its cause. */

@@ -196,6 +196,15 @@ test('an overloaded error event before any text is retried', async (t) => {
   assert.equal(fake.requests.length, 2);
 });
 
+test('a whole message JSON (stream: true ignored) that refuses fails as model_refused; a JSON that is no message is a bad response', async (t) => {
+  const refusal = JSON.stringify({ type: 'message', role: 'assistant', content: [{ type: 'text', text: 'I' }], stop_reason: 'refusal', usage: { input_tokens: 5, output_tokens: 1 } });
+  const bodies = [[refusal, 'model_refused'], ['{"type": "error", "error": {"type": "api_error", "message": "Internal"}}', 'model_bad_response'], ['{"content": "Hi"}', 'model_bad_response']] as const;
+  for (const [body, code] of bodies) {
+    const fake = await fakeProvider(t, () => ({ headers: { 'content-type': 'application/json' }, body }));
+    providerError(await collect(model(fake.url)), code);
+  }
+});
+
 test('a data line that is not JSON is a bad response', async (t) => {
   const fake = await fakeProvider(t, () => ({ body: `${PREAMBLE}event: ping\ndata: {"type": "pi\n\n` }));
   providerError(await collect(model(fake.url)), 'model_bad_response');

@@ -393,3 +393,52 @@ test("anthropic: an AWS-style error body from a Bedrock gateway ({\"Message\"} o
     assert.match(String((log[0] as Error).message), logged);
   }
 });
+
+test('openai: a server that ignores stream: true and answers a whole chat.completion JSON has its reply answered and kept, with usage and the truncated mark', async (t) => {
+  const completion = (content: string, finish: string) =>
+    JSON.stringify({
+      id: 'chatcmpl-1',
+      object: 'chat.completion',
+      created: 1700000000,
+      model: 'gpt-4o-mini',
+      choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, logprobs: null, finish_reason: finish }],
+      usage: { prompt_tokens: 9, completion_tokens: 12, total_tokens: 21 },
+    });
+  const { storage, url } = await serve(t, openai, (index) => ({
+    headers: { 'content-type': 'application/json' },
+    body: index === 0 ? completion('Hello! How can I help?', 'stop') : completion('Once upon', 'length'),
+  }));
+  const sse = await collectSSE(await streamChat(url, 'Hi'));
+  assert.equal(sse.text, 'Hello! How can I help?');
+  assert.equal(sse.events.at(-1)?.event, 'done');
+  assert.deepEqual(await postJson(url, { message: 'A story' }).then((reply) => reply.body), { agent_id: 'bot-1', response: 'Once upon', truncated: true });
+  assert.deepEqual(await storage.load('bot-1').then((record) => record?.messages), [
+    { role: 'user', content: 'Hi' },
+    { role: 'assistant', content: 'Hello! How can I help?', usage: { inputTokens: 9, outputTokens: 12, totalTokens: 21 } },
+    { role: 'user', content: 'A story' },
+    { role: 'assistant', content: 'Once upon', usage: { inputTokens: 9, outputTokens: 12, totalTokens: 21 }, truncated: true },
+  ]);
+});
+
+test('anthropic: a gateway that ignores stream: true and answers a whole Messages API JSON has its reply answered and kept, with usage and the truncated mark', async (t) => {
+  const message = (text: string, stop: string) =>
+    JSON.stringify({
+      id: 'msg_1',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-sonnet-4-5',
+      content: [{ type: 'thinking', thinking: 'Greet.', signature: 'sig' }, { type: 'text', text }],
+      stop_reason: stop,
+      stop_sequence: null,
+      usage: { input_tokens: 10, cache_read_input_tokens: 5, output_tokens: 7 },
+    });
+  const { storage, url } = await serve(t, anthropic, (index) => ({
+    headers: { 'content-type': 'application/json' },
+    body: index === 0 ? message('Hello!', 'end_turn') : message('Once upon', 'max_tokens'),
+  }));
+  assert.deepEqual(await postJson(url, { message: 'Hi' }).then((reply) => reply.body), { agent_id: 'bot-1', response: 'Hello!' });
+  assert.deepEqual(await postJson(url, { message: 'A story' }).then((reply) => reply.body), { agent_id: 'bot-1', response: 'Once upon', truncated: true });
+  assert.deepEqual(await storage.load('bot-1').then((record) => record?.messages.slice(1, 2)), [
+    { role: 'assistant', content: 'Hello!', usage: { inputTokens: 15, outputTokens: 7, totalTokens: 22 } },
+  ]);
+});

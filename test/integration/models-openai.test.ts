@@ -191,9 +191,28 @@ test('a data line that is not JSON is a bad response', async (t) => {
   assert.deepEqual(outcome.chunks, ['Hello']);
 });
 
-test('a 200 answer that is JSON, not a stream, is a bad response', async (t) => {
-  const fake = await fakeProvider(t, () => ({ headers: { 'content-type': 'application/json' }, body: '{"choices": []}' }));
-  providerError(await collect(model(fake.url)), 'model_bad_response');
+test('a 200 answer that is JSON but not a completion is a bad response; a whole completion is bound by maxResponseSize', async (t) => {
+  for (const body of ['{"choices": []}', '{"object": "list", "data": []}', '{"choices": [{"index": 0, "text": "Hi"}]}', '[1, 2]', 'not JSON']) {
+    const fake = await fakeProvider(t, () => ({ headers: { 'content-type': 'application/json' }, body }));
+    providerError(await collect(model(fake.url)), 'model_bad_response');
+  }
+  // A server that ignores stream: true: its whole reply counts against the limit as a stream's bytes do.
+  const content = 'x'.repeat(200_000);
+  const fake = await fakeProvider(t, () => ({
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] }),
+    pieces: [16_384],
+  }));
+  assert.match(providerError(await collect(model(fake.url, { maxResponseSize: 100_000 })), 'model_bad_response').message, /maxResponseSize \(100000 bytes\)/);
+  assert.equal((await collect(model(fake.url))).chunks.join(''), content);
+});
+
+test('a whole chat.completion that refuses, or that a content filter stopped, fails the turn as model_refused, as the stream would', async (t) => {
+  const completion = (message: object, finish: string) => JSON.stringify({ object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: finish }] });
+  for (const body of [completion({ content: null, refusal: "I'm sorry, I can't help with that." }, 'stop'), completion({ content: null }, 'content_filter')]) {
+    const fake = await fakeProvider(t, () => ({ headers: { 'content-type': 'application/json' }, body }));
+    providerError(await collect(model(fake.url)), 'model_refused');
+  }
 });
 
 test('a 200 answer that is a web page (a proxy, a wrong baseURL) is a bad response, not retried as a cut stream', async (t) => {
