@@ -41,7 +41,8 @@ export interface ChatMessage {
   /**
    * Set on an assistant message the provider cut short at its token limit
    * (OpenAI's `finish_reason: "length"`, Anthropic's `stop_reason:
-   * "max_tokens"`): the reply is stored, but it is not the whole answer.
+   * "max_tokens"`) or paused (Anthropic's `"pause_turn"`): the reply is
+   * stored, but it is not the whole answer.
    */
   truncated?: true | undefined;
 }

@@ -13,8 +13,8 @@ export interface ModelRequest {
 /**
  * A model yields text chunks. It may also yield one `{usage}` record (token
  * counts reported by a provider), which the agent keeps with the reply, and
- * `{truncated: true}` when the provider stopped the reply at its token limit,
- * which the agent marks the reply with (`truncated` in history and in the
+ * `{truncated: true}` when the provider stopped the reply at its token limit
+ * (or paused it: Anthropic's `pause_turn`), which the agent marks the reply with (`truncated` in history and in the
  * router's replies); one record may carry both.
  */
 export type ModelChunk = string | { usage: TokenUsage; truncated?: boolean | undefined } | { truncated: boolean; usage?: TokenUsage | undefined };
