@@ -66,11 +66,13 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
       // The API refuses an empty or whitespace-only message anywhere but last ("text content blocks
       // must contain non-whitespace text"): a reply that came back so (say "\n\n" before a stop
       // sequence), kept in history, would make every later turn of the conversation fail. Those are
-      // left out; the API merges the consecutive same-role turns that leaves.
+      // left out; the API merges the consecutive same-role turns that leaves. So are the assistant
+      // turns that would then open the conversation (a blank first question, accepted by another
+      // model): Bedrock and older API versions refuse a first message that is not the user's.
       const last = request.messages.length - 1;
-      const messages = request.messages
-        .filter((message, index) => message.content.trim() !== '' || index === last)
-        .map((message) => ({ role: message.role, content: message.content }));
+      const kept = request.messages.filter((message, index) => message.content.trim() !== '' || index === last);
+      const first = kept.findIndex((message) => message.role === 'user');
+      const messages = (first > 0 ? kept.slice(first) : kept).map((message) => ({ role: message.role, content: message.content }));
       const body: Record<string, unknown> = { ...options.body, model, max_tokens: maxTokens, messages, stream: true };
       if (request.system !== undefined) body['system'] = request.system;
       return streamFromProvider({

@@ -92,39 +92,30 @@ test('sends the system prompt as the top-level field and the history as messages
   });
 });
 
-test('leaves out an empty reply kept in history, which the API would refuse in every later request', async (t) => {
+test('leaves out what the API would refuse in every later request: blank turns kept in history, and assistant turns that would then come first', async (t) => {
+  const cases = [
+    {
+      name: 'an empty reply',
+      messages: [['user', 'Hi'], ['assistant', ''], ['user', 'Still there?']],
+      sent: [['user', 'Hi'], ['user', 'Still there?']],
+    },
+    {
+      name: 'whitespace-only replies',
+      messages: [['user', 'Say nothing'], ['assistant', '\n\n'], ['user', 'Hello?'], ['assistant', ' \t'], ['user', 'Anyone?']],
+      sent: [['user', 'Say nothing'], ['user', 'Hello?'], ['user', 'Anyone?']],
+    },
+    {
+      name: 'a blank first question (another model took it)',
+      messages: [['user', ' '], ['assistant', 'Yes?'], ['user', 'What is 2 + 2?']],
+      sent: [['user', 'What is 2 + 2?']],
+    },
+  ] as const;
   const fake = await fakeProvider(t, () => ({ body: STREAM }));
-  await collect(model(fake.url), {
-    system: undefined,
-    messages: [
-      { role: 'user', content: 'Hi' },
-      { role: 'assistant', content: '' },
-      { role: 'user', content: 'Still there?' },
-    ],
-  });
-  assert.deepEqual((fake.requests[0]?.body as { messages: unknown }).messages, [
-    { role: 'user', content: 'Hi' },
-    { role: 'user', content: 'Still there?' },
-  ]);
-});
-
-test('leaves out a whitespace-only reply kept in history, which the API refuses as it does an empty one', async (t) => {
-  const fake = await fakeProvider(t, () => ({ body: STREAM }));
-  await collect(model(fake.url), {
-    system: undefined,
-    messages: [
-      { role: 'user', content: 'Say nothing' },
-      { role: 'assistant', content: '\n\n' },
-      { role: 'user', content: 'Hello?' },
-      { role: 'assistant', content: ' \t' },
-      { role: 'user', content: 'Anyone?' },
-    ],
-  });
-  assert.deepEqual((fake.requests[0]?.body as { messages: unknown }).messages, [
-    { role: 'user', content: 'Say nothing' },
-    { role: 'user', content: 'Hello?' },
-    { role: 'user', content: 'Anyone?' },
-  ]);
+  for (const [index, { name, messages }] of cases.entries()) {
+    await collect(model(fake.url), { system: undefined, messages: messages.map(([role, content]) => ({ role, content })) });
+    const sent = (fake.requests[index]?.body as { messages: unknown }).messages;
+    assert.deepEqual(sent, cases[index]?.sent.map(([role, content]) => ({ role, content })), name);
+  }
 });
 
 test('leaves system out without a system prompt and defaults max_tokens', async (t) => {
