@@ -97,7 +97,8 @@ export function parseStreamFlag(value: string | undefined, accept: string | unde
     case 'events':
       return 'events';
     default:
-      throw httpErrors.badRequest('bad_query', 'Query parameter stream must be true or false (or 1/0, yes/no, on/off)');
+      // Name `events` too: a client that mistyped it (`stream=event`) learns the right spelling here.
+      throw httpErrors.badRequest('bad_query', 'Query parameter stream must be true or false (or 1/0, yes/no, on/off), or events for typed events');
   }
 }
 
