@@ -12,6 +12,13 @@ import { whenParentGone } from './parent-watch.ts';
 import { demoStorage } from './storage-spec.ts';
 
 const NAME = 'agent-router';
+/** The flag each server option from args.ts comes from, for the note when a module's own AgentServer ignores it. */
+const SERVER_FLAGS: { readonly [K in keyof CliArgs['server']]-?: string } = {
+  idleTimeout: '--idle_timeout',
+  maxAgents: '--max_agents',
+  enableListAgents: '--enable_list_agents',
+  allowedHosts: '--allowed-hosts',
+};
 
 /**
  * Runs the CLI. Resolves with an exit code when it is done (help, or an
@@ -69,7 +76,9 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
     if (loaded.kind === 'server') {
       server = loaded.server;
       if (Object.keys(file.server).length > 0) warn(`${args.module} exports its own AgentServer; only port and host from --config apply`);
-      if (Object.keys(args.server).length > 0) warn(`${args.module} exports its own AgentServer; --idle_timeout, --max_agents, --enable_list_agents and --allowed-hosts do not apply to it`);
+      // Name the flags given, not all four: a note about flags the user never typed reads as a mistake of theirs.
+      const ignored = (Object.keys(args.server) as Array<keyof CliArgs['server']>).map((option) => SERVER_FLAGS[option]);
+      if (ignored.length > 0) warn(`${args.module} exports its own AgentServer; ${ignored.join(', ')} ${ignored.length === 1 ? 'does' : 'do'} not apply to it`);
     } else {
       server = new AgentServer(loaded.target, config);
     }

@@ -105,6 +105,13 @@ test('serves a module whose default export is an Agent, or an AgentServer with i
   assert.equal(server.stderr(), 'agent-router: note: server.mjs exports its own AgentServer; only port and host from --config apply\n');
   server.child.kill('SIGTERM');
   assert.deepEqual(await server.exited, { code: 0, signal: null });
+
+  // The note names the flags that were given, and only those.
+  const flagged = runCli(t, ['serve', 'server.mjs', '--port', '0', '--max-agents', '9'], dir);
+  await listening(flagged);
+  assert.equal(flagged.stderr(), 'agent-router: note: server.mjs exports its own AgentServer; --max_agents does not apply to it\n');
+  flagged.child.kill('SIGTERM');
+  assert.deepEqual(await flagged.exited, { code: 0, signal: null });
 });
 
 test('a missing module is one clear line on stderr and exit code 1', async (t) => {
