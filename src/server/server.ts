@@ -7,7 +7,7 @@ import { holdContinue } from '../http/body.ts';
 import { applyCors } from '../http/cors.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { sendError, sendJson } from '../http/respond.ts';
-import { AgentRouter, serveRequest, shutTurns } from '../http/router.ts';
+import { AgentRouter, serveRequest, shutTurns, type AgentRequestListener } from '../http/router.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
 import { AgentRegistry, type AgentClass } from '../registry/registry.ts';
 import { hostCheck, type AllowedHosts, type HostCheck } from './allowed-hosts.ts';
@@ -103,9 +103,11 @@ export class AgentServer {
    * your own instead of calling `serve`. `close()` then drains its requests
    * but cannot stop your server from accepting. It does not know where your
    * server listens, so it checks `Host` only against an `allowedHosts` you
-   * give (see there).
+   * give (see there). It serves node:http2's compatibility API the same way
+   * (`http2.createSecureServer({ allowHTTP1: true }, server.listener)`), so it
+   * is typed as the router's listener is, which fits both.
    */
-  readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
+  readonly listener: AgentRequestListener = ((req: IncomingMessage, res: ServerResponse): void => {
     if (this.#closing !== undefined && !this.#lameDuck) {
       refuse(res);
       // Tracked too: it may be queued behind a pipelined stream, and must not be cut before it is sent.
@@ -137,7 +139,7 @@ export class AgentServer {
         answered();
       }
     });
-  };
+  }) as AgentRequestListener;
 
   /**
    * Starts listening; resolves once it does, then `port` and `url` are set.

@@ -524,7 +524,7 @@ test('a loopback address is one however it is written; the listener on your own 
   const { registry } = makeRegistry();
   const mounted = new AgentServer(registry, { logger: quiet, allowedHosts: ['app.example.com'] });
   t.after(() => mounted.close());
-  const h2 = http2.createServer(mounted.listener as never);
+  const h2 = http2.createServer(mounted.listener);
   await new Promise<void>((resolve) => h2.listen(0, '127.0.0.1', resolve));
   const session = http2.connect(`http://127.0.0.1:${(h2.address() as net.AddressInfo).port}`);
   // The session first: the server's close() waits for it.
@@ -555,7 +555,7 @@ test('the listener on your own HTTP/2 server: close() answers and drains without
     }
   });
   const mounted = new AgentServer(registry, { logger: quiet, shutdownTimeout: 5 });
-  const h2 = http2.createServer(mounted.listener as never);
+  const h2 = http2.createServer(mounted.listener);
   await new Promise<void>((resolve) => h2.listen(0, '127.0.0.1', resolve));
   const session = http2.connect(`http://127.0.0.1:${(h2.address() as net.AddressInfo).port}`);
   t.after(() => new Promise<void>((resolve) => {

@@ -72,7 +72,8 @@ test('every subpath export has its types under typesVersions too, for TypeScript
 });
 
 /** A consumer's strict TypeScript project: skipLibCheck off (TypeScript's default), so every published .d.ts is checked. */
-const CONSUMER = `import { Agent, AgentRegistry, AgentRouter, AgentServer, HTTPTransport, echoModel } from 'agent-router';
+const CONSUMER = `import http2 from 'node:http2';
+import { Agent, AgentRegistry, AgentRouter, AgentServer, HTTPTransport, echoModel } from 'agent-router';
 import { toExpress } from 'agent-router/express';
 import { toKoa } from 'agent-router/koa';
 import { toFastify } from 'agent-router/fastify';
@@ -82,6 +83,8 @@ registry.register('c-.*', Counter);
 registry.register('r-.*', new HTTPTransport('http://127.0.0.1:1/agent'));
 const router = new AgentRouter(registry);
 void [toExpress(router), toKoa(router), toFastify(router), new AgentServer(new Counter('x', { model: echoModel() }))];
+// Both listeners serve node:http2's compatibility API, and say so in their types.
+void [http2.createSecureServer({ allowHTTP1: true }, router.toRequestListener()), http2.createSecureServer({ allowHTTP1: true }, new AgentServer(registry).listener)];
 `;
 
 test('the built library imports nothing but node: modules and its own files, and its types compile in a strict project without skipLibCheck', () => {
