@@ -310,10 +310,16 @@ export class AgentRouter {
    * framework already parsed, `hint.signal` aborts the request's turn (a
    * server shutting down: the turn fails with the signal's reason, a stream
    * ends with `event: error`). Never rejects: failures are answered as JSON.
+   * Takes node:http2's compatibility request and response too, as
+   * `toRequestListener()` does.
    */
-  handle(req: IncomingMessage, res: ServerResponse, hint: RequestHint = {}): Promise<boolean> {
+  handle(req: IncomingMessage, res: ServerResponse, hint?: RequestHint): Promise<boolean>;
+  handle(req: Http2ServerRequest, res: Http2ServerResponse, hint?: RequestHint): Promise<boolean>;
+  handle(req: IncomingMessage | Http2ServerRequest, res: ServerResponse | Http2ServerResponse, hint: RequestHint = {}): Promise<boolean> {
+    // The router reads and writes only what both APIs' requests and responses have, as toRequestListener's cast says.
+    const [request, response] = [req as IncomingMessage, res as ServerResponse];
     return new Promise<boolean>((resolve) => {
-      if (!this.#serve(req, res, hint, () => resolve(true), HOST_APP)) resolve(false);
+      if (!this.#serve(request, response, hint, () => resolve(true), HOST_APP)) resolve(false);
     });
   }
 

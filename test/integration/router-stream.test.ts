@@ -326,6 +326,42 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
   assert.deepEqual(warnings.map((warning) => warning.message), []);
 });
 
+test('over HTTP/2: router.handle in a host app\'s own node:http2 listener answers the router\'s paths and leaves the others to the host', async (t) => {
+  const registry = new AgentRegistry();
+  registry.register('.*', class extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel() });
+    }
+  });
+  const router = new AgentRouter(registry, { prefix: '/api' });
+  // As a user writes it: no cast, so this file compiling (npm test's tsc) is the check that handle takes HTTP/2's types.
+  const server = http2.createServer(async (req, res) => {
+    if (await router.handle(req, res)) return;
+    res.statusCode = 418;
+    res.end('the host app');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const client = http2.connect(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+  t.after(() => new Promise<void>((resolve) => {
+    client.close();
+    server.close(() => resolve());
+  }));
+  const request = (method: string, path: string, body?: string): Promise<[unknown, string]> => new Promise((resolve, reject) => {
+    const stream = client.request({ ':method': method, ':path': path, 'content-type': 'application/json' }, { endStream: body === undefined });
+    let status: unknown;
+    let text = '';
+    stream.on('response', (headers) => (status = headers[':status']));
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk: string) => (text += chunk));
+    stream.on('end', () => resolve([status, text]));
+    stream.on('error', reject);
+    if (body !== undefined) stream.end(body);
+  });
+  assert.deepEqual(await request('POST', '/api/h2-1/chat?stream=true', '{"message":"both ways"}'), [200, 'data: both\n\ndata:  ways\n\nevent: done\ndata: [DONE]\n\n']);
+  assert.deepEqual(await request('GET', '/api/h2-1/state'), [200, '{"agent_id":"h2-1","state":{}}']);
+  assert.deepEqual(await request('GET', '/elsewhere'), [418, 'the host app']);
+});
+
 /** `router` on a node:http2 server without TLS (h2c), and a client session to it; both closed after the test. */
 async function h2cClientOf(t: { after: (fn: () => Promise<void> | void) => void }, router: AgentRouter): Promise<http2.ClientHttp2Session> {
   const server = http2.createServer(router.toRequestListener());
