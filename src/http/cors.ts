@@ -1,4 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describeValue } from '../errors.ts';
+import { checkKnownOptions, checkOption } from '../options.ts';
 
 /** Cross-origin access for browsers; off unless given. */
 export interface CorsOptions {
@@ -15,15 +17,63 @@ export interface CorsOptions {
 /** What a chat page sends: its JSON, a token, the stream's Accept, and the request id a remote hop carries on (see payload.ts). */
 const DEFAULT_HEADERS = 'content-type, authorization, accept, last-event-id, x-request-id';
 
+/** Every key of CorsOptions, so a misspelt one (`origin`, the cors package's name) is refused, not dropped. */
+const CORS_KEYS: { readonly [K in keyof Required<CorsOptions>]: true } = { origins: true, allowHeaders: true, credentials: true, maxAge: true };
+
 /**
- * Refuses `origins: '*'` with `credentials: true`. Browsers refuse a literal
- * `*` with credentials, so honouring it means echoing every origin: any
- * website could then send its visitors' cookies and read the answers.
+ * Checks the cors option when the router is made, so a mistake in it is a
+ * TypeError there rather than a CORS policy other than the one meant. Refuses
+ * `origins: '*'` with `credentials: true`: browsers refuse a literal `*` with
+ * credentials, so honouring it means echoing every origin, and any website
+ * could then send its visitors' cookies and read the answers. Refuses a
+ * string other than `'*'`: matched with `includes`, it would allow every
+ * origin that is part of it (`https://app.example.co` for
+ * `'https://app.example.com'`). And refuses a listed origin no browser sends
+ * (a path or trailing slash, a default port, capitals), which would never match.
  */
 export function checkCors(cors: CorsOptions, where: string): void {
+  checkKnownOptions(cors, CORS_KEYS, `${where}: cors`);
+  // Unknown: from plain JavaScript (or a config file) it may be anything, a string above all (the cors package's habit).
+  const origins: unknown = cors.origins;
+  if (typeof origins === 'string' && origins !== '*') {
+    throw new TypeError(`${where}: cors origins must be '*', a list or a function; for one origin pass a list: { origins: [${JSON.stringify(origins.slice(0, 100))}] }`);
+  }
+  if (origins !== '*' && typeof origins !== 'function' && !(Array.isArray(origins) && origins.every((origin) => typeof origin === 'string'))) {
+    throw new TypeError(`${where}: cors origins must be '*', a list of origins such as ['https://app.example.com'], or a function (origin) => boolean; got ${describeValue(origins)}`);
+  }
+  if (Array.isArray(origins)) {
+    for (const origin of origins) {
+      if (origin === '*') throw new TypeError(`${where}: cors origins: for any origin pass '*' itself, not in a list: { origins: '*' }`);
+      const sent = originAsSent(origin);
+      if (sent !== origin) {
+        throw new TypeError(`${where}: cors origin ${JSON.stringify(origin.slice(0, 100))} is not one a browser sends${sent === undefined ? ' (scheme://host[:port], nothing after it)' : `; it sends ${JSON.stringify(sent)}`}`);
+      }
+    }
+  }
+  if (cors.credentials !== undefined) checkOption(cors.credentials, 'boolean', `${where}: cors credentials`);
+  if (cors.maxAge !== undefined) checkOption(cors.maxAge, 'count', `${where}: cors maxAge`);
+  if (cors.allowHeaders !== undefined) checkOption(cors.allowHeaders, 'strings', `${where}: cors allowHeaders`);
   if (cors.origins === '*' && cors.credentials === true) {
     throw new TypeError(`${where}: cors origins '*' with credentials: true would let any website send its visitors' cookies and read the answers; list the origins (['https://app.example.com']) or pass a function that checks them`);
   }
+}
+
+/**
+ * The `Origin` header a browser would send for a page at `origin`, or
+ * undefined when it names no origin: scheme and host in lower case, no
+ * default port, no path (not even `/`). `null` (a sandboxed frame, a file: page) stays as it is.
+ */
+function originAsSent(origin: string): string | undefined {
+  if (origin === 'null') return origin;
+  if (!/^[a-z][a-z0-9+.-]*:\/\/[^/?#]/i.test(origin)) return undefined;
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    return undefined;
+  }
+  // URL gives other schemes (chrome-extension:, say) the origin "null"; their Origin header is scheme://host.
+  return url.origin === 'null' ? `${url.protocol}//${url.host}` : url.origin;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { checkCors, type CorsOptions } from '../http/cors.ts';
 import { ROUTER_OPTION_KINDS, type AgentRouterOptions } from '../http/router.ts';
 import { checkOption, checkOptions, nearest, type OptionKind } from '../options.ts';
 import type { AllowedHosts } from './allowed-hosts.ts';
@@ -179,7 +180,11 @@ export function parseFileConfig(data: unknown, where: string): FileConfig {
       else if (key === 'host') result.host = value as string;
       else if (key === 'data_dir') result.dataDir = value as string;
       else if (key === 'storage') result.storage = value as string;
-      else server['cors'] = { origins: value };
+      else {
+        server['cors'] = { origins: value };
+        // Here, so a listed origin no browser sends is reported against the file, not a router it never named.
+        checkCors(server['cors'] as CorsOptions, where);
+      }
     } else {
       const known = [...Object.keys(FILE_KEYS), ...Object.keys(FILE_EXTRA)].join(', ');
       throw new TypeError(`${where}: unknown key ${JSON.stringify(key)}; known keys: ${known}`);

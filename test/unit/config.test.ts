@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseFileConfig, readConfigFile, resolveServerConfig } from '../../src/server/config.ts';
 import { AgentPool } from '../../src/server/pool.ts';
+import { AgentServer } from '../../src/server/server.ts';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/http/router.ts';
 import { anthropicModel } from '../../src/models/anthropic.ts';
@@ -91,6 +92,32 @@ test('AgentRouter checks its options as AgentServer does: a typo or a wrong type
     onCreate: () => undefined, onEvict: () => undefined, now: undefined,
   } as never);
   assert.equal(router.prefix, '');
+});
+
+test('a cors option that would not do what it says is refused when the router is made, teaching the fix', () => {
+  const registry = new AgentRegistry();
+  const refuses = (cors: unknown, message: RegExp): void => {
+    assert.throws(() => new AgentRouter(registry, { cors } as never), { name: 'TypeError', message }, JSON.stringify(cors));
+    assert.throws(() => new AgentServer(registry, { cors } as never), { name: 'TypeError', message }, `AgentServer ${JSON.stringify(cors)}`);
+  };
+  // A string (the cors package's habit) was matched with String.prototype.includes: https://app.example.co, a domain
+  // anyone can register, was let in with credentials, as was every other prefix of the origin.
+  refuses({ origins: 'https://app.example.com', credentials: true }, /cors origins must be '\*', a list or a function; for one origin pass a list: \{ origins: \["https:\/\/app.example.com"\] \}/);
+  // Without origins, every request carrying an Origin header was a 500.
+  refuses({}, /cors origins must be '\*', a list of origins such as \['https:\/\/app.example.com'\], or a function \(origin\) => boolean; got undefined/);
+  refuses({ origin: ['https://app.example.com'] }, /cors: unknown option "origin"; did you mean origins\?/);
+  // Origins no browser sends never matched, and the page was blocked without a word on the server.
+  refuses({ origins: ['https://app.example.com/'] }, /cors origin "https:\/\/app.example.com\/" is not one a browser sends; it sends "https:\/\/app.example.com"/);
+  refuses({ origins: ['https://app.example.com:443'] }, /it sends "https:\/\/app.example.com"/);
+  refuses({ origins: ['HTTPS://App.Example.com'] }, /it sends "https:\/\/app.example.com"/);
+  refuses({ origins: ['app.example.com'] }, /cors origin "app.example.com" is not one a browser sends \(scheme:\/\/host\[:port\], nothing after it\)/);
+  refuses({ origins: ['*'] }, /for any origin pass '\*' itself, not in a list/);
+  refuses({ origins: ['https://app.example.com'], maxAge: '600' }, /cors maxAge must be a whole number >= 0, got "600"/);
+  refuses({ origins: ['https://app.example.com'], credentials: 'true' }, /cors credentials must be true or false, got "true"/);
+  assert.throws(() => parseFileConfig({ cors_origins: ['https://app.example.com/'] }, 'config file c.json'), { message: /^config file c.json: cors origin "https:\/\/app.example.com\/" is not one a browser sends/ });
+  // What browsers do send is taken: a port, localhost, a sandboxed frame's null, an extension's scheme.
+  new AgentRouter(registry, { cors: { origins: ['https://app.example.com', 'http://localhost:3000', 'null', 'chrome-extension://abcdefgh'], credentials: true, maxAge: 0, allowHeaders: ['content-type'] } });
+  new AgentRouter(registry, { cors: { origins: (origin) => origin.endsWith('.example.com') } });
 });
 
 test('an AgentRouter prefix no request path can carry as it is (non-ASCII, a space, ?, #, %, an empty or dot segment) is refused, not served as 404s', () => {
