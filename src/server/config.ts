@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { checkCors, type CorsOptions } from '../http/cors.ts';
+import { checkCors } from '../http/cors.ts';
 import { ROUTER_OPTION_KINDS, type AgentRouterOptions } from '../http/router.ts';
 import { checkOption, checkOptions, nearest, type OptionKind } from '../options.ts';
 import type { AllowedHosts } from './allowed-hosts.ts';
@@ -120,6 +120,8 @@ export function resolveServerConfig(config: AgentServerConfig, where = 'AgentSer
     throw new TypeError(`${where}: config must be an object, e.g. { idleTimeout: 300, maxAgents: 10000 }`);
   }
   checkOptions(config, OPTIONS, where, name, suggest);
+  // Here too, so a mistake in it is named as the AgentServer's option, not the router it makes.
+  if (config.cors !== undefined) checkCors(config.cors, where);
   const keepAliveTimeout = config.keepAliveTimeout ?? 65;
   const headersTimeout = config.headersTimeout ?? keepAliveTimeout + 1;
   const requestTimeout = config.requestTimeout ?? Math.max(120, headersTimeout);
@@ -180,11 +182,7 @@ export function parseFileConfig(data: unknown, where: string): FileConfig {
       else if (key === 'host') result.host = value as string;
       else if (key === 'data_dir') result.dataDir = value as string;
       else if (key === 'storage') result.storage = value as string;
-      else {
-        server['cors'] = { origins: value };
-        // Here, so a listed origin no browser sends is reported against the file, not a router it never named.
-        checkCors(server['cors'] as CorsOptions, where);
-      }
+      else server['cors'] = { origins: value };
     } else {
       const known = [...Object.keys(FILE_KEYS), ...Object.keys(FILE_EXTRA)].join(', ');
       throw new TypeError(`${where}: unknown key ${JSON.stringify(key)}; known keys: ${known}`);
