@@ -41,7 +41,9 @@ const bin = (name) => path.join(root, 'node_modules', '.bin', name);
 // CPUs) passed 120 s on a machine loaded to 5, so a hung test fails after 300 s instead.
 const nodeTestFlags = ['--test', '--test-concurrency=2', '--test-timeout=300000'];
 
-// dist/ is what gets published; the README test installs it into a scratch project.
+// dist/ is what gets published; the README test installs it into a scratch project. Emptied first, as
+// `npm run build` does: a file left from a source since renamed or removed would ship, and be tested.
+rmSync(path.join(root, 'dist'), { recursive: true, force: true });
 run(bin('tsc'), ['-p', 'scripts/tsconfig.build.json']);
 
 if (useTsx) {

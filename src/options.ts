@@ -14,7 +14,7 @@ const MAX_TIMER = 2_147_483;
 /** How an option's value is checked. */
 export type OptionKind =
   | 'seconds' | 'idleSeconds' | 'limitSeconds' | 'positiveSeconds' | 'count' | 'limit' | 'positiveCount' | 'boolean' | 'function'
-  | 'object' | 'strings' | 'cors' | 'string' | 'path' | 'port' | 'origins' | 'hosts';
+  | 'object' | 'logger' | 'strings' | 'cors' | 'string' | 'path' | 'port' | 'origins' | 'hosts';
 
 /**
  * Checks every key of `values` against `kinds`: unknown keys and values of
@@ -53,6 +53,8 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
     boolean: () => typeof value === 'boolean',
     function: () => typeof value === 'function',
     object: () => typeof value === 'object' && value !== null,
+    // Checked here, not at the first failure: a logger without `error` would lose that failure's report.
+    logger: () => typeof value === 'object' && value !== null && typeof (value as { error?: unknown }).error === 'function',
     strings: () => Array.isArray(value) && value.every((item) => typeof item === 'string'),
     cors: () => typeof value === 'object' && value !== null && !Array.isArray(value),
     string: () => typeof value === 'string' && value !== '',
@@ -75,6 +77,7 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
     boolean: 'true or false',
     function: 'a function',
     object: 'an object',
+    logger: 'an object with an error(message, error) method, such as console or a pino logger',
     strings: 'a list of strings, e.g. ["agents"]',
     cors: 'an object such as { origins: ["https://app.example.com"] }',
     string: 'a non-empty string',

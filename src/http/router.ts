@@ -74,7 +74,7 @@ export const ROUTER_OPTION_KINDS: { readonly [K in keyof Required<AgentRouterOpt
   authorize: 'function',
   cors: 'cors',
   maxStreams: 'limit',
-  logger: 'object',
+  logger: 'logger',
   pool: 'object',
   idleTimeout: 'idleSeconds',
   maxAgents: 'positiveCount',

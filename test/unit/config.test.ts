@@ -79,6 +79,9 @@ test('AgentRouter checks its options as AgentServer does: a typo or a wrong type
   assert.throws(() => new AgentRouter(registry, 'x' as never), { message: /AgentRouter: options must be an object, got "x"/ });
   assert.throws(() => new AgentRouter(registry, { tags: 'agents' } as never), { message: /tags must be a list of strings, e.g. \["agents"\], got "agents"/ });
   assert.throws(() => new AgentRouter(registry, { cors: true } as never), { message: /cors must be an object such as \{ origins: \["https:\/\/app.example.com"\] \}, got true/ });
+  // Taken before, then every failure it should report fell back to the console with "the logger option threw".
+  assert.throws(() => new AgentRouter(registry, { logger: {} } as never), { message: /logger must be an object with an error\(message, error\) method, such as console/ });
+  assert.throws(() => resolveServerConfig({ logger: { log: () => undefined } } as never), { message: /AgentServer: logger must be an object with an error/ });
   // The nearest name by edits, and not a far one for a short key (port is not cors).
   assert.throws(() => new AgentRouter(registry, { nos: 1 } as never), { message: /unknown option "nos"; did you mean now\?/ });
   assert.throws(() => new AgentRouter(registry, { port: 8080 } as never), { message: /unknown option "port"; known options: prefix, / });
