@@ -106,9 +106,19 @@ export async function appendLine(file: string, view: CachedView, line: string, f
   const handle = await open(file, APPEND, PRIVATE);
   try {
     if (view.size > BigInt(view.validBytes)) await handle.truncate(view.validBytes);
-    await handle.writeFile(line);
-    if (fsync) await handle.datasync();
-    return await handle.stat({ bigint: true });
+    try {
+      await handle.writeFile(line);
+      if (fsync) await handle.datasync();
+      return await handle.stat({ bigint: true });
+    } catch (error) {
+      // The commit is reported failed, so its line must not stay: a whole line written before the
+      // flush failed (EIO, ENOSPC on flush) would be read as a committed turn by the next load, and a
+      // failed turn must leave storage as it was. Only while nothing follows it: a writer that took
+      // over a lapsed lease may have appended since. Best effort: if this fails too, the disk is gone.
+      const size = await handle.stat().then((info) => info.size, () => Infinity);
+      if (size <= view.validBytes + Buffer.byteLength(line)) await handle.truncate(view.validBytes).catch(() => undefined);
+      throw error;
+    }
   } finally {
     await handle.close();
   }

@@ -7,16 +7,22 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
-import { appendFile, mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
+import { appendFile, mkdtemp, open as fsOpen, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { mock, test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import type { TestContext } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouter } from '../../src/http/router.ts';
+import { echoModel } from '../../src/models/echo.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
 import { FileStorage } from '../../src/storage/file.ts';
 import type { FileStorageOptions } from '../../src/storage/file.ts';
 import { journalBaseName } from '../../src/storage/file-names.ts';
 import type { ChatMessage } from '../../src/types.ts';
+import { postJson } from '../helpers/http.ts';
+import { listen } from '../helpers/listen.ts';
 
 const user = (content: string): ChatMessage => ({ role: 'user', content });
 
@@ -242,6 +248,35 @@ test('fsync: false still writes every commit (durable against a process crash, n
   const dir = await tempDir(t);
   const { version } = await turns(open(t, dir, { fsync: false }), 'quick', 5);
   assert.deepEqual(await open(t, dir).load('quick'), { state: { turn: 5, pad: '' }, messages: messagesUpTo(5), version });
+});
+
+test('a commit whose flush fails (EIO) is answered 500 and leaves no trace: its written line is taken back', async (t) => {
+  const dir = await tempDir(t);
+  const storage = open(t, dir);
+  class Bot extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel(), storage });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Bot);
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
+  t.after(close);
+  assert.equal((await postJson(`${url}/fay/chat`, { message: 'kept' })).status, 200);
+
+  // The next flush of any file fails, as a disk reporting an I/O error would.
+  const probe = await fsOpen(path.join(dir, 'probe'), 'w');
+  const fileHandle = Object.getPrototypeOf(probe) as { datasync(): Promise<void> };
+  await probe.close();
+  t.mock.method(fileHandle, 'datasync', async () => {
+    throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+  }, { times: 1 });
+  const failed = await postJson(`${url}/fay/chat`, { message: 'failed' });
+  assert.equal(failed.status, 500);
+
+  assert.equal((await postJson(`${url}/fay/chat`, { message: 'next' })).status, 200);
+  const contents = (await open(t, dir).load('fay'))?.messages.map((message) => message.content);
+  assert.deepEqual(contents, ['kept', 'kept', 'next', 'next'], 'the failed turn is in no history, this process\'s or a new one\'s');
 });
 
 test('a commit without lock() waits for another holder of the lock file, then checks the version', async (t) => {
