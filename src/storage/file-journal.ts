@@ -56,8 +56,8 @@ const NEWLINE = 0x0a;
  * Reads journal lines from `bytes`, which start at byte `offset` of the file
  * (0: the whole file; otherwise the bytes after `from.validBytes`). With
  * `collect`, also rebuilds state and history (a full read must start at 0).
- * Returns `undefined` when a tail read meets a snapshot line: the file was
- * compacted and replaced under the caller, which must read it whole.
+ * Returns `undefined` when a tail read meets a line it cannot take (the file
+ * was compacted or rewritten under the caller), which must then read it whole.
  */
 export function scanJournal(bytes: Buffer, options: {
   agentId: string;
@@ -81,8 +81,11 @@ export function scanJournal(bytes: Buffer, options: {
       // start unwritten (read back as zeroes) and its end, newline included, written. Any other
       // bad line, the last one too, is real corruption: a complete line was an acknowledged turn.
       if (line === undefined && bytes.indexOf(NEWLINE, end + 1) < 0 && bytes.subarray(start, end).includes(0)) break;
-      if (offset > 0 && line?.messages !== undefined) return undefined;
-      throw corrupt(options.file, offset, lineNumber);
+      // A tail read is told to read the whole file instead, which reports real damage: the tail may
+      // start mid-line, in a file compacted under the caller (a snapshot line), or after a line the
+      // caller saw that a failed commit then took back (appendLine) and a longer one replaced.
+      if (offset > 0) return undefined;
+      throw corrupt(options.file, lineNumber);
     }
     const lineBytes = end + 1 - start;
     start = end + 1;
@@ -138,12 +141,11 @@ function parseLine(text: string): Line | undefined {
 }
 
 
-function corrupt(file: string, offset: number, lineNumber: number): AgentRouterError {
-  const where = offset === 0 ? `line ${lineNumber}` : `line ${lineNumber} after byte ${offset}`;
+function corrupt(file: string, lineNumber: number): AgentRouterError {
   return new AgentRouterError(
     500,
     'storage_corrupt',
-    `FileStorage: ${file} ${where} is damaged or not a journal entry of this agent; move the file aside or repair that line`,
+    `FileStorage: ${file} line ${lineNumber} is damaged or not a journal entry of this agent; move the file aside or repair that line`,
   );
 }
 

@@ -279,6 +279,28 @@ test('a commit whose flush fails (EIO) is answered 500 and leaves no trace: its 
   assert.deepEqual(contents, ['kept', 'kept', 'next', 'next'], 'the failed turn is in no history, this process\'s or a new one\'s');
 });
 
+test('another process that read a failed commit\'s line before it was taken back reads on cleanly after a longer line replaced it', async (t) => {
+  const dir = await tempDir(t);
+  const writer = open(t, dir);
+  const reader = open(t, dir);
+  const first = await turns(writer, 'gus', 1);
+  assert.equal(await reader.head('gus'), first.version);
+  const probe = await fsOpen(path.join(dir, 'probe'), 'w');
+  const fileHandle = Object.getPrototypeOf(probe) as { datasync(): Promise<void> };
+  await probe.close();
+  let seen: number | undefined;
+  t.mock.method(fileHandle, 'datasync', async () => {
+    seen = await reader.head('gus'); // between the write and the failed flush: the line is there
+    throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+  }, { times: 1 });
+  await assert.rejects(writer.commit('gus', { expectedVersion: first.version, state: {}, append: [user('failed')] }), { code: 'EIO' });
+  assert.equal(seen, first.version + 1);
+  const next = await writer.commit('gus', { expectedVersion: first.version, state: { longer: 'x'.repeat(40) }, append: [user('next')] });
+  assert.equal(await reader.head('gus'), next, 'not storage_corrupt: the tail it had read up to is gone');
+  assert.deepEqual(await reader.loadSince('gus', { version: first.version, messages: 1 }), { state: { longer: 'x'.repeat(40) }, messages: [user('next')], version: next });
+  assert.deepEqual((await reader.load('gus'))?.messages, [user('m1'), user('next')]);
+});
+
 test('a commit without lock() waits for another holder of the lock file, then checks the version', async (t) => {
   const dir = await tempDir(t);
   const holder = open(t, dir);
