@@ -159,8 +159,9 @@ function content(token: string, settings: LeaseSettings): { text: string; expire
  */
 async function createExclusive(path: string, body: string): Promise<boolean> {
   const aside = `${path}.${randomUUID()}.new`;
-  await writeFile(aside, body, { flag: 'wx' });
   try {
+    // In the try: a write that fails (ENOSPC) may have made the file, and a full disk would gain one per attempt.
+    await writeFile(aside, body, { flag: 'wx' });
     await link(aside, path);
     return true;
   } catch (error) {

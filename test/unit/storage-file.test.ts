@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
-import { appendFile, mkdtemp, open as fsOpen, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
+import fsPromises, { appendFile, mkdtemp, open as fsOpen, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
+import { syncBuiltinESMExports } from 'node:module';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { mock, test } from 'node:test';
@@ -299,6 +300,27 @@ test('another process that read a failed commit\'s line before it was taken back
   assert.equal(await reader.head('gus'), next, 'not storage_corrupt: the tail it had read up to is gone');
   assert.deepEqual(await reader.loadSince('gus', { version: first.version, messages: 1 }), { state: { longer: 'x'.repeat(40) }, messages: [user('next')], version: next });
   assert.deepEqual((await reader.load('gus'))?.messages, [user('m1'), user('next')]);
+});
+
+test('a lock that cannot be written (disk full) fails the operation with the error and leaves no temp file behind', async (t) => {
+  const dir = await tempDir(t);
+  const storage = open(t, dir);
+  await storage.head('ned'); // the directory exists
+  const realWriteFile = fsPromises.writeFile;
+  // The disk fills as the lock file is written aside: created, then ENOSPC.
+  t.mock.method(fsPromises, 'writeFile', async (file: string, data: string, options: { flag?: string }) => {
+    if (!String(file).endsWith('.new')) return realWriteFile(file, data, options);
+    await realWriteFile(file, '', options);
+    throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+  });
+  syncBuiltinESMExports(); // the named import in file-lock.ts follows the mock
+  t.after(() => {
+    t.mock.restoreAll();
+    syncBuiltinESMExports();
+  });
+  await assert.rejects(storage.lock('ned'), { code: 'ENOSPC' });
+  await assert.rejects(storage.commit('ned', { expectedVersion: 0, state: {}, append: [] }), { code: 'ENOSPC' });
+  assert.deepEqual(await readdir(dir), []);
 });
 
 test('a commit without lock() waits for another holder of the lock file, then checks the version', async (t) => {
