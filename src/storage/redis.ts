@@ -26,6 +26,11 @@ export interface RedisStorageOptions {
   renewLease?: boolean | undefined;
 }
 
+/** An error reply from the server (`ERR ...`, `WRONGTYPE ...`): the command reached it. Otherwise the client failed to send it or lost its answer. */
+function repliedByServer(error: unknown): boolean {
+  return /^[A-Z][A-Z_]+ /.test(String((error as { message?: unknown } | null)?.message));
+}
+
 /** A Storage on Redis, with the cross-process members always present. */
 export type RedisStorage = SharedStorage;
 
@@ -116,16 +121,34 @@ class RedisStorageImpl implements RedisStorage {
     } catch (error) {
       // The reply may be what was lost (node-redis: the connection closed after the script went out),
       // and the commit applied: reporting it failed would break "a failed turn changes nothing", and a
-      // client's retry would apply the turn twice. Once more under the same lock token, the script
+      // client's retry would apply the turn twice. Again under the same lock token, the script
       // answers {1, version} for a commit it already applied, and applies one it had not. Without a
       // token that answer is not possible, so the error stands.
       if (token === '') throw error;
-      reply = await runScript(this.#send, COMMIT, keys, args);
+      reply = await this.#commitAgain(keys, args);
     }
     const [ok, version] = reply as [unknown, unknown];
     if (Number(ok) === -1) throw new LockLostError(agentId, 'redisStorage', 'its lease ran out');
     if (Number(ok) !== 1) throw new VersionConflictError(agentId, turn.expectedVersion, Number(version));
     return Number(version);
+  }
+
+  /**
+   * Runs a commit whose answer was lost again until the server answers. A client that does not
+   * queue commands while it reconnects (node-redis's disableOfflineQueue, ioredis's
+   * enableOfflineQueue: false) refuses at once, and the first refusal would report a commit that may
+   * have been applied as failed. Bounded by the lease, past which the answer is lock_lost anyway.
+   */
+  async #commitAgain(keys: string[], args: string[]): Promise<unknown> {
+    const until = Date.now() + this.#leaseMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await runScript(this.#send, COMMIT, keys, args);
+      } catch (error) {
+        if (repliedByServer(error) || Date.now() >= until) throw error;
+        await delay(backoff(attempt, 200));
+      }
+    }
   }
 
   async delete(agentId: string): Promise<void> {

@@ -7,8 +7,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, mock, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
+import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouter } from '../../src/http/router.ts';
+import { echoModel } from '../../src/models/echo.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
 import { redisStorage } from '../../src/storage/redis.ts';
 import type { RedisClientLike } from '../../src/storage/redis.ts';
+import { postJson } from '../helpers/http.ts';
+import { listen } from '../helpers/listen.ts';
 import { connectRedis, REDIS_URL, runTag } from '../helpers/storage-backends.ts';
 import { tcpProxy, type ProxyLink } from '../helpers/tcp-proxy.ts';
 
@@ -167,6 +173,48 @@ test('a commit whose reply is lost (the connection closes after the script ran) 
   assert.equal(version, first + 1);
   const stored = await store.load('ann');
   assert.deepEqual(stored, { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] });
+});
+
+test('a lost commit reply on a client that does not queue while offline (disableOfflineQueue) is still answered as committed: 200, and stored once', async (t) => {
+  let armed = false;
+  const dropNextReply = new WeakSet<ProxyLink>();
+  const port = await tcpProxy(t, 6379, {
+    toServer(bytes, link) {
+      if (armed && bytes.includes('EVALSHA')) {
+        armed = false;
+        dropNextReply.add(link);
+      }
+      return true;
+    },
+    toClient(_bytes, link) {
+      if (!dropNextReply.has(link)) return true;
+      link.cut();
+      return false;
+    },
+  });
+  // Fails fast while reconnecting instead of queueing: the commit's second try is refused at once.
+  const client = createClient({ url: `redis://127.0.0.1:${port}`, disableOfflineQueue: true });
+  client.on('error', () => undefined);
+  await client.connect();
+  t.after(() => client.destroy());
+  const store = redisStorage(client, { prefix: `${prefix}offline:` });
+  class Bot extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel(), storage: store });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Bot);
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
+  t.after(close);
+  assert.equal((await postJson(`${url}/ida/chat`, { message: 'first' })).status, 200);
+
+  armed = true;
+  const reply = await postJson(`${url}/ida/chat`, { message: 'once' });
+  assert.equal(armed, false, 'the commit went through the proxy armed');
+  assert.equal(reply.status, 200, JSON.stringify(reply.body));
+  const stored = await redisStorage(admin, { prefix: `${prefix}offline:` }).load('ida');
+  assert.deepEqual(stored?.messages.map((message) => message.content), ['first', 'first', 'once', 'once']);
 });
 
 test('keys damaged by hand are refused on every read as storage_corrupt, naming the agent and what is wrong', async (t) => {
