@@ -293,19 +293,33 @@ class PostgresStorageImpl implements PostgresStorage {
    */
   async #landed(key: string, version: number, state: string, append: string, session: HeldLock['session']): Promise<boolean> {
     const appended = JSON.parse(append) as unknown[];
-    const check = (async () => {
+    const until = Date.now() + LANDED_CHECK_MS;
+    const once = async (): Promise<boolean> => {
       if (session !== undefined) await this.#endSession(session);
       const row = (await this.#pool.query(this.#sql.landed, [key, version])).rows[0];
       if (row === undefined || !isDeepStrictEqual(JSON.parse(String(row['messages'])), appended)) return false;
       const now = Number(row['version']);
       return now === version ? String(row['state']) === state : appended.length > 0 && now > version && sameRecord(now, version);
+    };
+    // Tried again until the time is up: the failure that lost the answer often fails the next connection
+    // too (a server restarting, a network blip), and giving up at the first error reported a commit the
+    // server had applied as failed.
+    const check = (async () => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await once();
+        } catch {
+          if (Date.now() >= until) return false;
+          await delay(backoff(attempt, 200));
+        }
+      }
     })();
     let timer: NodeJS.Timeout | undefined;
     const giveUp = new Promise<boolean>((resolve) => {
       timer = setTimeout(() => resolve(false), LANDED_CHECK_MS);
     });
     try {
-      return await Promise.race([check.catch(() => false), giveUp]);
+      return await Promise.race([check, giveUp]);
     } finally {
       clearTimeout(timer);
     }

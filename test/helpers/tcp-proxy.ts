@@ -13,8 +13,8 @@ export interface ProxyLink {
 }
 
 export interface ProxyHooks {
-  /** A new client connection: false leaves it accepted and never answered (no upstream is opened). */
-  accept?(): boolean;
+  /** A new client connection: false leaves it accepted and never answered (no upstream is opened); 'cut' closes it at once, as a server refusing it would. */
+  accept?(): boolean | 'cut';
   /** Bytes from the client: false keeps them from the server. */
   toServer?(bytes: Buffer, link: ProxyLink): boolean;
   /** Bytes from the server: false keeps them from the client. */
@@ -31,7 +31,9 @@ export async function tcpProxy(t: TestContext, port: number, hooks: ProxyHooks =
   };
   const server = net.createServer((client) => {
     track(client);
-    if (hooks.accept?.() === false) return;
+    const accepted = hooks.accept?.() ?? true;
+    if (accepted === 'cut') client.destroy();
+    if (accepted !== true) return;
     const upstream = net.connect(port, '127.0.0.1');
     track(upstream);
     const link: ProxyLink = {

@@ -302,6 +302,48 @@ test('a commit whose answer is lost is reported as it happened: stored when the 
   assert.deepEqual(await storage.load('lou'), { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] }, 'never arrived: reported failed, nothing stored');
 });
 
+test('a commit whose answer is lost while the server also refuses new connections for a moment is answered 200 once it can tell: it was stored', async (t) => {
+  let armed = false;
+  let refuseUntil = 0;
+  const cutOnAnswer = new WeakSet<ProxyLink>();
+  const port = await tcpProxy(t, PG_CONFIG.port, {
+    accept: () => (Date.now() < refuseUntil ? 'cut' : true),
+    toServer(bytes, link) {
+      if (armed && bytes.includes('SET version = version + 1')) {
+        armed = false;
+        cutOnAnswer.add(link);
+      }
+      return true;
+    },
+    toClient(_bytes, link) {
+      if (!cutOnAnswer.has(link)) return true;
+      // The answer is lost, and the next connections are refused for a while (a server restarting, a network blip).
+      refuseUntil = Date.now() + 300;
+      link.cut();
+      return false;
+    },
+  });
+  const schema = newSchema(t);
+  const storage = postgresStorage(newPool(t, { port }), { schema });
+  class Bot extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel(), storage });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Bot);
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
+  t.after(close);
+  assert.equal((await postJson(`${url}/kit/chat`, { message: 'first' })).status, 200);
+
+  armed = true;
+  const reply = await withinWatchdog(postJson(`${url}/kit/chat`, { message: 'once' }), 'chat whose answer was lost');
+  assert.equal(armed, false, 'the commit went through the armed proxy');
+  assert.equal(reply.status, 200, JSON.stringify(reply.body));
+  const stored = await postgresStorage(admin, { schema }).load('kit');
+  assert.deepEqual(stored?.messages.map((message) => message.content), ['first', 'first', 'once', 'once']);
+});
+
 test('a lost commit still running on the server (waiting on its row) is ended before it is checked, so "failed" stays true, even from a full pool', async (t) => {
   const proxy = await commitCuttingProxy(t);
   const schema = newSchema(t);
