@@ -134,10 +134,10 @@ class RedisStorageImpl implements RedisStorage {
   }
 
   /**
-   * Runs a commit whose answer was lost again until the server answers. A client that does not
-   * queue commands while it reconnects (node-redis's disableOfflineQueue, ioredis's
-   * enableOfflineQueue: false) refuses at once, and the first refusal would report a commit that may
-   * have been applied as failed. Bounded by the lease, past which the answer is lock_lost anyway.
+   * Runs a commit whose answer was lost again until the server answers. A client that fails
+   * commands while it reconnects (node-redis with disableOfflineQueue) refuses the first try at
+   * once, which reported a commit that may have been applied as failed. Bounded by the lease, past
+   * which the answer is lock_lost anyway.
    */
   async #commitAgain(keys: string[], args: string[]): Promise<unknown> {
     const until = Date.now() + this.#leaseMs;
