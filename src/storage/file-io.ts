@@ -101,8 +101,9 @@ const READ = constants.O_RDONLY | NOFOLLOW;
  * Appends one line after cutting off a torn tail (a crashed writer's half
  * line), flushing it when asked; resolves the file's identity afterwards.
  * `view` must have been read under the id's lock, so no writer added since.
+ * A line that failed is cut off again, and `tookBack` called when some of it had been written.
  */
-export async function appendLine(file: string, view: CachedView, line: string, fsync: boolean): Promise<BigIntStats> {
+export async function appendLine(file: string, view: CachedView, line: string, fsync: boolean, tookBack?: () => void): Promise<BigIntStats> {
   const handle = await open(file, APPEND, PRIVATE);
   try {
     if (view.size > BigInt(view.validBytes)) await handle.truncate(view.validBytes);
@@ -116,7 +117,9 @@ export async function appendLine(file: string, view: CachedView, line: string, f
       // failed turn must leave storage as it was. Only while nothing follows it: a writer that took
       // over a lapsed lease may have appended since. Best effort: if this fails too, the disk is gone.
       const size = await handle.stat().then((info) => info.size, () => Infinity);
-      if (size <= view.validBytes + Buffer.byteLength(line)) await handle.truncate(view.validBytes).catch(() => undefined);
+      if (size > view.validBytes && size <= view.validBytes + Buffer.byteLength(line)) {
+        await handle.truncate(view.validBytes).then(tookBack, () => undefined);
+      }
       throw error;
     }
   } finally {

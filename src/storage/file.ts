@@ -216,12 +216,7 @@ export class FileStorage implements Storage {
     checkId(agentId);
     return this.#op(agentId, async () => {
       const done = await this.#underLock(agentId, 'try', async () => {
-        const journal = await this.#readFull(agentId);
-        if (journal === undefined || journal.version === 0) return false;
-        const info = await replaceFile(this.#journalPath(agentId), snapshotLine(agentId, journal));
-        const stateBytes = Number(info.size) - messagesBytes(journal.messages);
-        this.#remember(agentId, withIdentity({ version: journal.version, validBytes: Number(info.size), stateBytes, staleBytes: 0 }, info));
-        return true;
+        return this.#snapshot(agentId);
       });
       return done === true;
     });
@@ -238,6 +233,17 @@ export class FileStorage implements Storage {
   }
 
   // --- internals -----------------------------------------------------------
+
+  /** Rewrites the journal as one snapshot line, at `version` if given; false when there is no record. */
+  async #snapshot(agentId: string, version?: number): Promise<boolean> {
+    const read = await this.#readFull(agentId);
+    if (read === undefined || read.version === 0) return false;
+    const journal = version === undefined ? read : { ...read, version };
+    const info = await replaceFile(this.#journalPath(agentId), snapshotLine(agentId, journal));
+    const stateBytes = Number(info.size) - messagesBytes(journal.messages);
+    this.#remember(agentId, withIdentity({ version: journal.version, validBytes: Number(info.size), stateBytes, staleBytes: 0 }, info));
+    return true;
+  }
 
   #journalPath(agentId: string): string {
     return path.join(this.dir, `${journalBaseName(agentId)}.jsonl`);
@@ -319,7 +325,18 @@ export class FileStorage implements Storage {
     const version = view.version === 0 ? firstVersion() : view.version + 1;
     const line = commitLine(first ? agentId : undefined, version, stateJson, turn.append);
     const file = this.#journalPath(agentId);
-    const info = await appendLine(file, view, line, this.#fsync);
+    let tookBack = false;
+    let info: Awaited<ReturnType<typeof appendLine>>;
+    try {
+      info = await appendLine(file, view, line, this.#fsync, () => (tookBack = true));
+    } catch (error) {
+      // Another process may have read the line before it was taken back, and holds its turn as this
+      // version: the next commit would be this version again, which that process would take for the
+      // one it has, and its own next commit would build on the failed turn over the new one. Written
+      // again as another record (record-version.ts), the journal is one every reader loads whole.
+      if (tookBack) await this.#snapshot(agentId, firstVersion()).catch(() => undefined);
+      throw error;
+    }
     const lineBytes = Buffer.byteLength(line);
     if (info.size !== BigInt(view.validBytes + lineBytes) && (await readAt(file, view.validBytes, lineBytes))?.toString('utf8') !== line) {
       // Another process appended first: this process's lease had run out (it stalled), and the other

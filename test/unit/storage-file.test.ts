@@ -22,7 +22,8 @@ import { FileStorage } from '../../src/storage/file.ts';
 import type { FileStorageOptions } from '../../src/storage/file.ts';
 import { journalBaseName } from '../../src/storage/file-names.ts';
 import type { ChatMessage } from '../../src/types.ts';
-import { postJson } from '../helpers/http.ts';
+import { counterOn } from '../helpers/agents.ts';
+import { getJson, postJson } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 
 const user = (content: string): ChatMessage => ({ role: 'user', content });
@@ -296,10 +297,42 @@ test('another process that read a failed commit\'s line before it was taken back
   }, { times: 1 });
   await assert.rejects(writer.commit('gus', { expectedVersion: first.version, state: {}, append: [user('failed')] }), { code: 'EIO' });
   assert.equal(seen, first.version + 1);
-  const next = await writer.commit('gus', { expectedVersion: first.version, state: { longer: 'x'.repeat(40) }, append: [user('next')] });
+  // Not that version again: the reader holds it as the failed turn's.
+  const after = await writer.head('gus');
+  assert.notEqual(after, seen);
+  assert.notEqual(after, first.version);
+  const next = await writer.commit('gus', { expectedVersion: after, state: { longer: 'x'.repeat(40) }, append: [user('next')] });
   assert.equal(await reader.head('gus'), next, 'not storage_corrupt: the tail it had read up to is gone');
   assert.deepEqual(await reader.loadSince('gus', { version: first.version, messages: 1 }), { state: { longer: 'x'.repeat(40) }, messages: [user('next')], version: next });
   assert.deepEqual((await reader.load('gus'))?.messages, [user('m1'), user('next')]);
+});
+
+test('a failed commit that another process read before it was taken back does not come back there: that process does not build on it over later turns', async (t) => {
+  const dir = await tempDir(t);
+  // Two processes on one directory: each its own storage and router.
+  const serve = async (): Promise<string> => {
+    const registry = new AgentRegistry();
+    registry.register('.*', counterOn(open(t, dir)));
+    const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
+    t.after(close);
+    return url;
+  };
+  const [a, b] = [await serve(), await serve()];
+  assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment' })).body.result, 1);
+  const probe = await fsOpen(path.join(dir, 'probe'), 'w');
+  const fileHandle = Object.getPrototypeOf(probe) as { datasync(): Promise<void> };
+  await probe.close();
+  let seen: unknown;
+  t.mock.method(fileHandle, 'datasync', async () => {
+    seen = (await getJson(`${b}/cal/state`)).body.state; // between the write and the failed flush
+    throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+  }, { times: 1 });
+  assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment' })).status, 500);
+  assert.deepEqual(seen, { count: 2 });
+  assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment', params: { by: 10 } })).body.result, 11);
+  assert.deepEqual((await getJson(`${b}/cal/state`)).body.state, { count: 11 });
+  assert.equal((await postJson(`${b}/cal/invoke`, { method: 'increment' })).body.result, 12);
+  assert.deepEqual((await getJson(`${a}/cal/state`)).body.state, { count: 12 });
 });
 
 test('a lock that cannot be written (disk full) fails the operation with the error and leaves no temp file behind', async (t) => {
