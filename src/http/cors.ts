@@ -56,6 +56,10 @@ export function checkCors(cors: CorsOptions, where: string): void {
   if (cors.origins === '*' && cors.credentials === true) {
     throw new TypeError(`${where}: cors origins '*' with credentials: true would let any website send its visitors' cookies and read the answers; list the origins (['https://app.example.com']) or pass a function that checks them`);
   }
+  // Any website can send Origin: null, from a sandboxed iframe of its own: with credentials, that is '*' with credentials.
+  if (Array.isArray(origins) && origins.includes('null') && cors.credentials === true) {
+    throw new TypeError(`${where}: cors origin 'null' with credentials: true would let any website send its visitors' cookies and read the answers (a sandboxed iframe of any page sends Origin: null); leave 'null' out, or credentials`);
+  }
 }
 
 /**

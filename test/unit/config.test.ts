@@ -118,8 +118,11 @@ test('a cors option that would not do what it says is refused when the router is
   refuses({ origins: ['https://app.example.com'], maxAge: '600' }, /cors maxAge must be a whole number >= 0, got "600"/);
   refuses({ origins: ['https://app.example.com'], credentials: 'true' }, /cors credentials must be true or false, got "true"/);
   assert.throws(() => parseFileConfig({ cors_origins: ['https://app.example.com/'] }, 'config file c.json'), { message: /^config file c.json: cors origin "https:\/\/app.example.com\/" is not one a browser sends/ });
+  // Any page can send Origin: null (a sandboxed iframe of its own): with credentials, as open as '*' with them.
+  refuses({ origins: ['https://app.example.com', 'null'], credentials: true }, /cors origin 'null' with credentials: true would let any website send its visitors' cookies/);
   // What browsers do send is taken: a port, localhost, a sandboxed frame's null, an extension's scheme.
-  new AgentRouter(registry, { cors: { origins: ['https://app.example.com', 'http://localhost:3000', 'null', 'chrome-extension://abcdefgh'], credentials: true, maxAge: 0, allowHeaders: ['content-type'] } });
+  new AgentRouter(registry, { cors: { origins: ['https://app.example.com', 'http://localhost:3000', 'chrome-extension://abcdefgh'], credentials: true, maxAge: 0, allowHeaders: ['content-type'] } });
+  new AgentRouter(registry, { cors: { origins: ['https://app.example.com', 'null'] } });
   new AgentRouter(registry, { cors: { origins: (origin) => origin.endsWith('.example.com') } });
 });
 
