@@ -85,6 +85,8 @@ export class FileStorage implements Storage {
   readonly #turns = new KeyedMutex();
   readonly #held = new Map<string, FileLease>();
   readonly #views = new Map<string, CachedView>();
+  /** Ids whose journal a failed commit took a line back from, to be written again as another record (see #append). */
+  readonly #renumber = new Set<string>();
   readonly #pending = new Set<Promise<unknown>>();
   #ready: Promise<void> | undefined;
 
@@ -319,8 +321,14 @@ export class FileStorage implements Storage {
   }
 
   async #append(agentId: string, turn: TurnCommit, stateJson: string): Promise<CachedView> {
-    const view = await this.#refresh(agentId);
+    let view = await this.#refresh(agentId);
     if (view.version !== turn.expectedVersion) throw new VersionConflictError(agentId, turn.expectedVersion, view.version);
+    if (this.#renumber.has(agentId)) {
+      // Not done when the line was taken back (the disk failed again): done before its version is used again.
+      await this.#snapshot(agentId, firstVersion());
+      this.#renumber.delete(agentId);
+      view = await this.#refresh(agentId);
+    }
     const first = view.validBytes === 0;
     const version = view.version === 0 ? firstVersion() : view.version + 1;
     const line = commitLine(first ? agentId : undefined, version, stateJson, turn.append);
@@ -334,7 +342,10 @@ export class FileStorage implements Storage {
       // version: the next commit would be this version again, which that process would take for the
       // one it has, and its own next commit would build on the failed turn over the new one. Written
       // again as another record (record-version.ts), the journal is one every reader loads whole.
-      if (tookBack) await this.#snapshot(agentId, firstVersion()).catch(() => undefined);
+      if (tookBack) {
+        this.#renumber.add(agentId);
+        await this.#snapshot(agentId, firstVersion()).then(() => this.#renumber.delete(agentId), () => undefined);
+      }
       throw error;
     }
     const lineBytes = Buffer.byteLength(line);

@@ -308,31 +308,37 @@ test('another process that read a failed commit\'s line before it was taken back
 });
 
 test('a failed commit that another process read before it was taken back does not come back there: that process does not build on it over later turns', async (t) => {
-  const dir = await tempDir(t);
-  // Two processes on one directory: each its own storage and router.
-  const serve = async (): Promise<string> => {
-    const registry = new AgentRegistry();
-    registry.register('.*', counterOn(open(t, dir)));
-    const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
-    t.after(close);
-    return url;
-  };
-  const [a, b] = [await serve(), await serve()];
-  assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment' })).body.result, 1);
-  const probe = await fsOpen(path.join(dir, 'probe'), 'w');
-  const fileHandle = Object.getPrototypeOf(probe) as { datasync(): Promise<void> };
-  await probe.close();
-  let seen: unknown;
-  t.mock.method(fileHandle, 'datasync', async () => {
-    seen = (await getJson(`${b}/cal/state`)).body.state; // between the write and the failed flush
-    throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
-  }, { times: 1 });
-  assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment' })).status, 500);
-  assert.deepEqual(seen, { count: 2 });
-  assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment', params: { by: 10 } })).body.result, 11);
-  assert.deepEqual((await getJson(`${b}/cal/state`)).body.state, { count: 11 });
-  assert.equal((await postJson(`${b}/cal/invoke`, { method: 'increment' })).body.result, 12);
-  assert.deepEqual((await getJson(`${a}/cal/state`)).body.state, { count: 12 });
+  // 1: only the commit's flush fails; 2: the journal's rewrite after it too (the disk still failing).
+  for (const failures of [1, 2]) {
+    const dir = await tempDir(t);
+    // Two processes on one directory: each its own storage and router.
+    const serve = async (): Promise<string> => {
+      const registry = new AgentRegistry();
+      registry.register('.*', counterOn(open(t, dir)));
+      const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
+      t.after(close);
+      return url;
+    };
+    const [a, b] = [await serve(), await serve()];
+    assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment' })).body.result, 1);
+    const probe = await fsOpen(path.join(dir, 'probe'), 'w');
+    const fileHandle = Object.getPrototypeOf(probe) as { datasync(): Promise<void> };
+    await probe.close();
+    let seen: unknown;
+    const flush = t.mock.method(fileHandle, 'datasync', async () => {
+      // Between the commit's write and its failed flush, the other process reads the line.
+      if (flush.mock.callCount() === 0) seen = (await getJson(`${b}/cal/state`)).body.state;
+      throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+    }, { times: failures });
+    assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment' })).status, 500);
+    assert.equal(flush.mock.callCount(), failures);
+    flush.mock.restore();
+    assert.deepEqual(seen, { count: 2 }, `${failures}`);
+    assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment', params: { by: 10 } })).body.result, 11, `${failures}`);
+    assert.deepEqual((await getJson(`${b}/cal/state`)).body.state, { count: 11 }, `${failures}`);
+    assert.equal((await postJson(`${b}/cal/invoke`, { method: 'increment' })).body.result, 12, `${failures}`);
+    assert.deepEqual((await getJson(`${a}/cal/state`)).body.state, { count: 12 }, `${failures}`);
+  }
 });
 
 test('a lock that cannot be written (disk full) fails the operation with the error and leaves no temp file behind', async (t) => {
