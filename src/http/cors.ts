@@ -17,6 +17,9 @@ export interface CorsOptions {
 /** What a chat page sends: its JSON, a token, the stream's Accept, and the request id a remote hop carries on (see payload.ts). */
 const DEFAULT_HEADERS = 'content-type, authorization, accept, last-event-id, x-request-id';
 
+/** One header name (an HTTP token), or several separated by commas. */
+const HEADER_NAMES = /^[\w!#$%&'*+.^`|~-]+(?:[ \t]*,[ \t]*[\w!#$%&'*+.^`|~-]+)*$/;
+
 /** Every key of CorsOptions, so a misspelt one (`origin`, the cors package's name) is refused, not dropped. */
 const CORS_KEYS: { readonly [K in keyof Required<CorsOptions>]: true } = { origins: true, allowHeaders: true, credentials: true, maxAge: true };
 
@@ -52,7 +55,13 @@ export function checkCors(cors: CorsOptions, where: string): void {
   }
   if (cors.credentials !== undefined) checkOption(cors.credentials, 'boolean', `${where}: cors credentials`);
   if (cors.maxAge !== undefined) checkOption(cors.maxAge, 'count', `${where}: cors maxAge`);
-  if (cors.allowHeaders !== undefined) checkOption(cors.allowHeaders, 'strings', `${where}: cors allowHeaders`);
+  if (cors.allowHeaders !== undefined) {
+    checkOption(cors.allowHeaders, 'strings', `${where}: cors allowHeaders`);
+    // A line break (a list split from a CRLF file) made every preflight a 500; a space, one no browser takes.
+    for (const name of cors.allowHeaders) {
+      if (!HEADER_NAMES.test(name)) throw new TypeError(`${where}: cors allowHeaders ${JSON.stringify(name.slice(0, 100))} is not a header name (letters, digits and !#$%&'*+-.^_\`|~), e.g. ['content-type', 'authorization']`);
+    }
+  }
   if (cors.origins === '*' && cors.credentials === true) {
     throw new TypeError(`${where}: cors origins '*' with credentials: true would let any website send its visitors' cookies and read the answers; list the origins (['https://app.example.com']) or pass a function that checks them`);
   }

@@ -117,12 +117,16 @@ test('a cors option that would not do what it says is refused when the router is
   refuses({ origins: ['*'] }, /for any origin pass '\*' itself, not in a list/);
   refuses({ origins: ['https://app.example.com'], maxAge: '600' }, /cors maxAge must be a whole number >= 0, got "600"/);
   refuses({ origins: ['https://app.example.com'], credentials: 'true' }, /cors credentials must be true or false, got "true"/);
+  // A header name with a line break (split from a CRLF file) was taken, and every preflight answered 500.
+  refuses({ origins: ['https://app.example.com'], allowHeaders: ['content-type', 'authorization\r'] }, /cors allowHeaders "authorization\\r" is not a header name/);
+  refuses({ origins: ['https://app.example.com'], allowHeaders: ['x api key'] }, /cors allowHeaders "x api key" is not a header name/);
   assert.throws(() => parseFileConfig({ cors_origins: ['https://app.example.com/'] }, 'config file c.json'), { message: /^config file c.json: cors origin "https:\/\/app.example.com\/" is not one a browser sends/ });
   // Any page can send Origin: null (a sandboxed iframe of its own): with credentials, as open as '*' with them.
   refuses({ origins: ['https://app.example.com', 'null'], credentials: true }, /cors origin 'null' with credentials: true would let any website send its visitors' cookies/);
   // What browsers do send is taken: a port, localhost, a sandboxed frame's null, an extension's scheme.
   new AgentRouter(registry, { cors: { origins: ['https://app.example.com', 'http://localhost:3000', 'chrome-extension://abcdefgh'], credentials: true, maxAge: 0, allowHeaders: ['content-type'] } });
   new AgentRouter(registry, { cors: { origins: ['https://app.example.com', 'null'] } });
+  new AgentRouter(registry, { cors: { origins: '*', allowHeaders: ['content-type, authorization', 'x-api-key', '*'] } });
   new AgentRouter(registry, { cors: { origins: (origin) => origin.endsWith('.example.com') } });
 });
 
