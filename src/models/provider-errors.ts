@@ -129,8 +129,8 @@ export function notAStream(context: ProviderContext, status: number, text: strin
  */
 export function streamErrorEvent(context: ProviderContext, error: unknown): ModelProviderError {
   const fields = isObject(error) ? error : { message: typeof error === 'string' ? error : undefined };
-  const message = typeof fields['message'] === 'string' ? fields['message'] : 'no message';
-  const type = typeof fields['type'] === 'string' ? fields['type'] : undefined;
+  const message = typeof fields['message'] === 'string' ? oneLine(fields['message']) : 'no message';
+  const type = typeof fields['type'] === 'string' ? oneLine(fields['type']) : undefined;
   const code = fields['code'];
   const number = typeof code === 'number' ? code : typeof code === 'string' && /^\d{3}$/.test(code) ? Number(code) : undefined;
   const status = number !== undefined && number >= 400 && number <= 599 ? number : undefined;
@@ -229,6 +229,21 @@ export function parseData(context: ProviderContext, data: string): Record<string
  * string (`{"error": "model not found"}`), plain text or a web page.
  */
 export function providerMessage(text: string): { message: string | undefined; type: string | undefined } {
+  const { message, type } = readMessage(text);
+  return { message: oneLine(message), type: oneLine(type) };
+}
+
+/**
+ * `text` on one line, cut short: it goes into a log, where a provider's
+ * line breaks (a traceback in its message) would read as lines of the log's own.
+ */
+function oneLine<T extends string | undefined>(text: T): T {
+  return (text === undefined ? text : text.replace(/\s+/g, ' ').trim().slice(0, MAX_MESSAGE)) as T;
+}
+
+const MAX_MESSAGE = 1000;
+
+function readMessage(text: string): { message: string | undefined; type: string | undefined } {
   let json: unknown;
   try {
     json = JSON.parse(text);

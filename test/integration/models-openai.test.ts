@@ -636,3 +636,20 @@ test("DeepSeek's resource cut (finish_reason insufficient_system_resource) befor
   assert.equal(outcome.chunks.join(''), TEXT);
   assert.equal(fake.requests.length, 2);
 });
+
+test("a provider's error message goes to the log on one line: a traceback's line breaks would read as the log's own lines", async (t) => {
+  const traceback = 'Traceback (most recent call last):\n  File "serve.py", line 1\nValueError: boom\n2026-01-01 ERROR forged log line';
+  const replies = [
+    { body: `data: ${JSON.stringify({ error: { message: traceback, type: 'internal\nerror' } })}\n\n` },
+    { status: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: { message: traceback } }) },
+    { status: 500, headers: { 'content-type': 'text/plain' }, body: traceback },
+    { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ detail: traceback }) },
+  ];
+  for (const [index, reply] of replies.entries()) {
+    const fake = await fakeProvider(t, () => reply);
+    const { error } = await collect(model(fake.url));
+    assert.ok(error instanceof Error, `${index}`);
+    assert.doesNotMatch(error.message, /\n/, `${index}`);
+    assert.match(error.message, /Traceback \(most recent call last\): File "serve.py", line 1 ValueError: boom 2026-01-01 ERROR forged log line/, `${index}`);
+  }
+});
