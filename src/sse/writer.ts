@@ -110,7 +110,7 @@ export class SSEWriter {
       this.#pending += frame;
     }
     // A client already behind, or a burst past one write's worth: write now, and wait if the socket says so.
-    if (this.#pending.length < FLUSH_AT && !this.#res.writableNeedDrain) return undefined;
+    if (this.#pending.length < FLUSH_AT && !needsDrain(this.#res)) return undefined;
     return this.#flush() ? undefined : this.#drained();
   }
 
@@ -220,6 +220,18 @@ export class SSEWriter {
       }
     }
   }
+}
+
+/**
+ * The response holds as much as it should before a `drain`. Node 20's
+ * HTTP/2 compatibility response has no `writableNeedDrain` (undefined, taken
+ * as no): a client that read nothing then had every small frame buffered,
+ * the whole reply in memory, and its stall was never timed. Its buffered
+ * length against its high-water mark tells the same.
+ */
+function needsDrain(res: ServerResponse): boolean {
+  const need = (res as { writableNeedDrain?: boolean }).writableNeedDrain;
+  return need ?? res.writableLength >= res.writableHighWaterMark;
 }
 
 /**

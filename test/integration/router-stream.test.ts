@@ -478,6 +478,31 @@ test('over HTTP/2: a remote stream whose client reads nothing is cut after turnT
   assert.equal(router.openStreams, 1, 'the stalled stream is still open 2.5 s after its client stopped reading (turnTimeout 0.5 s)');
 });
 
+test('over HTTP/2: a client that reads nothing holds a local stream of small chunks at backpressure, not the whole reply in memory', async (t) => {
+  // Small chunks, one per macrotask: each goes out in its own write, under the 16 KiB that forces a wait.
+  // Node 20's compatibility response has no writableNeedDrain, so every one of them was buffered.
+  const total = 20_000;
+  let produced = 0;
+  const registry = new AgentRegistry();
+  registry.register('.*', agentOn(scriptedModel(async function* ({ signal }) {
+    while (produced < total && !signal.aborted) {
+      produced++;
+      yield 'y'.repeat(200);
+      await new Promise(setImmediate);
+    }
+  })));
+  const router = new AgentRouter(registry, { pingInterval: 0, turnTimeout: 0.5, logger: { error: () => {} } });
+  const client = await h2cClientOf(t, router);
+  const stalled = client.request({ ':method': 'POST', ':path': '/deaf-1/chat?stream=true', 'content-type': 'application/json' });
+  stalled.on('error', () => {});
+  stalled.end(JSON.stringify({ message: 'go' }));
+  await new Promise((resolve) => stalled.once('data', resolve));
+  stalled.pause();
+  // Ended either way: the model ran out, or (waiting for the client) the turn was cut at turnTimeout.
+  while (router.openStreams > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.ok(produced < total / 10, `${produced} of ${total} chunks (${produced * 200} bytes) were produced for a client that read one frame`);
+});
+
 test('stream=events: typed frames whose event name equals their type', async (t) => {
   const { url } = await serve(t, null);
   const { events } = await collectSSE(await streamChat(`${url}/typed/chat`, 'a b', { query: '?stream=events' }));
