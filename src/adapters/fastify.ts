@@ -3,6 +3,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { httpErrors } from '../errors.ts';
+import { streamReset } from '../http/body.ts';
 import { serveRequest, type AgentRouter } from '../http/router.ts';
 import { checkOptions } from '../options.ts';
 import { bodyFromParser, bodyLimitOf, checkRouter } from './common.ts';
@@ -70,8 +71,9 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
       });
       if (router[serveRequest](request.raw, reply.raw, answered, hint, { claim })) {
         // 'close' comes in a later tick, also for a request answered at once; one whose client left while a
-        // host hook ran has had it already.
-        if (!reply.raw.destroyed) {
+        // host hook ran has had it already (over HTTP/2 its response has no `destroyed`: its stream tells),
+        // and would stay in `open` for good.
+        if (!reply.raw.destroyed && !streamReset(reply.raw)) {
           open.add(reply.raw);
           reply.raw.on('close', forget);
         }

@@ -1,6 +1,7 @@
 // toFastify against the real Fastify 4 and 5 (npm aliases fastify4, fastify5).
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import http2 from 'node:http2';
 import net from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { PassThrough, Readable } from 'node:stream';
@@ -15,6 +16,7 @@ import { AgentRegistry } from '../../src/registry/registry.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
+import { settledHeap } from '../helpers/fuzz-heap.ts';
 import { BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post, postChunked, assertError } from './adapters-shared.ts';
 
 // The two majors' types differ in details the tests do not touch; the bodies
@@ -328,6 +330,38 @@ for (const [name, fastify] of majors) {
     assert.equal(closed, true, 'close() still waiting 4 s later (for the stall timeout, 300 s)');
     assert.ok(Date.now() - closedAt >= 1000, 'cut only after the abort grace (1 s past shutdownTimeout)');
     assert.equal(router.openStreams, 0);
+  });
+
+  test(`${name}: over HTTP/2, a request whose client cancelled its stream while a host hook ran is not kept for good`, async (t) => {
+    let reached!: () => void;
+    const reaching = new Promise<void>((resolve) => (reached = resolve));
+    // Asked once the plugin's handler has given the request to the router.
+    const router = makeRegistryRouter({ authorize: () => (reached(), true) }).router;
+    // The majors' http2 overloads type the app apart; the test touches only what both share.
+    const http2App = (name === 'fastify4' ? fastify4 : fastify5) as unknown as (options: { http2: true }) => App;
+    const app = http2App({ http2: true });
+    let raw: WeakRef<object> | undefined;
+    let arrived!: () => void;
+    const arriving = new Promise<void>((resolve) => (arrived = resolve));
+    app.addHook('onRequest', async (request) => {
+      raw = new WeakRef(request.raw);
+      const stream = (request.raw as unknown as { stream: http2.ServerHttp2Stream }).stream;
+      arrived();
+      // The plugin's handler runs once the client has cancelled: its response closed before the router saw it.
+      await new Promise((resolve) => stream.once('close', resolve));
+    });
+    await app.register(toFastify(router), { prefix: '/api' });
+    const url = await start(t, app);
+    const client = http2.connect(url);
+    t.after(() => client.destroy());
+    const stream = client.request({ ':method': 'GET', ':path': '/api/counter-1/state' }, { endStream: true });
+    stream.on('error', () => {});
+    await arriving;
+    stream.close(http2.constants.NGHTTP2_CANCEL);
+    await new Promise((resolve) => stream.once('close', resolve));
+    await reaching;
+    await settledHeap();
+    assert.equal(raw?.deref(), undefined, 'the cancelled request (and its response) is still held after a full collection');
   });
 
   test(`${name}: with exposeHeadRoutes: false, HEAD is still answered wherever GET is`, async (t) => {
