@@ -86,7 +86,7 @@ export class SSEWriter {
 
   /** False once the client is gone or the stream ended. */
   get open(): boolean {
-    return !this.#ended && !this.#res.destroyed;
+    return !this.#ended && !gone(this.#res);
   }
 
   /**
@@ -203,7 +203,7 @@ export class SSEWriter {
     this.#ended = true;
     const pending = this.#pending;
     this.#pending = undefined;
-    if (this.#res.destroyed) return;
+    if (gone(this.#res)) return;
     // The frames of this tick and the last one in one write.
     const last = pending === undefined ? frame : frame === undefined ? pending : pending + frame;
     const res = this.#res;
@@ -220,6 +220,18 @@ export class SSEWriter {
       }
     }
   }
+}
+
+/**
+ * The client is gone. node:http2's compatibility response has no
+ * `destroyed`: its stream tells. Otherwise a stream pulled from an iterator
+ * (a remote's, a subclass's own stream()) went on writing after the client
+ * cancelled, and a write that then waited for `drain` waited for good: the
+ * 'close' that ends such a wait had come already, so the stream and its
+ * agent were held for ever.
+ */
+function gone(res: ServerResponse): boolean {
+  return res.destroyed || (res as { stream?: { destroyed?: boolean } }).stream?.destroyed === true;
 }
 
 /**

@@ -503,6 +503,35 @@ test('over HTTP/2: a client that reads nothing holds a local stream of small chu
   assert.ok(produced < total / 10, `${produced} of ${total} chunks (${produced * 200} bytes) were produced for a client that read one frame`);
 });
 
+test('over HTTP/2: a pulled stream (a subclass\'s own stream()) whose client cancels while a write waits for drain ends, and gives its agent back', async (t) => {
+  // 40 KiB chunks to a client that reads nothing: the second fills the stream's window and waits for drain.
+  const big = 'b'.repeat(40 * 1024);
+  class OwnStream extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel() });
+    }
+    // Ignores its signal, as a wrapper may: what stops it is the router no longer pulling.
+    override async *stream(): AsyncGenerator<string> {
+      for (let i = 0; i < 10; i++) yield big;
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', OwnStream);
+  const router = new AgentRouter(registry, { pingInterval: 0, logger: { error: () => {} } });
+  const client = await h2cClientOf(t, router);
+  const stream = client.request({ ':method': 'POST', ':path': '/own-1/chat?stream=true', 'content-type': 'application/json' });
+  stream.on('error', () => {});
+  stream.end(JSON.stringify({ message: 'go' }));
+  await new Promise((resolve) => stream.once('data', resolve));
+  stream.pause();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  stream.close(http2.constants.NGHTTP2_CANCEL);
+  const startedAt = Date.now();
+  while (router.openStreams > 0 && Date.now() - startedAt < 3000) await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(router.openStreams, 0, 'the stream is still open 3 s after its client cancelled it');
+  assert.deepEqual(router.pool?.list().map((agent) => agent.busy), [false], 'the agent is still busy');
+});
+
 test('stream=events: typed frames whose event name equals their type', async (t) => {
   const { url } = await serve(t, null);
   const { events } = await collectSSE(await streamChat(`${url}/typed/chat`, 'a b', { query: '?stream=events' }));
