@@ -1,4 +1,5 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { errorBody, statusOf, AgentRouterError } from '../errors.ts';
 
 /** Writes a JSON response with its length; the one place JSON answers are made. */
@@ -28,4 +29,41 @@ export function sendError(res: ServerResponse, error: unknown): void {
     // from a rejection handler, which would take the process down.
     sendJson(res, 500, errorBody(undefined));
   }
+}
+
+/** The responses queued on each connection (see closeWithConnection), closed together by one listener. */
+const queuedOn = new WeakMap<Socket, Set<ServerResponse>>();
+
+/**
+ * A response queued behind another on a pipelined HTTP/1.1 connection has no
+ * socket yet, and Node 20 gives it no 'close' when the connection goes (only
+ * the response on the socket gets one): what waits for its 'close' (the
+ * turn's cut, a stream's wait for drain, AgentServer's close()) waited for
+ * good. It gets the connection's 'close', as Node gives the one on the
+ * socket, until it is given the socket itself. One listener per connection,
+ * not per response: a client may pipeline hundreds. Calling it again for the
+ * same response does nothing.
+ */
+export function closeWithConnection(req: IncomingMessage, res: ServerResponse): void {
+  // On the socket (or HTTP/2, whose compatibility response's socket is never null): Node's own 'close' comes.
+  if (res.socket !== null) return;
+  const connection = req.socket;
+  let queued = queuedOn.get(connection);
+  if (queued === undefined) {
+    const responses = new Set<ServerResponse>();
+    queued = responses;
+    queuedOn.set(connection, responses);
+    connection.once('close', () => {
+      queuedOn.delete(connection);
+      for (const response of responses) {
+        if (response.destroyed) continue;
+        (response as { destroyed: boolean }).destroyed = true;
+        response.emit('close');
+      }
+    });
+  }
+  if (queued.has(res)) return;
+  const responses = queued;
+  responses.add(res);
+  res.once('socket', () => responses.delete(res));
 }

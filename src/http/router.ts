@@ -14,7 +14,7 @@ import { checkParsed, JsonText, readJsonBody, streamReset, untypedBody } from '.
 import { applyCors, checkCors, type CorsOptions } from './cors.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
 import { asObject, invokePayload, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
-import { sendError, sendJson } from './respond.ts';
+import { closeWithConnection, sendError, sendJson } from './respond.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
 import { loggerOf, type Logger } from './logger.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction, type RouteMatch } from './routes.ts';
@@ -350,6 +350,7 @@ export class AgentRouter {
   #serve(req: IncomingMessage, res: ServerResponse, hint: RequestHint, answered: (() => void) | undefined, host: Host | undefined): boolean {
     const matched = this.#match(req.method, hint.path ?? req.url ?? '/', host !== undefined);
     if (matched === undefined) return false;
+    closeWithConnection(req, res);
     let started: Started;
     try {
       host?.claim?.();

@@ -6,7 +6,7 @@ import { authorizeRequest } from '../http/authorize.ts';
 import { holdContinue } from '../http/body.ts';
 import { applyCors } from '../http/cors.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
-import { sendError, sendJson } from '../http/respond.ts';
+import { closeWithConnection, sendError, sendJson } from '../http/respond.ts';
 import { AgentRouter, serveRequest, shutTurns, type AgentRequestListener } from '../http/router.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
 import { AgentRegistry, type AgentClass } from '../registry/registry.ts';
@@ -108,6 +108,8 @@ export class AgentServer {
    * is typed as the router's listener is, which fits both.
    */
   readonly listener: AgentRequestListener = ((req: IncomingMessage, res: ServerResponse): void => {
+    // Before anything waits for its 'close' (InFlight, the router), in case it is queued behind another.
+    closeWithConnection(req, res);
     if (this.#closing !== undefined && !this.#lameDuck) {
       refuse(res);
       // Tracked too: it may be queued behind a pipelined stream, and must not be cut before it is sent.

@@ -349,6 +349,26 @@ test('close() past its deadline ends open streams with event: error, held reques
   assert.equal(server.httpServer?.listening, false);
 });
 
+test('close() does not wait for a request pipelined behind a stream whose client has gone', async (t) => {
+  const started = deferred();
+  const { server } = await start(t, { shutdownTimeout: 30 }, undefined, () => started.resolve());
+  const body = JSON.stringify({ message: 'hello' });
+  const socket = net.connect(server.port as number, '127.0.0.1');
+  t.after(() => socket.destroy());
+  socket.on('error', () => {});
+  // A stream held open, and a request behind it on the same connection, whose answer waits its turn to be sent.
+  socket.write(
+    `POST /agent/gated-1/chat?stream=true HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}` +
+      'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n',
+  );
+  await started.promise;
+  socket.destroy();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  // Node gave the queued response no 'close' when the connection went, so close() waited out shutdownTimeout for it.
+  const closed = await Promise.race([server.close().then(() => true), new Promise((resolve) => setTimeout(resolve, 5000, false))]);
+  assert.equal(closed, true, 'close() still waiting 5 s later, with no client left');
+});
+
 test('close() past its deadline: a request still in its authorize hook then gets 503, and its turn never starts', async (t) => {
   const authorized = deferred();
   const release = deferred();
