@@ -56,7 +56,8 @@ export function closeWithConnection(req: IncomingMessage, res: ServerResponse): 
     connection.once('close', () => {
       queuedOn.delete(connection);
       for (const response of responses) {
-        if (response.destroyed) continue;
+        // Not `destroyed`: one destroyed while queued (a stream's stall cut) gets no 'close' from Node either.
+        if ((response as { closed?: boolean }).closed === true) continue;
         (response as { destroyed: boolean }).destroyed = true;
         response.emit('close');
       }

@@ -560,6 +560,42 @@ test('HTTP/1.1 pipelining: a stream queued behind another ends when the client g
   assert.deepEqual(router.pool?.list().map((agent) => agent.busy), [false, false]);
 });
 
+test('HTTP/1.1 pipelining: a remote stream queued behind another, cut for its stall while queued, still ends when the connection goes', async (t) => {
+  // The remote: a plain router whose model writes more than the front's client will take.
+  const big = 'b'.repeat(40 * 1024);
+  const remoteRegistry = new AgentRegistry();
+  remoteRegistry.register('.*', agentOn(scriptedModel(async function* ({ signal }) {
+    for (let i = 0; i < 2000 && !signal.aborted; i++) {
+      yield big;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  })));
+  const remote = await listen(new AgentRouter(remoteRegistry, { pingInterval: 0 }).toRequestListener());
+  t.after(remote.close);
+  const registry = new AgentRegistry();
+  registry.register('.*', new HTTPTransport(remote.url));
+  // A remote's turn is not timed here: only the stall cut (turnTimeout without a byte read) and the client leaving end it.
+  const router = new AgentRouter(registry, { pingInterval: 0, turnTimeout: 0.5, logger: { error: () => {} } });
+  const front = await listen(router.toRequestListener());
+  t.after(front.close);
+  const body = JSON.stringify({ message: 'go' });
+  const post = (path: string): string =>
+    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+  const socket = net.connect(front.port, '127.0.0.1');
+  t.after(() => socket.destroy());
+  socket.on('error', () => {});
+  socket.on('data', () => {});
+  socket.write(post('/a-1/chat?stream=true') + post('/b-1/chat?stream=true'));
+  while (router.openStreams < 2) await new Promise((resolve) => setTimeout(resolve, 20));
+  // Reading the first stream while the second, queued, sends nothing: the second is cut for its stall (no 'close' from
+  // Node while it is queued). Then the client stops reading: the first is cut, and the connection with it.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  socket.pause();
+  const startedAt = Date.now();
+  while (router.openStreams > 0 && Date.now() - startedAt < 5000) await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(router.openStreams, 0, 'a stream is still open 5 s after its connection was cut');
+});
+
 test('HTTP/1.1 pipelining: 300 requests in one write are all answered, with no listener warning for the ones queued', async (t) => {
   const warnings: Error[] = [];
   const onWarning = (warning: Error): void => void warnings.push(warning);
