@@ -260,8 +260,9 @@ function needsDrain(res: ServerResponse): boolean {
 function bytesSent(res: ServerResponse): number {
   const waiting = (res as { stream?: { bufferSize?: unknown } }).stream?.bufferSize;
   if (typeof waiting === 'number') return -waiting;
-  // null once HTTP/1 detached it; undefined (node:http2's compatibility response) once the stream closed.
-  const socket = res.socket as (Socket & { _handle?: { writeQueueSize?: unknown } | null }) | null | undefined;
+  // null while HTTP/1.1 queues it behind a pipelined response (the connection's bytes then tell whether its
+  // client reads) and once it is detached; undefined (node:http2's compatibility response) once the stream closed.
+  const socket = (res.socket === null ? (res.req as { socket?: Socket } | undefined)?.socket : res.socket) as (Socket & { _handle?: { writeQueueSize?: unknown } | null }) | null | undefined;
   if (socket == null) return 0;
   const inLibuv = socket._handle?.writeQueueSize;
   return (socket.bytesWritten ?? 0) - (typeof inLibuv === 'number' ? inLibuv : socket.writableLength);

@@ -596,6 +596,44 @@ test('HTTP/1.1 pipelining: a remote stream queued behind another, cut for its st
   assert.equal(router.openStreams, 0, 'a stream is still open 5 s after its connection was cut');
 });
 
+test('HTTP/1.1 pipelining: a stream queued behind a long remote stream its client reads is not cut as stalled', async (t) => {
+  // The remote talks for about 1.5 s, three times the front's turnTimeout (a remote's turn is not timed there).
+  const remoteRegistry = new AgentRegistry();
+  remoteRegistry.register('.*', agentOn(scriptedModel(async function* () {
+    for (let i = 0; i < 30; i++) {
+      yield `r${i} `;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  })));
+  const remote = await listen(new AgentRouter(remoteRegistry, { pingInterval: 0 }).toRequestListener());
+  t.after(remote.close);
+  const registry = new AgentRegistry();
+  registry.register('remote-.*', new HTTPTransport(remote.url));
+  registry.register('.*', agentOn(scriptedModel(['queued reply'])));
+  const router = new AgentRouter(registry, { pingInterval: 0, turnTimeout: 0.5, logger: { error: () => {} } });
+  const front = await listen(router.toRequestListener());
+  t.after(front.close);
+  const body = JSON.stringify({ message: 'go' });
+  const post = (path: string): string =>
+    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+  const socket = net.connect(front.port, '127.0.0.1');
+  t.after(() => socket.destroy());
+  socket.on('error', () => {});
+  let text = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => (text += chunk));
+  const closed = new Promise((resolve) => socket.once('close', resolve));
+  socket.write(post('/remote-1/chat?stream=true') + post('/local-1/chat?stream=true'));
+  // Both answered (two done events), the connection cut, or 5 s.
+  let settled = false;
+  void closed.then(() => (settled = true));
+  const startedAt = Date.now();
+  while (!settled && text.split('event: done').length < 3 && Date.now() - startedAt < 5000) await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.ok(text.includes('r29 '), 'the remote stream was not read whole');
+  // Its response waited behind the first, sending nothing: the stall check counted that as a client reading nothing.
+  assert.ok(text.includes('data: queued reply'), 'the queued stream was cut as stalled while its client read the one ahead');
+});
+
 test('HTTP/1.1 pipelining: 300 requests in one write are all answered, with no listener warning for the ones queued', async (t) => {
   const warnings: Error[] = [];
   const onWarning = (warning: Error): void => void warnings.push(warning);
