@@ -116,6 +116,17 @@ export function commandSender(client: RedisClientLike): SendCommand {
   );
 }
 
+/**
+ * Whether the client was closed by its owner for good, so a command will never be answered:
+ * node-redis after close()/quit()/destroy() (`isOpen` false; true while it reconnects, with
+ * `isReady` false), ioredis after quit()/disconnect() or once it gave up reconnecting (`status`
+ * 'end'; 'reconnecting' or 'connecting' while it reconnects). A client with neither is never.
+ */
+export function closedForGood(client: RedisClientLike): boolean {
+  const { isOpen, status } = client as { isOpen?: unknown; status?: unknown };
+  return isOpen === false || status === 'end';
+}
+
 /** Runs a script by its SHA1, loading it with EVAL the first time a server has not seen it. */
 export async function runScript(send: SendCommand, script: LuaScript, keys: string[], args: string[]): Promise<unknown> {
   const tail = [String(keys.length), ...keys, ...args];

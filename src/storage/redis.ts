@@ -5,7 +5,7 @@ import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkRecord, checkTurn, damagedRecord } from './check.ts';
 import { assertStorableId, leaseMilliseconds } from './ids.ts';
 import { firstVersion } from './record-version.ts';
-import { COMMIT, commandSender, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
+import { closedForGood, COMMIT, commandSender, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
 import type { LuaScript, RedisClientLike, SendCommand } from './redis-scripts.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
 import { backoff, delay } from './wait.ts';
@@ -57,19 +57,21 @@ const REDIS_OPTIONS: { readonly [K in keyof Required<RedisStorageOptions>]: true
 
 export function redisStorage(client: RedisClientLike, options: RedisStorageOptions = {}): RedisStorage {
   checkKnownOptions(options, REDIS_OPTIONS, 'redisStorage');
-  return new RedisStorageImpl(commandSender(client), options);
+  return new RedisStorageImpl(commandSender(client), () => closedForGood(client), options);
 }
 
 class RedisStorageImpl implements RedisStorage {
   readonly #send: SendCommand;
+  readonly #closed: () => boolean;
   readonly #prefix: string;
   readonly #leaseMs: number;
   readonly #renew: boolean;
   /** The locks this storage holds: each id's release, and the token the commit shows. */
   readonly #held = new Map<string, { unlock: () => Promise<void>; token: string }>();
 
-  constructor(send: SendCommand, options: RedisStorageOptions) {
+  constructor(send: SendCommand, closed: () => boolean, options: RedisStorageOptions) {
     this.#send = send;
+    this.#closed = closed;
     const prefix = options.prefix ?? 'agent-router:';
     if (typeof prefix !== 'string') throw new TypeError('redisStorage: prefix must be a string, e.g. "myapp:agents:"');
     this.#prefix = prefix;
@@ -123,8 +125,8 @@ class RedisStorageImpl implements RedisStorage {
       // and the commit applied: reporting it failed would break "a failed turn changes nothing", and a
       // client's retry would apply the turn twice. Again under the same lock token, the script
       // answers {1, version} for a commit it already applied, and applies one it had not. Without a
-      // token that answer is not possible, so the error stands.
-      if (token === '') throw error;
+      // token that answer is not possible, so the error stands; as it does on a client closed for good.
+      if (token === '' || this.#closed()) throw error;
       reply = await this.#commitAgain(keys, args);
     }
     const [ok, version] = reply as [unknown, unknown];
@@ -137,7 +139,8 @@ class RedisStorageImpl implements RedisStorage {
    * Runs a commit whose answer was lost again until the server answers. A client that fails
    * commands while it reconnects (node-redis with disableOfflineQueue) refuses the first try at
    * once, which reported a commit that may have been applied as failed. Bounded by the lease, past
-   * which the answer is lock_lost anyway.
+   * which the answer is lock_lost anyway. A client closed for good (quit() at shutdown) will never
+   * answer: the error stands at once, instead of holding the turn for the whole lease.
    */
   async #commitAgain(keys: string[], args: string[]): Promise<unknown> {
     const until = Date.now() + this.#leaseMs;
@@ -145,7 +148,7 @@ class RedisStorageImpl implements RedisStorage {
       try {
         return await runScript(this.#send, COMMIT, keys, args);
       } catch (error) {
-        if (repliedByServer(error) || Date.now() >= until) throw error;
+        if (repliedByServer(error) || this.#closed() || Date.now() >= until) throw error;
         await delay(backoff(attempt, 200));
       }
     }

@@ -10,7 +10,9 @@ import { createClient } from 'redis';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/http/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
+import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
+import { COMMIT } from '../../src/storage/redis-scripts.ts';
 import { redisStorage } from '../../src/storage/redis.ts';
 import type { RedisClientLike } from '../../src/storage/redis.ts';
 import { postJson } from '../helpers/http.ts';
@@ -216,6 +218,91 @@ test('a lost commit reply on a client that does not queue while offline (disable
   const stored = await redisStorage(admin, { prefix: `${prefix}offline:` }).load('ida');
   assert.deepEqual(stored?.messages.map((message) => message.content), ['first', 'first', 'once', 'once']);
 });
+
+test('a lost commit reply on ioredis that gives up resending (maxRetriesPerRequest: 0) is still answered as committed while it reconnects, and stored once', async (t) => {
+  let armed = false;
+  const dropNextReply = new WeakSet<ProxyLink>();
+  const port = await tcpProxy(t, 6379, {
+    toServer(bytes, link) {
+      if (armed && bytes.includes('EVALSHA')) {
+        armed = false;
+        dropNextReply.add(link);
+      }
+      return true;
+    },
+    toClient(_bytes, link) {
+      if (!dropNextReply.has(link)) return true;
+      link.cut();
+      return false;
+    },
+  });
+  // Rejects the lost command itself while it reconnects (status 'reconnecting'): redisStorage runs it again.
+  const client = new Redis(`redis://127.0.0.1:${port}`, { maxRetriesPerRequest: 0 });
+  client.on('error', () => undefined);
+  t.after(() => client.disconnect());
+  const store = redisStorage(client, { prefix: `${prefix}io-lost:` });
+  const first = await store.commit('ivy', { expectedVersion: 0, state: { n: 0 }, append: [] });
+  const unlock = await store.lock('ivy');
+  armed = true;
+  const version = await store.commit('ivy', { expectedVersion: first, state: { n: 1 }, append: [{ role: 'user', content: 'once' }] });
+  assert.equal(armed, false, 'the commit went through the proxy armed');
+  await unlock();
+  assert.equal(version, first + 1);
+  assert.deepEqual(await store.load('ivy'), { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] });
+});
+
+/** A fresh client of `flavor` and the way its owner closes it for good. */
+const closings = [
+  ...(['close', 'quit', 'destroy'] as const).map((how) => ({
+    name: `node-redis ${how}()`,
+    open: async () => {
+      const client = createClient({ url: REDIS_URL });
+      client.on('error', () => undefined);
+      await client.connect();
+      return { client, method: 'sendCommand' as const, close: async () => void (await client[how]()) };
+    },
+  })),
+  ...(['quit', 'disconnect'] as const).map((how) => ({
+    name: `ioredis ${how}()`,
+    open: async () => {
+      const client = new Redis(REDIS_URL);
+      client.on('error', () => undefined);
+      return { client, method: 'call' as const, close: async () => void (await client[how]()) };
+    },
+  })),
+];
+
+for (const closing of closings) {
+  test(`a turn whose client is closed for good (${closing.name}, as at shutdown) fails with the client's error at once, not after retrying its commit for the whole lease`, async (t) => {
+    const { client, method, close } = await closing.open();
+    // Its own prefix: the lock this turn leaves (its release cannot be sent) is not waited out by the next test.
+    const store = redisStorage(client, { prefix: `${prefix}closed-${closing.name}:`, leaseSeconds: 2 });
+    const sends = mock.method(client as unknown as Record<string, (...args: unknown[]) => unknown>, method);
+    let closedAt = -1;
+    class Bot extends Agent {
+      constructor(id: string) {
+        super(id, {
+          model: scriptedModel(async () => {
+            await close();
+            closedAt = sends.mock.callCount();
+            return 'bye';
+          }),
+          storage: store,
+        });
+      }
+    }
+    const registry = new AgentRegistry();
+    registry.register('.*', Bot);
+    const logged: unknown[] = [];
+    const { url, close: stop } = await listen(new AgentRouter(registry, { logger: { error: (_message: string, error: unknown) => logged.push(error) } }).toRequestListener());
+    t.after(stop);
+    const reply = await postJson(`${url}/cid/chat`, { message: 'hi' });
+    assert.equal(reply.status, 500, JSON.stringify(reply.body));
+    assert.match(String(logged[0]), /closed/i, 'the client\'s own error is what failed the turn');
+    const commits = sends.mock.calls.slice(closedAt).filter(({ arguments: args }) => args.flat().includes(COMMIT.sha));
+    assert.equal(commits.length, 1, 'the commit was sent once after the client closed, not retried');
+  });
+}
 
 test('keys damaged by hand are refused on every read as storage_corrupt, naming the agent and what is wrong', async (t) => {
   const client = new Redis(REDIS_URL);
