@@ -90,7 +90,8 @@ const DDL_LOCK_KEY = '7225371954390861409';
  * write whatever the history's length. `commit` is compare-and-set on the
  * version in that statement; `lock` is a session advisory lock on a client
  * taken from the pool for the turn (size the pool above the number of agent
- * ids with turns in flight at once: each holds one connection).
+ * ids with turns in flight at once: each holds one connection). A `pg.Client`
+ * is one connection, and is refused with a TypeError: pass a `pg.Pool`.
  *
  * @example
  * import pg from 'pg';
@@ -101,6 +102,15 @@ const POSTGRES_OPTIONS: { readonly [K in keyof Required<PostgresStorageOptions>]
 export function postgresStorage(pool: PgPoolLike, options: PostgresStorageOptions = {}): PostgresStorage {
   if (typeof pool?.query !== 'function' || typeof pool.connect !== 'function') {
     throw new TypeError('postgresStorage: pass a pg.Pool (an object with query() and connect()), e.g. postgresStorage(new pg.Pool())');
+  }
+  // A pg.Client (or a client checked out of a pool) has query() and connect() too, but it is one session:
+  // each lock needs a connection of its own, and its connect() fails ("already been connected") at the
+  // first turn. Told apart by shape: pools (pg.Pool, pg-pool) count their clients, and a client has none.
+  if (typeof (pool as { totalCount?: unknown }).totalCount !== 'number' && 'connectionParameters' in pool) {
+    throw new TypeError(
+      'postgresStorage: pass a pg.Pool, not a pg.Client: each agent id with a turn in flight holds its lock on a connection of its own, ' +
+        'which one client cannot give; e.g. postgresStorage(new pg.Pool({ connectionString: process.env.DATABASE_URL }))',
+    );
   }
   checkKnownOptions(options, POSTGRES_OPTIONS, 'postgresStorage');
   return new PostgresStorageImpl(pool, options);

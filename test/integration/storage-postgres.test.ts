@@ -389,6 +389,23 @@ test('a row damaged by hand is refused on every read as storage_corrupt, naming 
   assert.deepEqual(await storage.load('dot'), { version, state: {}, messages: [{ role: 'user', content: 'hi' }] });
 });
 
+test('a pg.Client, or a client checked out of a pool, is refused at construction with the fix (a pg.Pool), instead of failing the first turn', async (t) => {
+  const client = new pg.Client(PG_CONFIG);
+  await client.connect();
+  t.after(() => client.end());
+  const pooled = await admin.connect();
+  t.after(() => pooled.release());
+  // TypeScript refuses a Client's type already; from JavaScript (or through a cast) it gets here.
+  for (const one of [client, pooled, new pg.Client(PG_CONFIG)] as unknown as PgPoolLike[]) {
+    assert.throws(() => postgresStorage(one, { schema: 'unused' }), (error: Error) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /pass a pg\.Pool, not a pg\.Client/);
+      assert.match(error.message, /new pg\.Pool\(\{ connectionString/);
+      return true;
+    });
+  }
+});
+
 test('bad pools and bad names are refused with the fix in the message', () => {
   assert.throws(() => postgresStorage({} as PgPoolLike), /pass a pg\.Pool/);
   const pool = { query: async () => ({ rows: [] }), connect: async () => ({ query: async () => ({ rows: [] }), release: () => undefined }) };
