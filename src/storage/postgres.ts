@@ -299,13 +299,16 @@ class PostgresStorageImpl implements PostgresStorage {
    * running the statement (waiting on the row, say), so the session it ran
    * on is ended first, which rolls back a statement not yet done: what is
    * read then is final. False when it cannot tell within LANDED_CHECK_MS
-   * (the server may still be gone): the turn is then reported failed.
+   * (the server may still be gone): the turn is then reported failed, and
+   * the check stops, so no query of it runs once the turn was answered.
    */
   async #landed(key: string, version: number, state: string, append: string, session: HeldLock['session']): Promise<boolean> {
     const appended = JSON.parse(append) as unknown[];
     const until = Date.now() + LANDED_CHECK_MS;
+    const stop = new AbortController();
     const once = async (): Promise<boolean> => {
-      if (session !== undefined) await this.#endSession(session);
+      if (session !== undefined) await this.#endSession(session, stop.signal);
+      stop.signal.throwIfAborted();
       const row = (await this.#pool.query(this.#sql.landed, [key, version])).rows[0];
       if (row === undefined || !isDeepStrictEqual(JSON.parse(String(row['messages'])), appended)) return false;
       const now = Number(row['version']);
@@ -315,14 +318,15 @@ class PostgresStorageImpl implements PostgresStorage {
     // too (a server restarting, a network blip), and giving up at the first error reported a commit the
     // server had applied as failed.
     const check = (async () => {
-      for (let attempt = 0; ; attempt++) {
+      for (let attempt = 0; !stop.signal.aborted; attempt++) {
         try {
           return await once();
         } catch {
           if (Date.now() >= until) return false;
-          await delay(backoff(attempt, 200));
         }
+        await delay(backoff(attempt, 200), stop.signal).catch(() => undefined);
       }
+      return false;
     })();
     let timer: NodeJS.Timeout | undefined;
     const giveUp = new Promise<boolean>((resolve) => {
@@ -332,6 +336,7 @@ class PostgresStorageImpl implements PostgresStorage {
       return await Promise.race([check, giveUp]);
     } finally {
       clearTimeout(timer);
+      stop.abort();
     }
   }
 
@@ -347,13 +352,16 @@ class PostgresStorageImpl implements PostgresStorage {
     return digest.readBigInt64BE(0).toString();
   }
 
-  /** Ends a backend's session and waits (up to LANDED_CHECK_MS) until the server no longer lists it. */
-  async #endSession({ pid, since }: NonNullable<HeldLock['session']>): Promise<void> {
+  /** Ends a backend's session and waits (up to LANDED_CHECK_MS) until the server no longer lists it; gives up when `signal` aborts. */
+  async #endSession({ pid, since }: NonNullable<HeldLock['session']>, signal: AbortSignal): Promise<void> {
     const until = Date.now() + LANDED_CHECK_MS;
+    signal.throwIfAborted();
     await this.#pool.query(this.#sql.terminate, [pid, since]);
-    for (let attempt = 0; (await this.#pool.query(this.#sql.alive, [pid, since])).rows.length > 0; attempt++) {
+    for (let attempt = 0; ; attempt++) {
+      signal.throwIfAborted();
+      if ((await this.#pool.query(this.#sql.alive, [pid, since])).rows.length === 0) return;
       if (Date.now() > until) throw new Error(`backend ${pid} did not end`);
-      await delay(backoff(attempt, 100));
+      await delay(backoff(attempt, 100), signal);
     }
   }
 

@@ -344,6 +344,56 @@ test('a commit whose answer is lost while the server also refuses new connection
   assert.deepEqual(stored?.messages.map((message) => message.content), ['first', 'first', 'once', 'once']);
 });
 
+test('a lost commit that cannot be checked within 5 s is answered 500, and its check stops there: no connection or query after the answer', async (t) => {
+  let armed = false;
+  let refusing = false;
+  let connects = 0;
+  const cutOnAnswer = new WeakSet<ProxyLink>();
+  const port = await tcpProxy(t, PG_CONFIG.port, {
+    accept: () => {
+      connects++;
+      return refusing ? 'cut' : true;
+    },
+    toServer(bytes, link) {
+      if (armed && bytes.includes('SET version = version + 1')) {
+        armed = false;
+        cutOnAnswer.add(link);
+      }
+      return true;
+    },
+    toClient(_bytes, link) {
+      if (!cutOnAnswer.has(link)) return true;
+      // The answer is lost and the server stays out of reach: every try of the check fails at once.
+      refusing = true;
+      link.cut();
+      return false;
+    },
+  });
+  const schema = newSchema(t);
+  // One connection, the lock's: each try of the check has to connect anew, through the proxy.
+  const storage = postgresStorage(newPool(t, { port, max: 1 }), { schema });
+  class Bot extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel(), storage });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Bot);
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
+  t.after(close);
+  assert.equal((await postJson(`${url}/gus/chat`, { message: 'first' })).status, 200);
+
+  armed = true;
+  const reply = await withinWatchdog(postJson(`${url}/gus/chat`, { message: 'lost' }), 'chat whose answer was lost');
+  assert.equal(armed, false, 'the commit went through the armed proxy');
+  assert.equal(reply.status, 500, JSON.stringify(reply.body));
+  const answeredAt = connects;
+  assert.ok(answeredAt > 2, 'the check tried again while it could');
+  // Longer than the check's longest pause between tries (200 ms): a check still running would try again.
+  await new Promise((resolve) => setTimeout(resolve, 600));
+  assert.equal(connects, answeredAt, 'no try of the check after the turn was answered');
+});
+
 test('a lost commit still running on the server (waiting on its row) is ended before it is checked, so "failed" stays true, even from a full pool', async (t) => {
   const proxy = await commitCuttingProxy(t);
   const schema = newSchema(t);
