@@ -94,14 +94,16 @@ export function readWhole(file: string, agentId: string): Promise<{ journal: Par
  */
 const PRIVATE = 0o600;
 const NOFOLLOW = constants.O_NOFOLLOW ?? 0;
-const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | NOFOLLOW;
+// Read as well as write: a failed line is read back before it is taken back (appendLine).
+const APPEND = constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | NOFOLLOW;
 const READ = constants.O_RDONLY | NOFOLLOW;
 
 /**
  * Appends one line after cutting off a torn tail (a crashed writer's half
  * line), flushing it when asked; resolves the file's identity afterwards.
  * `view` must have been read under the id's lock, so no writer added since.
- * A line that failed is cut off again, and `tookBack` called when some of it had been written.
+ * A line that failed is cut off again, and `tookBack` called when some of it had been written:
+ * only when what follows `view` is the start of that line, never another writer's.
  */
 export async function appendLine(file: string, view: CachedView, line: string, fsync: boolean, tookBack?: () => void): Promise<BigIntStats> {
   const handle = await open(file, APPEND, PRIVATE);
@@ -114,11 +116,17 @@ export async function appendLine(file: string, view: CachedView, line: string, f
     } catch (error) {
       // The commit is reported failed, so its line must not stay: a whole line written before the
       // flush failed (EIO, ENOSPC on flush) would be read as a committed turn by the next load, and a
-      // failed turn must leave storage as it was. Only while nothing follows it: a writer that took
-      // over a lapsed lease may have appended since. Best effort: if this fails too, the disk is gone.
+      // failed turn must leave storage as it was. Only when the bytes after `view` are our line's
+      // start: a writer that took over a lapsed lease may have appended since, and a line of its (a
+      // committed turn) that is no longer than ours would otherwise be cut. Best effort: if this fails
+      // too, the disk is gone.
+      const ours = Buffer.from(line);
       const size = await handle.stat().then((info) => info.size, () => Infinity);
-      if (size > view.validBytes && size <= view.validBytes + Buffer.byteLength(line)) {
-        await handle.truncate(view.validBytes).then(tookBack, () => undefined);
+      if (size > view.validBytes && size <= view.validBytes + ours.length) {
+        const written = await readRange(handle, view.validBytes, size - view.validBytes).catch(() => undefined);
+        if (written?.length === size - view.validBytes && written.equals(ours.subarray(0, written.length))) {
+          await handle.truncate(view.validBytes).then(tookBack, () => undefined);
+        }
       }
       throw error;
     }
