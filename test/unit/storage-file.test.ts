@@ -14,17 +14,12 @@ import path from 'node:path';
 import { mock, test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import type { TestContext } from 'node:test';
-import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter } from '../../src/http/router.ts';
-import { echoModel } from '../../src/models/echo.ts';
-import { AgentRegistry } from '../../src/registry/registry.ts';
 import { FileStorage } from '../../src/storage/file.ts';
 import type { FileStorageOptions } from '../../src/storage/file.ts';
 import { journalBaseName } from '../../src/storage/file-names.ts';
 import type { ChatMessage } from '../../src/types.ts';
-import { counterOn } from '../helpers/agents.ts';
+import { counterOn, echoOn, serveAgents } from '../helpers/agents.ts';
 import { getJson, postJson } from '../helpers/http.ts';
-import { listen } from '../helpers/listen.ts';
 
 const user = (content: string): ChatMessage => ({ role: 'user', content });
 
@@ -42,6 +37,17 @@ function open(t: TestContext, dir: string, options: FileStorageOptions = {}): Fi
 
 const journalOf = (dir: string, id: string): string => path.join(dir, `${journalBaseName(id)}.jsonl`);
 const lockOf = (dir: string, id: string): string => path.join(dir, `${journalBaseName(id)}.lock`);
+
+/** The prototype of every FileHandle, whose methods a test mocks to make the disk fail (taken from a probe file in `dir`). */
+async function fileHandlePrototype<T>(dir: string): Promise<T> {
+  const probe = await fsOpen(path.join(dir, 'probe'), 'w');
+  const prototype = Object.getPrototypeOf(probe) as T;
+  await probe.close();
+  return prototype;
+}
+
+/** What a flush on a disk reporting an I/O error throws. */
+const flushError = (): Error => Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
 
 /** Where an id's journal stands: its version (the first is random: record-version.ts) and how many `turns` it has. */
 interface Progress {
@@ -254,24 +260,13 @@ test('fsync: false still writes every commit (durable against a process crash, n
 
 test('a commit whose flush fails (EIO) is answered 500 and leaves no trace: its written line is taken back', async (t) => {
   const dir = await tempDir(t);
-  const storage = open(t, dir);
-  class Bot extends Agent {
-    constructor(id: string) {
-      super(id, { model: echoModel(), storage });
-    }
-  }
-  const registry = new AgentRegistry();
-  registry.register('.*', Bot);
-  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
-  t.after(close);
+  const url = await serveAgents(t, echoOn(open(t, dir)));
   assert.equal((await postJson(`${url}/fay/chat`, { message: 'kept' })).status, 200);
 
   // The next flush of any file fails, as a disk reporting an I/O error would.
-  const probe = await fsOpen(path.join(dir, 'probe'), 'w');
-  const fileHandle = Object.getPrototypeOf(probe) as { datasync(): Promise<void> };
-  await probe.close();
+  const fileHandle = await fileHandlePrototype<{ datasync(): Promise<void> }>(dir);
   t.mock.method(fileHandle, 'datasync', async () => {
-    throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+    throw flushError();
   }, { times: 1 });
   const failed = await postJson(`${url}/fay/chat`, { message: 'failed' });
   assert.equal(failed.status, 500);
@@ -287,13 +282,11 @@ test('another process that read a failed commit\'s line before it was taken back
   const reader = open(t, dir);
   const first = await turns(writer, 'gus', 1);
   assert.equal(await reader.head('gus'), first.version);
-  const probe = await fsOpen(path.join(dir, 'probe'), 'w');
-  const fileHandle = Object.getPrototypeOf(probe) as { datasync(): Promise<void> };
-  await probe.close();
+  const fileHandle = await fileHandlePrototype<{ datasync(): Promise<void> }>(dir);
   let seen: number | undefined;
   t.mock.method(fileHandle, 'datasync', async () => {
     seen = await reader.head('gus'); // between the write and the failed flush: the line is there
-    throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+    throw flushError();
   }, { times: 1 });
   await assert.rejects(writer.commit('gus', { expectedVersion: first.version, state: {}, append: [user('failed')] }), { code: 'EIO' });
   assert.equal(seen, first.version + 1);
@@ -315,9 +308,7 @@ test('a failed commit does not take back the line of a process that took over it
   const other = open(t, dir, { now: clock });
   const first = await turns(stalled, 'hal', 1);
   const unlock = await stalled.lock('hal');
-  const probe = await fsOpen(path.join(dir, 'probe'), 'w');
-  const fileHandle = Object.getPrototypeOf(probe) as { writeFile(data: string): Promise<void> };
-  await probe.close();
+  const fileHandle = await fileHandlePrototype<{ writeFile(data: string): Promise<void> }>(dir);
   const write = fileHandle.writeFile;
   let stall = true;
   let committed: number | undefined;
@@ -344,23 +335,15 @@ test('a failed commit that another process read before it was taken back does no
   for (const failures of [1, 2]) {
     const dir = await tempDir(t);
     // Two processes on one directory: each its own storage and router.
-    const serve = async (): Promise<string> => {
-      const registry = new AgentRegistry();
-      registry.register('.*', counterOn(open(t, dir)));
-      const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
-      t.after(close);
-      return url;
-    };
+    const serve = (): Promise<string> => serveAgents(t, counterOn(open(t, dir)));
     const [a, b] = [await serve(), await serve()];
     assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment' })).body.result, 1);
-    const probe = await fsOpen(path.join(dir, 'probe'), 'w');
-    const fileHandle = Object.getPrototypeOf(probe) as { datasync(): Promise<void> };
-    await probe.close();
+    const fileHandle = await fileHandlePrototype<{ datasync(): Promise<void> }>(dir);
     let seen: unknown;
     const flush = t.mock.method(fileHandle, 'datasync', async () => {
       // Between the commit's write and its failed flush, the other process reads the line.
       if (flush.mock.callCount() === 0) seen = (await getJson(`${b}/cal/state`)).body.state;
-      throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+      throw flushError();
     }, { times: failures });
     assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment' })).status, 500);
     assert.equal(flush.mock.callCount(), failures);
