@@ -7,15 +7,11 @@ import assert from 'node:assert/strict';
 import { after, mock, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import pg from 'pg';
-import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter } from '../../src/http/router.ts';
-import { echoModel } from '../../src/models/echo.ts';
-import { AgentRegistry } from '../../src/registry/registry.ts';
 import type { ChatMessage } from '../../src/types.ts';
 import { postgresStorage, postgresStorageDDL } from '../../src/storage/postgres.ts';
 import type { PgPoolLike } from '../../src/storage/postgres.ts';
+import { echoOn, serveAgents } from '../helpers/agents.ts';
 import { postJson } from '../helpers/http.ts';
-import { listen } from '../helpers/listen.ts';
 import { PG_CONFIG, runTag } from '../helpers/storage-backends.ts';
 import { tcpProxy, type ProxyLink } from '../helpers/tcp-proxy.ts';
 
@@ -224,15 +220,7 @@ test('a server that stops answering: a lock waiting on it gives up when the turn
   // idleTimeoutMillis: the idle connection is gone by the second case, so the pool has to connect anew.
   const pool = newPool(t, { port: proxy.port, max: 2, idleTimeoutMillis: 100 });
   const storage = postgresStorage(pool, { schema });
-  class Bot extends Agent {
-    constructor(id: string) {
-      super(id, { model: echoModel(), storage });
-    }
-  }
-  const registry = new AgentRegistry();
-  registry.register('.*', Bot);
-  const { url, close } = await listen(new AgentRouter(registry, { turnTimeout: 0.5, logger: { error: () => undefined } }).toRequestListener());
-  t.after(close);
+  const url = await serveAgents(t, echoOn(storage), { turnTimeout: 0.5 });
   assert.equal((await postJson(`${url}/pam/chat`, { message: 'hello' })).status, 200, 'served while the server answers');
 
   proxy.silence();
@@ -249,16 +237,27 @@ test('a server that stops answering: a lock waiting on it gives up when the turn
   assert.equal((reply.body as { code: string }).code, 'turn_timeout');
 });
 
+type CommitCut = 'before' | 'on-answer' | 'after-300ms';
+
 /**
  * A proxy to the real Postgres that, once armed, cuts the connection carrying
  * the next commit statement: before passing it on (the server never sees
  * it), when its answer comes back (the answer is lost), or a while after
- * passing it on (the statement may still be running on the server).
+ * passing it on (the statement may still be running on the server). After a
+ * lost answer it refuses (closes at once) the connections that follow for
+ * `refuseAfterLostAnswer` ms (Infinity: for good), as a server restarting
+ * would. `connects` counts the connections asked of it, refused ones too.
  */
-async function commitCuttingProxy(t: TestContext): Promise<{ port: number; arm(when: 'before' | 'on-answer' | 'after-300ms'): void; armed(): boolean }> {
-  let armed: 'before' | 'on-answer' | 'after-300ms' | undefined;
+async function commitCuttingProxy(t: TestContext, refuseAfterLostAnswer = 0): Promise<{ port: number; arm(when: CommitCut): void; armed(): boolean; connects(): number }> {
+  let armed: CommitCut | undefined;
+  let refuseUntil = 0;
+  let connects = 0;
   const cutOnAnswer = new WeakSet<ProxyLink>();
   const port = await tcpProxy(t, PG_CONFIG.port, {
+    accept: () => {
+      connects++;
+      return Date.now() < refuseUntil ? 'cut' : true;
+    },
     toServer(bytes, link) {
       if (armed === undefined || !bytes.includes('SET version = version + 1')) return true;
       const when = armed;
@@ -273,11 +272,12 @@ async function commitCuttingProxy(t: TestContext): Promise<{ port: number; arm(w
     },
     toClient(_bytes, link) {
       if (!cutOnAnswer.has(link)) return true;
+      refuseUntil = Date.now() + refuseAfterLostAnswer;
       link.cut();
       return false;
     },
   });
-  return { port, arm: (when) => (armed = when), armed: () => armed !== undefined };
+  return { port, arm: (when) => (armed = when), armed: () => armed !== undefined, connects: () => connects };
 }
 
 test('a commit whose answer is lost is reported as it happened: stored when the server applied it, failed when it never arrived', async (t) => {
@@ -303,95 +303,37 @@ test('a commit whose answer is lost is reported as it happened: stored when the 
 });
 
 test('a commit whose answer is lost while the server also refuses new connections for a moment is answered 200 once it can tell: it was stored', async (t) => {
-  let armed = false;
-  let refuseUntil = 0;
-  const cutOnAnswer = new WeakSet<ProxyLink>();
-  const port = await tcpProxy(t, PG_CONFIG.port, {
-    accept: () => (Date.now() < refuseUntil ? 'cut' : true),
-    toServer(bytes, link) {
-      if (armed && bytes.includes('SET version = version + 1')) {
-        armed = false;
-        cutOnAnswer.add(link);
-      }
-      return true;
-    },
-    toClient(_bytes, link) {
-      if (!cutOnAnswer.has(link)) return true;
-      // The answer is lost, and the next connections are refused for a while (a server restarting, a network blip).
-      refuseUntil = Date.now() + 300;
-      link.cut();
-      return false;
-    },
-  });
+  // The answer is lost, and the next connections are refused for a while (a server restarting, a network blip).
+  const proxy = await commitCuttingProxy(t, 300);
   const schema = newSchema(t);
-  const storage = postgresStorage(newPool(t, { port }), { schema });
-  class Bot extends Agent {
-    constructor(id: string) {
-      super(id, { model: echoModel(), storage });
-    }
-  }
-  const registry = new AgentRegistry();
-  registry.register('.*', Bot);
-  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
-  t.after(close);
+  const url = await serveAgents(t, echoOn(postgresStorage(newPool(t, { port: proxy.port }), { schema })));
   assert.equal((await postJson(`${url}/kit/chat`, { message: 'first' })).status, 200);
 
-  armed = true;
+  proxy.arm('on-answer');
   const reply = await withinWatchdog(postJson(`${url}/kit/chat`, { message: 'once' }), 'chat whose answer was lost');
-  assert.equal(armed, false, 'the commit went through the armed proxy');
+  assert.equal(proxy.armed(), false, 'the commit went through the armed proxy');
   assert.equal(reply.status, 200, JSON.stringify(reply.body));
   const stored = await postgresStorage(admin, { schema }).load('kit');
   assert.deepEqual(stored?.messages.map((message) => message.content), ['first', 'first', 'once', 'once']);
 });
 
 test('a lost commit that cannot be checked within 5 s is answered 500, and its check stops there: no connection or query after the answer', async (t) => {
-  let armed = false;
-  let refusing = false;
-  let connects = 0;
-  const cutOnAnswer = new WeakSet<ProxyLink>();
-  const port = await tcpProxy(t, PG_CONFIG.port, {
-    accept: () => {
-      connects++;
-      return refusing ? 'cut' : true;
-    },
-    toServer(bytes, link) {
-      if (armed && bytes.includes('SET version = version + 1')) {
-        armed = false;
-        cutOnAnswer.add(link);
-      }
-      return true;
-    },
-    toClient(_bytes, link) {
-      if (!cutOnAnswer.has(link)) return true;
-      // The answer is lost and the server stays out of reach: every try of the check fails at once.
-      refusing = true;
-      link.cut();
-      return false;
-    },
-  });
+  // The answer is lost and the server stays out of reach: every try of the check fails at once.
+  const proxy = await commitCuttingProxy(t, Infinity);
   const schema = newSchema(t);
   // One connection, the lock's: each try of the check has to connect anew, through the proxy.
-  const storage = postgresStorage(newPool(t, { port, max: 1 }), { schema });
-  class Bot extends Agent {
-    constructor(id: string) {
-      super(id, { model: echoModel(), storage });
-    }
-  }
-  const registry = new AgentRegistry();
-  registry.register('.*', Bot);
-  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
-  t.after(close);
+  const url = await serveAgents(t, echoOn(postgresStorage(newPool(t, { port: proxy.port, max: 1 }), { schema })));
   assert.equal((await postJson(`${url}/gus/chat`, { message: 'first' })).status, 200);
 
-  armed = true;
+  proxy.arm('on-answer');
   const reply = await withinWatchdog(postJson(`${url}/gus/chat`, { message: 'lost' }), 'chat whose answer was lost');
-  assert.equal(armed, false, 'the commit went through the armed proxy');
+  assert.equal(proxy.armed(), false, 'the commit went through the armed proxy');
   assert.equal(reply.status, 500, JSON.stringify(reply.body));
-  const answeredAt = connects;
+  const answeredAt = proxy.connects();
   assert.ok(answeredAt > 2, 'the check tried again while it could');
   // Longer than the check's longest pause between tries (200 ms): a check still running would try again.
   await new Promise((resolve) => setTimeout(resolve, 600));
-  assert.equal(connects, answeredAt, 'no try of the check after the turn was answered');
+  assert.equal(proxy.connects(), answeredAt, 'no try of the check after the turn was answered');
 });
 
 test('a lost commit still running on the server (waiting on its row) is ended before it is checked, so "failed" stays true, even from a full pool', async (t) => {
