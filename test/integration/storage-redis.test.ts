@@ -5,18 +5,16 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, mock, test } from 'node:test';
+import type { TestContext } from 'node:test';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter } from '../../src/http/router.ts';
-import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
-import { AgentRegistry } from '../../src/registry/registry.ts';
 import { COMMIT } from '../../src/storage/redis-scripts.ts';
 import { redisStorage } from '../../src/storage/redis.ts';
-import type { RedisClientLike } from '../../src/storage/redis.ts';
+import type { RedisClientLike, RedisStorage } from '../../src/storage/redis.ts';
+import { echoOn, serveAgents } from '../helpers/agents.ts';
 import { postJson } from '../helpers/http.ts';
-import { listen } from '../helpers/listen.ts';
 import { connectRedis, REDIS_URL, runTag } from '../helpers/storage-backends.ts';
 import { tcpProxy, type ProxyLink } from '../helpers/tcp-proxy.ts';
 
@@ -141,9 +139,12 @@ for (const flavor of ['node-redis', 'ioredis'] as const) {
   });
 }
 
-test('a commit whose reply is lost (the connection closes after the script ran) is reported as committed, and applied once', async (t) => {
-  // A proxy to the real Redis that, once armed, lets the next command through and closes the
-  // client's connection instead of passing its reply back.
+/**
+ * A proxy to the real Redis that, once armed, lets the next script call (a
+ * commit) through and closes the client's connection instead of passing its
+ * reply back: the script ran, and its reply is lost.
+ */
+async function replyDroppingProxy(t: TestContext): Promise<{ url: string; arm(): void; armed(): boolean }> {
   let armed = false;
   const dropNextReply = new WeakSet<ProxyLink>();
   const port = await tcpProxy(t, 6379, {
@@ -160,95 +161,59 @@ test('a commit whose reply is lost (the connection closes after the script ran) 
       return false;
     },
   });
-  const client = createClient({ url: `redis://127.0.0.1:${port}` });
+  return { url: `redis://127.0.0.1:${port}`, arm: () => (armed = true), armed: () => armed };
+}
+
+/** A connected node-redis client; its 'error' events (a cut connection) are left to the commands that meet them. */
+async function connectNodeRedis(url: string, options: { disableOfflineQueue?: boolean } = {}) {
+  const client = createClient({ url, ...options });
   client.on('error', () => undefined);
   await client.connect();
-  t.after(() => client.close());
+  return client;
+}
 
-  const store = redisStorage(client, { prefix: `${prefix}lost-reply:` });
-  const first = await store.commit('ann', { expectedVersion: 0, state: { n: 0 }, append: [] });
-  const unlock = await store.lock('ann');
-  armed = true;
-  const version = await store.commit('ann', { expectedVersion: first, state: { n: 1 }, append: [{ role: 'user', content: 'once' }] });
-  assert.equal(armed, false, 'the commit went through the proxy armed');
+/** Commits a turn of `id` under its lock with the proxy armed, so that its reply is lost: it is reported committed, and stored once. */
+async function assertLostReplyCommittedOnce(store: RedisStorage, proxy: { arm(): void; armed(): boolean }, id: string): Promise<void> {
+  const first = await store.commit(id, { expectedVersion: 0, state: { n: 0 }, append: [] });
+  const unlock = await store.lock(id);
+  proxy.arm();
+  const version = await store.commit(id, { expectedVersion: first, state: { n: 1 }, append: [{ role: 'user', content: 'once' }] });
+  assert.equal(proxy.armed(), false, 'the commit went through the proxy armed');
   await unlock();
   assert.equal(version, first + 1);
-  const stored = await store.load('ann');
-  assert.deepEqual(stored, { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] });
+  assert.deepEqual(await store.load(id), { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] });
+}
+
+test('a commit whose reply is lost (the connection closes after the script ran) is reported as committed, and applied once', async (t) => {
+  const proxy = await replyDroppingProxy(t);
+  const client = await connectNodeRedis(proxy.url);
+  t.after(() => client.close());
+  await assertLostReplyCommittedOnce(redisStorage(client, { prefix: `${prefix}lost-reply:` }), proxy, 'ann');
 });
 
 test('a lost commit reply on a client that does not queue while offline (disableOfflineQueue) is still answered as committed: 200, and stored once', async (t) => {
-  let armed = false;
-  const dropNextReply = new WeakSet<ProxyLink>();
-  const port = await tcpProxy(t, 6379, {
-    toServer(bytes, link) {
-      if (armed && bytes.includes('EVALSHA')) {
-        armed = false;
-        dropNextReply.add(link);
-      }
-      return true;
-    },
-    toClient(_bytes, link) {
-      if (!dropNextReply.has(link)) return true;
-      link.cut();
-      return false;
-    },
-  });
+  const proxy = await replyDroppingProxy(t);
   // Fails fast while reconnecting instead of queueing: the commit's second try is refused at once.
-  const client = createClient({ url: `redis://127.0.0.1:${port}`, disableOfflineQueue: true });
-  client.on('error', () => undefined);
-  await client.connect();
+  const client = await connectNodeRedis(proxy.url, { disableOfflineQueue: true });
   t.after(() => client.destroy());
-  const store = redisStorage(client, { prefix: `${prefix}offline:` });
-  class Bot extends Agent {
-    constructor(id: string) {
-      super(id, { model: echoModel(), storage: store });
-    }
-  }
-  const registry = new AgentRegistry();
-  registry.register('.*', Bot);
-  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
-  t.after(close);
+  const url = await serveAgents(t, echoOn(redisStorage(client, { prefix: `${prefix}offline:` })));
   assert.equal((await postJson(`${url}/ida/chat`, { message: 'first' })).status, 200);
 
-  armed = true;
+  proxy.arm();
   const reply = await postJson(`${url}/ida/chat`, { message: 'once' });
-  assert.equal(armed, false, 'the commit went through the proxy armed');
+  assert.equal(proxy.armed(), false, 'the commit went through the proxy armed');
   assert.equal(reply.status, 200, JSON.stringify(reply.body));
   const stored = await redisStorage(admin, { prefix: `${prefix}offline:` }).load('ida');
   assert.deepEqual(stored?.messages.map((message) => message.content), ['first', 'first', 'once', 'once']);
 });
 
 test('a lost commit reply on ioredis that gives up resending (maxRetriesPerRequest: 0) is still answered as committed while it reconnects, and stored once', async (t) => {
-  let armed = false;
-  const dropNextReply = new WeakSet<ProxyLink>();
-  const port = await tcpProxy(t, 6379, {
-    toServer(bytes, link) {
-      if (armed && bytes.includes('EVALSHA')) {
-        armed = false;
-        dropNextReply.add(link);
-      }
-      return true;
-    },
-    toClient(_bytes, link) {
-      if (!dropNextReply.has(link)) return true;
-      link.cut();
-      return false;
-    },
-  });
+  const proxy = await replyDroppingProxy(t);
   // Rejects the lost command itself while it reconnects (status 'reconnecting'): redisStorage runs it again.
-  const client = new Redis(`redis://127.0.0.1:${port}`, { maxRetriesPerRequest: 0 });
+  const client = new Redis(proxy.url, { maxRetriesPerRequest: 0 });
   client.on('error', () => undefined);
   t.after(() => client.disconnect());
-  const store = redisStorage(client, { prefix: `${prefix}io-lost:` });
-  const first = await store.commit('ivy', { expectedVersion: 0, state: { n: 0 }, append: [] });
-  const unlock = await store.lock('ivy');
-  armed = true;
-  const version = await store.commit('ivy', { expectedVersion: first, state: { n: 1 }, append: [{ role: 'user', content: 'once' }] });
-  assert.equal(armed, false, 'the commit went through the proxy armed');
-  await unlock();
-  assert.equal(version, first + 1);
-  assert.deepEqual(await store.load('ivy'), { version: first + 1, state: { n: 1 }, messages: [{ role: 'user', content: 'once' }] });
+  await assertLostReplyCommittedOnce(redisStorage(client, { prefix: `${prefix}io-lost:` }), proxy, 'ivy');
 });
 
 /** A fresh client of `flavor` and the way its owner closes it for good. */
@@ -256,9 +221,7 @@ const closings = [
   ...(['close', 'quit', 'destroy'] as const).map((how) => ({
     name: `node-redis ${how}()`,
     open: async () => {
-      const client = createClient({ url: REDIS_URL });
-      client.on('error', () => undefined);
-      await client.connect();
+      const client = await connectNodeRedis(REDIS_URL);
       return { client, method: 'sendCommand' as const, close: async () => void (await client[how]()) };
     },
   })),
@@ -291,11 +254,8 @@ for (const closing of closings) {
         });
       }
     }
-    const registry = new AgentRegistry();
-    registry.register('.*', Bot);
     const logged: unknown[] = [];
-    const { url, close: stop } = await listen(new AgentRouter(registry, { logger: { error: (_message: string, error: unknown) => logged.push(error) } }).toRequestListener());
-    t.after(stop);
+    const url = await serveAgents(t, Bot, { logger: { error: (_message: string, error: unknown) => logged.push(error) } });
     const reply = await postJson(`${url}/cid/chat`, { message: 'hi' });
     assert.equal(reply.status, 500, JSON.stringify(reply.body));
     assert.match(String(logged[0]), /closed/i, 'the client\'s own error is what failed the turn');
