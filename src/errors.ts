@@ -103,11 +103,13 @@ export function statusOf(error: unknown): number {
 
 /**
  * Whether a failure goes to the operator's log: a 5xx, but for our own 503s
- * (shutting down, a stream cap), which are expected. A remote's 503 is
- * logged: a load balancer refusing for ever shows nowhere else.
+ * (shutting down, a stream cap), which are expected, and the 501 for a
+ * client's transfer coding (its request, not a fault here). A remote's 503
+ * is logged: a load balancer refusing for ever shows nowhere else.
  */
 export function worthLogging(error: unknown): boolean {
   const status = statusOf(error);
+  if (status === 501 && (error as AgentRouterError).code === 'unsupported_transfer_encoding') return false;
   return status >= 500 && (status !== 503 || error instanceof UpstreamError);
 }
 

@@ -23,6 +23,7 @@ export function readJsonBody(req: IncomingMessage, limit: number): Promise<unkno
   try {
     checkContentType(req.headers['content-type']);
     checkContentEncoding(req.headers['content-encoding']);
+    checkTransferEncoding(req.headers['transfer-encoding']);
     const declared = req.headers['content-length'];
     if (declared !== undefined && Number(declared) > limit) {
       discardRest(req);
@@ -143,6 +144,17 @@ export function otherCharset(header: string): string | undefined {
 function checkContentEncoding(header: string | undefined): void {
   if (header === undefined || header === '' || header.toLowerCase() === 'identity') return;
   throw new AgentRouterError(415, 'unsupported_media_type', `Content-Encoding ${JSON.stringify(header.slice(0, 40))} is not supported; send the body uncompressed`);
+}
+
+/**
+ * 501 for a transfer coding other than chunked (RFC 9112, section 6.1).
+ * Node's parser takes `gzip, chunked` and hands on the bytes still
+ * compressed: they would be read as the body. Any other coding alone Node
+ * refuses itself (400).
+ */
+function checkTransferEncoding(header: string | undefined): void {
+  if (header === undefined || /^\s*chunked\s*$/i.test(header)) return;
+  throw new AgentRouterError(501, 'unsupported_transfer_encoding', `Transfer-Encoding ${JSON.stringify(header.slice(0, 40))} is not supported; send the body with chunked alone, or with a Content-Length`, { expose: true });
 }
 
 /**

@@ -1,4 +1,6 @@
 /** Small fetch wrappers so tests read as the requests they make. */
+import http from 'node:http';
+
 export interface JsonReply {
   status: number;
   headers: Headers;
@@ -25,6 +27,23 @@ export function streamChat(url: string, message: string, init: { signal?: AbortS
     headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
     body: JSON.stringify({ message }),
     ...(init.signal === undefined ? {} : { signal: init.signal }),
+  });
+}
+
+/**
+ * POSTs `bytes` under `Transfer-Encoding: {coding}` (fetch cannot set it):
+ * Node's client frames them chunked, as the coding's last step says.
+ */
+export function postTransferCoded(url: string, bytes: Buffer, coding: string): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(url, { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': coding } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve(new Response(Buffer.concat(chunks), { status: res.statusCode ?? 0, headers: res.headers as Record<string, string> })));
+      res.on('error', reject);
+    });
+    request.on('error', reject);
+    request.end(bytes);
   });
 }
 

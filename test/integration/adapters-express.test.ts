@@ -67,7 +67,7 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     app.use(bodyParserErrors);
     const { url, close } = await listen(app);
     t.after(close);
-    await checkRegistryRoutes(t, { origin: url, base: '/api', fixture });
+    await checkRegistryRoutes(t, { origin: url, base: '/api', fixture, hostParser: true });
     await t.test('req.originalUrl is kept, req.url made relative by Express', () => {
       assert.ok(fixture.originalUrls.includes('/api/counter-1/chat'), fixture.originalUrls.join(' '));
     });

@@ -10,6 +10,7 @@ import { echoModel } from '../../src/models/echo.ts';
 import type { Model } from '../../src/models/model.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
+import { postTransferCoded } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
 
 /** The body limit every fixture router uses, small so the 413 test sends little. */
@@ -121,6 +122,8 @@ export interface RouteChecks {
   fixture: Fixture;
   /** What happens to `__proto__` / `constructor` keys: dropped (the router's rule), or the whole body refused (Fastify's parser). */
   unsafeKeys?: 'dropped' | 'refused';
+  /** A host body parser reads the body before the router (express.json(), @koa/bodyparser), so its refusals are the host's. */
+  hostParser?: boolean;
 }
 
 /**
@@ -130,7 +133,7 @@ export interface RouteChecks {
  */
 export async function checkRegistryRoutes(
   t: TestContext,
-  { origin, base, fixture, unsafeKeys = 'dropped' }: RouteChecks,
+  { origin, base, fixture, unsafeKeys = 'dropped', hostParser = false }: RouteChecks,
 ): Promise<void> {
   const api = `${origin}${base}`;
 
@@ -206,6 +209,13 @@ export async function checkRegistryRoutes(
     const gzipped = await fetch(`${api}/counter-1/chat`, { method: 'POST', headers: { ...JSON_HEADERS, 'content-encoding': 'gzip' }, body: gzipSync(big) });
     const refusal = gzipped.status === 415 ? 'unsupported_media_type' : 'body_too_large';
     await assertError(gzipped, gzipped.status === 415 ? 415 : 413, refusal);
+  });
+
+  await t.test('a transfer coding other than chunked is 501 where the router reads the body; a host parser refuses the still-coded bytes', async () => {
+    // Node's parser takes `gzip, chunked` and hands on the bytes still gzipped; no framework decodes them.
+    const coded = await postTransferCoded(`${api}/counter-1/chat`, gzipSync(JSON.stringify({ message: 'hi' })), 'gzip, chunked');
+    if (hostParser) return assertError(coded, 400, 'invalid_json');
+    await assertError(coded, 501, 'unsupported_transfer_encoding');
   });
 
   await t.test('a declared charset other than UTF-8 is 415, even when a host parser would decode it', async () => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { test } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouterError } from '../../src/errors.ts';
 import { AgentRouter, serveRequest } from '../../src/http/router.ts';
@@ -8,7 +9,7 @@ import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
-import { deferred, getJson, postJson } from '../helpers/http.ts';
+import { deferred, getJson, postJson, postTransferCoded } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 
 class Counter extends Agent<{ count: number; log: string[] }> {
@@ -516,6 +517,26 @@ function raw(url: string, method: string, path: string, body?: string, headers: 
     req.end(body);
   });
 }
+
+test('a transfer coding other than chunked is 501 before the body is read (Node hands on the coded bytes), and not logged as a fault', async (t) => {
+  const logged: unknown[] = [];
+  const { url, close } = await listen(registryRouter({ logger: { error: (message: string) => logged.push(message) } }).toRequestListener());
+  t.after(close);
+  const gzipped = await postTransferCoded(`${url}/counter-1/chat`, gzipSync('{"message":"hi"}'), 'gzip, chunked');
+  assert.equal(gzipped.status, 501);
+  assert.deepEqual(await gzipped.json(), {
+    error: 'Transfer-Encoding "gzip, chunked" is not supported; send the body with chunked alone, or with a Content-Length',
+    code: 'unsupported_transfer_encoding',
+  });
+  // A coding the bytes happen to survive still never reaches the agent: the router cannot know what it did to them.
+  const unknown = await postTransferCoded(`${url}/counter-1/invoke`, Buffer.from('{"method":"increment"}'), 'x-custom, chunked');
+  assert.equal(unknown.status, 501);
+  assert.equal((await unknown.json()).code, 'unsupported_transfer_encoding');
+  assert.deepEqual((await getJson(`${url}/counter-1/state`)).body.state, { count: 0, log: [] });
+  // Chunked alone, in any case, is read as usual.
+  assert.equal((await (await postTransferCoded(`${url}/counter-1/chat`, Buffer.from('{"message":"hi"}'), 'Chunked')).json()).response, 'hi');
+  assert.deepEqual(logged, []);
+});
 
 test('matches() agrees with what handle() answers', async (t) => {
   const router = registryRouter({ prefix: '/agents', openapi: true });

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { test, type TestContext } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import { Agent } from '../../src/agent/agent.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { AgentServer } from '../../src/server/server.ts';
+import { postTransferCoded } from '../helpers/http.ts';
 
 /** Sends raw bytes and reads until the server closes the connection. */
 function rawExchange(port: number, bytes: string): Promise<string> {
@@ -43,6 +45,21 @@ test('what Node\'s parser refuses is still answered in the JSON error shape', as
   const huge = await rawExchange(server.port as number, `GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
   assert.match(huge, /^HTTP\/1\.1 431 /);
   assert.equal(JSON.parse(huge.slice(huge.indexOf('\r\n\r\n') + 4)).code, 'headers_too_large');
+});
+
+test('a transfer coding other than chunked is 501 JSON, before the body is read; the connection keeps serving', async (t) => {
+  const server = await echoServer(t);
+  const url = `http://127.0.0.1:${server.port as number}/agent/a`;
+  const coded = await postTransferCoded(`${url}/chat`, gzipSync('{"message":"hi"}'), 'gzip, chunked');
+  assert.equal(coded.status, 501);
+  assert.equal((await coded.json()).code, 'unsupported_transfer_encoding');
+  // Its chunks are framed as usual, so Node reads past them and the next request on the connection is answered.
+  const reply = await rawExchange(server.port as number, [
+    `POST /agent/a/chat HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: x-custom, chunked\r\n\r\n10\r\n{"message":"hi"}\r\n0\r\n\r\n`,
+    'GET /agent/a/state HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n',
+  ].join(''));
+  assert.match(reply, /^HTTP\/1\.1 501 /);
+  assert.match(reply, /unsupported_transfer_encoding[\s\S]*HTTP\/1\.1 200 [\s\S]*\{"agent_id":"a","state":\{\}\}$/);
 });
 
 test('an Expect other than 100-continue (417) and an HTTP/1.1 request without Host (400) are answered as JSON', async (t) => {
