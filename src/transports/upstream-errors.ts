@@ -52,10 +52,20 @@ const FETCH_TIMEOUTS: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 
 /** A connection that was open and then closed: the request may have reached the remote. */
 const BROKEN_CONNECTION: ReadonlySet<string> = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
 
-/** A failed fetch, before any response: the remote was not reached, the connection broke, or fetch's own timeout. */
+/**
+ * llhttp's codes (undici's HTTPParserError): the remote answered, with bytes
+ * that are not HTTP/1.1 (a malformed status line, header or chunk size;
+ * another protocol's server on that port).
+ */
+function notHttp(code: string | undefined): code is string {
+  return code !== undefined && code.startsWith('HPE_');
+}
+
+/** A failed fetch, before any response: the remote was not reached, the connection broke, it answered something that is not HTTP, or fetch's own timeout. */
 export function fetchFailed(remote: string, cause: unknown): UpstreamError {
   const code = failureCode(cause);
   if (code !== undefined && FETCH_TIMEOUTS.has(code)) return fetchTimedOut(remote, code, cause);
+  if (notHttp(code)) return notHttpAnswer(remote, code, cause);
   if (code !== undefined && BROKEN_CONNECTION.has(code) && !beforeConnected(cause)) {
     return new UpstreamError(502, 'upstream_interrupted', `HTTPTransport: the connection to ${remote} broke off before it answered (${code}); the request may have reached it`, {
       expose: true,
@@ -75,7 +85,8 @@ function beforeConnected(error: unknown): boolean {
 /** A failed read of the body, while the remote was answering. */
 export function readFailed(remote: string, cause: unknown): UpstreamError {
   const code = failureCode(cause);
-  return code !== undefined && FETCH_TIMEOUTS.has(code) ? fetchTimedOut(remote, code, cause) : interrupted(remote, cause);
+  if (code !== undefined && FETCH_TIMEOUTS.has(code)) return fetchTimedOut(remote, code, cause);
+  return notHttp(code) ? notHttpAnswer(remote, code, cause) : interrupted(remote, cause);
 }
 
 function fetchTimedOut(remote: string, code: string, cause: unknown): UpstreamError {
@@ -92,6 +103,15 @@ function unreachable(remote: string, cause: unknown, code: string | undefined): 
     expose: true,
     cause,
     publicMessage: 'The remote agent could not be reached',
+  });
+}
+
+/** The remote was reached and answered, but not in HTTP: `upstream_bad_response`, as for an answer of the wrong shape. */
+function notHttpAnswer(remote: string, code: string, cause: unknown): UpstreamError {
+  return new UpstreamError(502, 'upstream_bad_response', `HTTPTransport: ${remote} answered with something that is not HTTP (${code}); check that the url's host and port are the remote router's`, {
+    expose: true,
+    cause,
+    publicMessage: 'The remote agent answered with something that is not HTTP',
   });
 }
 

@@ -296,6 +296,35 @@ test('a remote that takes the request and then drops the connection is 502 upstr
   assert.equal(remote.requests.length, 1, 'the remote did get the request');
 });
 
+test('a remote that answers something that is not HTTP is 502 upstream_bad_response saying so, not "could not be reached"', async (t) => {
+  const remote = await fakeRemote(t, (req, _res, captured) => {
+    const { id } = route(captured);
+    // Bytes on the socket itself, past Node's writer: a malformed status line, or a chunk size mid-stream.
+    if (id === 'status') req.socket.end('HTTP/1.1 abc\r\n\r\n');
+    else req.socket.end('HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\ne\r\ndata: first\n\n\r\nzz\r\n');
+  });
+  const transport = new HTTPTransport(remote.base);
+  const notHttp = (code: string) => upstream(502, 'upstream_bad_response', (error) => {
+    assert.match(error.message, new RegExp(`/agent/\\w+/chat answered with something that is not HTTP \\(${code}\\)`));
+    assert.equal(error.publicMessage, 'The remote agent answered with something that is not HTTP');
+  });
+  await assert.rejects(transport.chat('status', 'x'), notHttp('HPE_INVALID_STATUS'));
+  await assert.rejects(transport.stream('status', 'x').ready, notHttp('HPE_INVALID_STATUS'));
+  const chunks: string[] = [];
+  await assert.rejects(async () => {
+    for await (const chunk of transport.stream('chunk', 'x')) chunks.push(chunk);
+  }, notHttp('HPE_INVALID_CHUNK_SIZE'));
+  assert.deepEqual(chunks, ['first']);
+  // What a router's caller is answered.
+  const registry = new AgentRegistry();
+  registry.register('.*', transport);
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener());
+  t.after(close);
+  const answered = await fetch(`${url}/status/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"x"}' });
+  assert.equal(answered.status, 502);
+  assert.deepEqual(await answered.json(), { error: 'The remote agent answered with something that is not HTTP', code: 'upstream_bad_response' });
+});
+
 test("fetch's own timeouts (undici's, under a longer transport timeout) are 504 upstream_timeout that say so", async (t) => {
   const fetchWithLimits = await shortUndiciTimeouts();
   const silent = await fakeRemote(t, () => {});
