@@ -561,14 +561,18 @@ test('HTTP/1.1 pipelining: a stream queued behind another ends when the client g
 });
 
 test('HTTP/1.1 pipelining: a remote stream queued behind another, cut for its stall while queued, still ends when the connection goes', async (t) => {
-  // The remote: a plain router whose model writes more than the front's client will take.
+  // The remote: `hold-` says one word and then waits (the stream ahead: silent, so its writer times no stall);
+  // `hose-` writes more than a queued response holds before it must wait for drain (the stream queued).
+  const held = deferred();
+  t.after(() => held.resolve());
   const big = 'b'.repeat(40 * 1024);
   const remoteRegistry = new AgentRegistry();
-  remoteRegistry.register('.*', agentOn(scriptedModel(async function* ({ signal }) {
-    for (let i = 0; i < 2000 && !signal.aborted; i++) {
-      yield big;
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
+  remoteRegistry.register('hold-.*', agentOn(scriptedModel(async function* ({ signal }) {
+    yield 'first';
+    await Promise.race([held.promise, new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))]);
+  })));
+  remoteRegistry.register('hose-.*', agentOn(scriptedModel(async function* ({ signal }) {
+    for (let i = 0; i < 50 && !signal.aborted; i++) yield big;
   })));
   const remote = await listen(new AgentRouter(remoteRegistry, { pingInterval: 0 }).toRequestListener());
   t.after(remote.close);
@@ -576,7 +580,12 @@ test('HTTP/1.1 pipelining: a remote stream queued behind another, cut for its st
   registry.register('.*', new HTTPTransport(remote.url));
   // A remote's turn is not timed here: only the stall cut (turnTimeout without a byte read) and the client leaving end it.
   const router = new AgentRouter(registry, { pingInterval: 0, turnTimeout: 0.5, logger: { error: () => {} } });
-  const front = await listen(router.toRequestListener());
+  const listener = router.toRequestListener();
+  const responses: http.ServerResponse[] = [];
+  const front = await listen((req, res) => {
+    responses.push(res);
+    listener(req, res);
+  });
   t.after(front.close);
   const body = JSON.stringify({ message: 'go' });
   const post = (path: string): string =>
@@ -584,15 +593,19 @@ test('HTTP/1.1 pipelining: a remote stream queued behind another, cut for its st
   const socket = net.connect(front.port, '127.0.0.1');
   t.after(() => socket.destroy());
   socket.on('error', () => {});
-  socket.on('data', () => {});
-  socket.write(post('/a-1/chat?stream=true') + post('/b-1/chat?stream=true'));
+  socket.write(post('/hold-1/chat?stream=true') + post('/hose-1/chat?stream=true'));
   while (router.openStreams < 2) await new Promise((resolve) => setTimeout(resolve, 20));
-  // Reading the first stream while the second, queued, sends nothing: the second is cut for its stall (no 'close' from
-  // Node while it is queued). Then the client stops reading: the first is cut, and the connection with it.
-  await new Promise((resolve) => setTimeout(resolve, 1500));
-  socket.pause();
+  // No byte moves on the connection (the stream ahead is silent), so the queued one is cut for its stall, while still
+  // queued: destroyed, with no socket, and no 'close' from Node.
+  const queued = responses[1] as http.ServerResponse;
   const startedAt = Date.now();
-  while (router.openStreams > 0 && Date.now() - startedAt < 5000) await new Promise((resolve) => setTimeout(resolve, 50));
+  while (!queued.destroyed && Date.now() - startedAt < 5000) await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(queued.destroyed, true, 'the queued stream was not cut for its stall');
+  assert.equal(queued.socket, null, 'the stream was cut once it had the connection, not while queued');
+  // Then the client goes: the queued stream ends with its connection.
+  socket.destroy();
+  const leftAt = Date.now();
+  while (router.openStreams > 0 && Date.now() - leftAt < 5000) await new Promise((resolve) => setTimeout(resolve, 20));
   assert.equal(router.openStreams, 0, 'a stream is still open 5 s after its connection was cut');
 });
 
