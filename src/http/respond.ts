@@ -58,7 +58,11 @@ export function closeWithConnection(req: IncomingMessage, res: ServerResponse): 
       for (const response of responses) {
         // Not `destroyed`: one destroyed while queued (a stream's stall cut) gets no 'close' from Node either.
         if ((response as { closed?: boolean }).closed === true) continue;
-        (response as { destroyed: boolean }).destroyed = true;
+        // Marked closed as Node marks its own (`_closed`, behind `closed`), which Node's own 'close' checks: newer
+        // Node also destroys the queued responses when the connection goes, and closes each a tick later.
+        const closing = response as { destroyed: boolean; _closed?: boolean };
+        closing.destroyed = true;
+        closing._closed = true;
         response.emit('close');
       }
     });

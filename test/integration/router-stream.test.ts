@@ -609,6 +609,53 @@ test('HTTP/1.1 pipelining: a remote stream queued behind another, cut for its st
   assert.equal(router.openStreams, 0, 'a stream is still open 5 s after its connection was cut');
 });
 
+test('HTTP/1.1 pipelining: a response queued when the connection goes is closed once, and reads closed, as Node\'s own', async (t) => {
+  const held = deferred();
+  t.after(() => held.resolve());
+  const { router } = await serve(t, async function* () {
+    yield 'first';
+    await held.promise;
+  });
+  const listener = router.toRequestListener();
+  const closes: number[] = [];
+  const responses: http.ServerResponse[] = [];
+  const front = await listen((req, res) => {
+    const index = closes.push(0) - 1;
+    responses.push(res);
+    res.on('close', () => (closes[index] = (closes[index] ?? 0) + 1));
+    // What newer Node does for each response still queued when its connection goes (registered before any other
+    // listener, as Node's own is): destroys it and, having no socket, emits its 'close' a tick later, unless closed.
+    if (res.socket === null) {
+      req.socket.once('close', () => {
+        res.destroy();
+        process.nextTick(() => {
+          if (res.closed) return;
+          res.destroyed = true;
+          (res as unknown as { _closed: boolean })._closed = true;
+          res.emit('close');
+        });
+      });
+    }
+    listener(req, res);
+  });
+  t.after(front.close);
+  const body = JSON.stringify({ message: 'go' });
+  const post = (path: string): string =>
+    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+  const socket = net.connect(front.port, '127.0.0.1');
+  t.after(() => socket.destroy());
+  socket.on('error', () => {});
+  socket.write(post('/ahead-1/chat?stream=true') + post('/queued-1/chat?stream=true'));
+  while (router.openStreams < 2) await new Promise((resolve) => setTimeout(resolve, 20));
+  socket.destroy();
+  const leftAt = Date.now();
+  while (router.openStreams > 0 && Date.now() - leftAt < 3000) await new Promise((resolve) => setTimeout(resolve, 20));
+  await new Promise(setImmediate);
+  assert.equal(router.openStreams, 0);
+  assert.deepEqual(closes, [1, 1], "each response's 'close' came once");
+  assert.deepEqual(responses.map((res) => res.closed), [true, true]);
+});
+
 test('HTTP/1.1 pipelining: a stream queued behind a long remote stream its client reads is not cut as stalled', async (t) => {
   // The remote talks for about 1.5 s, three times the front's turnTimeout (a remote's turn is not timed there).
   const remoteRegistry = new AgentRegistry();
