@@ -48,6 +48,9 @@ export function closeWithConnection(req: IncomingMessage, res: ServerResponse): 
   // On the socket (or HTTP/2, whose compatibility response's socket is never null): Node's own 'close' comes.
   if (res.socket !== null) return;
   const connection = req.socket;
+  // Gone already (while a host's async middleware ran): its 'close' may have come, and would not come again.
+  // A tick later, so that what the caller starts next hears it.
+  if (connection.destroyed) return void process.nextTick(closeQueued, res);
   let queued = queuedOn.get(connection);
   if (queued === undefined) {
     const responses = new Set<ServerResponse>();
@@ -55,20 +58,22 @@ export function closeWithConnection(req: IncomingMessage, res: ServerResponse): 
     queuedOn.set(connection, responses);
     connection.once('close', () => {
       queuedOn.delete(connection);
-      for (const response of responses) {
-        // Not `destroyed`: one destroyed while queued (a stream's stall cut) gets no 'close' from Node either.
-        if ((response as { closed?: boolean }).closed === true) continue;
-        // Marked closed as Node marks its own (`_closed`, behind `closed`), which Node's own 'close' checks: newer
-        // Node also destroys the queued responses when the connection goes, and closes each a tick later.
-        const closing = response as { destroyed: boolean; _closed?: boolean };
-        closing.destroyed = true;
-        closing._closed = true;
-        response.emit('close');
-      }
+      for (const response of responses) closeQueued(response);
     });
   }
   if (queued.has(res)) return;
   const responses = queued;
   responses.add(res);
   res.once('socket', () => responses.delete(res));
+}
+
+function closeQueued(response: ServerResponse): void {
+  // Not `destroyed`: one destroyed while queued (a stream's stall cut) gets no 'close' from Node either.
+  if ((response as { closed?: boolean }).closed === true) return;
+  // Marked closed as Node marks its own (`_closed`, behind `closed`), which Node's own 'close' checks: newer
+  // Node also destroys the queued responses when the connection goes, and closes each a tick later.
+  const closing = response as { destroyed: boolean; _closed?: boolean };
+  closing.destroyed = true;
+  closing._closed = true;
+  response.emit('close');
 }

@@ -1,6 +1,7 @@
 // toExpress against the real Express 4 and 5 (npm aliases express4, express5).
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import net from 'node:net';
 import { test } from 'node:test';
 import compression from 'compression';
 import express4 from 'express4';
@@ -283,6 +284,43 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     assert.ok(next.error !== undefined || next.connection === 'close', `a request after close() was answered with Connection: ${next.connection}`);
     const closedAt = await Promise.race([closed, new Promise<number>((resolve) => setTimeout(resolve, 3000, Infinity))]);
     assert.ok(closedAt - endedAt < 1000, `close() called back ${closedAt - endedAt} ms after the last answer (Node's keepAliveTimeout is 5 s)`);
+  });
+
+  test(`${name}: a pipelined stream whose client left while a host middleware ran ends at once, not held for its stall timeout`, async (t) => {
+    const big = 'b'.repeat(40 * 1024);
+    const registry = new AgentRegistry();
+    registry.register('.*', class extends Agent {
+      constructor(id: string) {
+        super(id, { model: scriptedModel(async function* ({ signal }) {
+          for (let i = 0; i < 50 && !signal.aborted; i++) yield big;
+        }) });
+      }
+    });
+    const router = new AgentRouter(registry, { pingInterval: 0, logger: { error: () => {} } });
+    const arrived = deferred();
+    const app = express();
+    app.get('/hang', () => {}); // the response ahead on the connection, never answered
+    app.use(express.json());
+    // A host middleware still at work (a session lookup) when the client goes: it calls next() after.
+    app.use((req: http.IncomingMessage, _res: unknown, next: () => void) => {
+      arrived.resolve();
+      req.socket.once('close', () => next());
+    });
+    app.use(toExpress(router));
+    const { port, close } = await listen(app);
+    t.after(close);
+    const body = JSON.stringify({ message: 'go' });
+    const socket = net.connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    socket.write(`GET /hang HTTP/1.1\r\nHost: x\r\n\r\nPOST /queued-1/chat?stream=true HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    await arrived.promise;
+    socket.destroy();
+    const leftAt = Date.now();
+    while ((router.pool?.size ?? 0) === 0 && Date.now() - leftAt < 3000) await new Promise((resolve) => setTimeout(resolve, 20));
+    while (router.openStreams > 0 && Date.now() - leftAt < 3000) await new Promise((resolve) => setTimeout(resolve, 20));
+    // Its response, queued behind /hang, had no 'close' to come: the stream waited for drain until turnTimeout (300 s).
+    assert.equal(router.openStreams, 0, 'the stream is still open 3 s after its client left');
+    assert.deepEqual(router.pool?.list().map((agent) => agent.busy), [false]);
   });
 
   test(`${name}: an error thrown out of the router goes to next(err)`, async (t) => {
