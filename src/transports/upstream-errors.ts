@@ -66,6 +66,8 @@ export function fetchFailed(remote: string, cause: unknown): UpstreamError {
   const code = failureCode(cause);
   if (code !== undefined && FETCH_TIMEOUTS.has(code)) return fetchTimedOut(remote, code, cause);
   if (notHttp(code)) return notHttpAnswer(remote, code, cause);
+  // It answered, with more header bytes than Node's fetch reads (16 KiB by default, `--max-http-header-size`).
+  if (code === 'UND_ERR_HEADERS_OVERFLOW') return badResponse(remote, "headers larger than Node's fetch accepts", cause);
   if (code !== undefined && BROKEN_CONNECTION.has(code) && !beforeConnected(cause)) {
     return new UpstreamError(502, 'upstream_interrupted', `HTTPTransport: the connection to ${remote} broke off before it answered (${code}); the request may have reached it`, {
       expose: true,

@@ -325,6 +325,16 @@ test('a remote that answers something that is not HTTP is 502 upstream_bad_respo
   assert.deepEqual(await answered.json(), { error: 'The remote agent answered with something that is not HTTP', code: 'upstream_bad_response' });
 });
 
+test('a remote that answers with headers larger than Node\'s fetch reads is 502 upstream_bad_response, not "could not be reached"', async (t) => {
+  const remote = await fakeRemote(t, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'x-padding': 'a'.repeat(20 * 1024) });
+    res.end('{"agent_id":"bot-1","response":"hi"}');
+  });
+  await assert.rejects(new HTTPTransport(remote.base).chat('bot-1', 'x'), upstream(502, 'upstream_bad_response', (error) => {
+    assert.match(error.message, /answered with headers larger than Node's fetch accepts$/);
+  }));
+});
+
 test("fetch's own timeouts (undici's, under a longer transport timeout) are 504 upstream_timeout that say so", async (t) => {
   const fetchWithLimits = await shortUndiciTimeouts();
   const silent = await fakeRemote(t, () => {});
