@@ -131,13 +131,14 @@ const ERRORS: Record<string, { description: string; example: { error: string; co
   '415': { description: 'The declared content type is not JSON', example: { error: 'Content-Type "text/plain" is not supported; send JSON with Content-Type: application/json', code: 'unsupported_media_type' } },
   '429': { description: 'maxAgents live agents, none idle enough to evict', example: { error: 'All 1000 live agents are busy; retry shortly', code: 'too_many_agents' }, headers: { 'Retry-After': header('Seconds to wait') } },
   '500': { description: 'An agent or action threw; details only in the server log', example: { error: 'Internal error', code: 'internal_error' } },
+  '501': { description: 'A Transfer-Encoding other than chunked (such as gzip, chunked)', example: { error: 'Transfer-Encoding "gzip, chunked" is not supported; send the body with chunked alone, or with a Content-Length', code: 'unsupported_transfer_encoding' } },
   '502': { description: 'A remote target or the model provider failed', example: { error: 'The remote agent could not be reached', code: 'upstream_unreachable' } },
   '503': { description: 'The server is shutting down or at its stream cap, or a remote target is unavailable for now (with Retry-After when known)', example: { error: 'Server is shutting down', code: 'shutting_down' }, headers: { 'Retry-After': header('Seconds to wait, when known') } },
   '504': { description: 'The turn, a remote target or the model provider timed out', example: { error: "The turn did not complete within 300 s (waiting behind the agent's earlier turns included)", code: 'turn_timeout' } },
 };
 
 /** Only a request with a body (a turn: chat, invoke, the generic envelope) can get these; GET state cannot. */
-const BODY_STATUSES = new Set(['409', '413', '415']);
+const BODY_STATUSES = new Set(['409', '413', '415', '501']);
 
 interface RouteSpec {
   name: string;
