@@ -55,3 +55,15 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
   });
   return { promise, resolve };
 }
+
+/** A raw HTTP/1.1 `POST path` with a JSON `{message}` body, to write back to back with others (pipelining). */
+export function rawChatPost(path: string, message = 'go'): string {
+  const body = JSON.stringify({ message });
+  return `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+}
+
+/** Checks `condition` every 20 ms until it holds or `ms` have passed; the caller asserts what it then reads. */
+export async function pollUntil(condition: () => boolean, ms: number): Promise<void> {
+  const startedAt = Date.now();
+  while (!condition() && Date.now() - startedAt < ms) await new Promise((resolve) => setTimeout(resolve, 20));
+}

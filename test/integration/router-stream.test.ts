@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/http/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
@@ -10,7 +10,7 @@ import { scriptedModel, type ScriptedFunction } from '../../src/models/scripted.
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
-import { deferred, postJson, streamChat } from '../helpers/http.ts';
+import { deferred, pollUntil, postJson, rawChatPost, streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { counterOn } from '../helpers/agents.ts';
 import { collectSSE, naiveSSEText } from '../helpers/sse.ts';
@@ -545,16 +545,11 @@ test('HTTP/1.1 pipelining: a stream queued behind another ends when the client g
     for (let i = 0; i < 50; i++) yield big;
   });
   t.after(() => held.resolve());
-  const body = (message: string): string => JSON.stringify({ message });
-  const post = (path: string, message: string): string =>
-    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body(message).length}\r\n\r\n${body(message)}`;
-  const socket = net.connect(Number(new URL(url).port), '127.0.0.1');
-  socket.on('error', () => {});
-  socket.write(post('/held-1/chat?stream=true', 'hold') + post('/hose-1/chat?stream=true', 'hose'));
+  const socket = rawSocket(t, Number(new URL(url).port));
+  socket.write(rawChatPost('/held-1/chat?stream=true', 'hold') + rawChatPost('/hose-1/chat?stream=true', 'hose'));
   while (router.openStreams < 2) await new Promise((resolve) => setTimeout(resolve, 20));
   socket.destroy();
-  const startedAt = Date.now();
-  while (router.openStreams > 0 && Date.now() - startedAt < 3000) await new Promise((resolve) => setTimeout(resolve, 20));
+  await pollUntil(() => router.openStreams === 0, 3000);
   // Node gives a response queued behind another no 'close' when the connection goes: it was held until turnTimeout (300 s).
   assert.equal(router.openStreams, 0, 'a stream is still open 3 s after its client left');
   assert.deepEqual(router.pool?.list().map((agent) => agent.busy), [false, false]);
@@ -587,25 +582,18 @@ test('HTTP/1.1 pipelining: a remote stream queued behind another, cut for its st
     listener(req, res);
   });
   t.after(front.close);
-  const body = JSON.stringify({ message: 'go' });
-  const post = (path: string): string =>
-    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
-  const socket = net.connect(front.port, '127.0.0.1');
-  t.after(() => socket.destroy());
-  socket.on('error', () => {});
-  socket.write(post('/hold-1/chat?stream=true') + post('/hose-1/chat?stream=true'));
+  const socket = rawSocket(t, front.port);
+  socket.write(rawChatPost('/hold-1/chat?stream=true') + rawChatPost('/hose-1/chat?stream=true'));
   while (router.openStreams < 2) await new Promise((resolve) => setTimeout(resolve, 20));
   // No byte moves on the connection (the stream ahead is silent), so the queued one is cut for its stall, while still
   // queued: destroyed, with no socket, and no 'close' from Node.
   const queued = responses[1] as http.ServerResponse;
-  const startedAt = Date.now();
-  while (!queued.destroyed && Date.now() - startedAt < 5000) await new Promise((resolve) => setTimeout(resolve, 20));
+  await pollUntil(() => queued.destroyed, 5000);
   assert.equal(queued.destroyed, true, 'the queued stream was not cut for its stall');
   assert.equal(queued.socket, null, 'the stream was cut once it had the connection, not while queued');
   // Then the client goes: the queued stream ends with its connection.
   socket.destroy();
-  const leftAt = Date.now();
-  while (router.openStreams > 0 && Date.now() - leftAt < 5000) await new Promise((resolve) => setTimeout(resolve, 20));
+  await pollUntil(() => router.openStreams === 0, 5000);
   assert.equal(router.openStreams, 0, 'a stream is still open 5 s after its connection was cut');
 });
 
@@ -639,17 +627,11 @@ test('HTTP/1.1 pipelining: a response queued when the connection goes is closed 
     listener(req, res);
   });
   t.after(front.close);
-  const body = JSON.stringify({ message: 'go' });
-  const post = (path: string): string =>
-    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
-  const socket = net.connect(front.port, '127.0.0.1');
-  t.after(() => socket.destroy());
-  socket.on('error', () => {});
-  socket.write(post('/ahead-1/chat?stream=true') + post('/queued-1/chat?stream=true'));
+  const socket = rawSocket(t, front.port);
+  socket.write(rawChatPost('/ahead-1/chat?stream=true') + rawChatPost('/queued-1/chat?stream=true'));
   while (router.openStreams < 2) await new Promise((resolve) => setTimeout(resolve, 20));
   socket.destroy();
-  const leftAt = Date.now();
-  while (router.openStreams > 0 && Date.now() - leftAt < 3000) await new Promise((resolve) => setTimeout(resolve, 20));
+  await pollUntil(() => router.openStreams === 0, 3000);
   await new Promise(setImmediate);
   assert.equal(router.openStreams, 0);
   assert.deepEqual(closes, [1, 1], "each response's 'close' came once");
@@ -673,22 +655,16 @@ test('HTTP/1.1 pipelining: a stream queued behind a long remote stream its clien
   const router = new AgentRouter(registry, { pingInterval: 0, turnTimeout: 0.5, logger: { error: () => {} } });
   const front = await listen(router.toRequestListener());
   t.after(front.close);
-  const body = JSON.stringify({ message: 'go' });
-  const post = (path: string): string =>
-    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
-  const socket = net.connect(front.port, '127.0.0.1');
-  t.after(() => socket.destroy());
-  socket.on('error', () => {});
+  const socket = rawSocket(t, front.port);
   let text = '';
   socket.setEncoding('utf8');
   socket.on('data', (chunk: string) => (text += chunk));
   const closed = new Promise((resolve) => socket.once('close', resolve));
-  socket.write(post('/remote-1/chat?stream=true') + post('/local-1/chat?stream=true'));
+  socket.write(rawChatPost('/remote-1/chat?stream=true') + rawChatPost('/local-1/chat?stream=true'));
   // Both answered (two done events), the connection cut, or 5 s.
   let settled = false;
   void closed.then(() => (settled = true));
-  const startedAt = Date.now();
-  while (!settled && text.split('event: done').length < 3 && Date.now() - startedAt < 5000) await new Promise((resolve) => setTimeout(resolve, 20));
+  await pollUntil(() => settled || text.split('event: done').length >= 3, 5000);
   assert.ok(text.includes('r29 '), 'the remote stream was not read whole');
   // Its response waited behind the first, sending nothing: the stall check counted that as a client reading nothing.
   assert.ok(text.includes('data: queued reply'), 'the queued stream was cut as stalled while its client read the one ahead');
@@ -700,8 +676,7 @@ test('HTTP/1.1 pipelining: 300 requests in one write are all answered, with no l
   process.on('warning', onWarning);
   t.after(() => process.off('warning', onWarning));
   const { url } = await serve(t, null);
-  const socket = net.connect(Number(new URL(url).port), '127.0.0.1');
-  t.after(() => socket.destroy());
+  const socket = rawSocket(t, Number(new URL(url).port));
   let answers = 0;
   socket.setEncoding('latin1');
   socket.on('data', (text: string) => (answers += text.split('HTTP/1.1 200 OK').length - 1));
@@ -764,3 +739,11 @@ test('a model yielding a non-string chunk fails that turn only', async (t) => {
   assert.equal(bad.status, 500);
   assert.equal((await postJson(`${url}/n/chat`, { message: 'x' })).body.response, 'fine');
 });
+
+/** A raw connection to the server on `port`, destroyed after the test; a reset it sees once cut is expected. */
+function rawSocket(t: TestContext, port: number): net.Socket {
+  const socket = net.connect(port, '127.0.0.1');
+  t.after(() => socket.destroy());
+  socket.on('error', () => {});
+  return socket;
+}
