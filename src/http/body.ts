@@ -153,7 +153,9 @@ function checkContentEncoding(header: string | undefined): void {
  * refuses itself (400).
  */
 function checkTransferEncoding(header: string | undefined): void {
-  if (header === undefined || /^\s*chunked\s*$/i.test(header)) return;
+  // Empty list elements are ignored (RFC 9110, section 5.6.1), as Node's parser does: `, chunked`, or an empty
+  // Transfer-Encoding line beside a chunked one (joined as ", chunked"), is chunked alone.
+  if (header === undefined || /^[\s,]*chunked[\s,]*$/i.test(header)) return;
   throw new AgentRouterError(501, 'unsupported_transfer_encoding', `Transfer-Encoding ${JSON.stringify(header.slice(0, 40))} is not supported; send the body with chunked alone, or with a Content-Length`, { expose: true });
 }
 

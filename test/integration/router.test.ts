@@ -535,6 +535,10 @@ test('a transfer coding other than chunked is 501 before the body is read (Node 
   assert.deepEqual((await getJson(`${url}/counter-1/state`)).body.state, { count: 0, log: [] });
   // Chunked alone, in any case, is read as usual.
   assert.equal((await (await postTransferCoded(`${url}/counter-1/chat`, Buffer.from('{"message":"hi"}'), 'Chunked')).json()).response, 'hi');
+  // So is chunked beside empty list elements, which Node's parser ignores (an empty Transfer-Encoding line joined to a chunked one).
+  const listed = await postTransferCoded(`${url}/counter-1/chat`, Buffer.from('{"message":"hi"}'), ', chunked');
+  assert.equal(listed.status, 200);
+  assert.equal((await listed.json()).response, 'hi');
   assert.deepEqual(logged, []);
 });
 
