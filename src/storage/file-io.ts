@@ -109,8 +109,11 @@ export async function appendLine(file: string, view: CachedView, line: string, f
   const handle = await open(file, APPEND, PRIVATE);
   try {
     if (view.size > BigInt(view.validBytes)) await handle.truncate(view.validBytes);
+    const ours = Buffer.from(line);
+    // Written by hand, not writeFile: a failure then knows how much of its line reached the file.
+    let written = 0;
     try {
-      await handle.writeFile(line);
+      while (written < ours.length) written += (await handle.write(ours, written, ours.length - written)).bytesWritten;
       if (fsync) await handle.datasync();
       return await handle.stat({ bigint: true });
     } catch (error) {
@@ -118,13 +121,14 @@ export async function appendLine(file: string, view: CachedView, line: string, f
       // flush failed (EIO, ENOSPC on flush) would be read as a committed turn by the next load, and a
       // failed turn must leave storage as it was. Only when the bytes after `view` are our line's
       // start: a writer that took over a lapsed lease may have appended since, and a line of its (a
-      // committed turn) that is no longer than ours would otherwise be cut. Best effort: if this fails
-      // too, the disk is gone.
-      const ours = Buffer.from(line);
+      // committed turn) that is no longer than ours would otherwise be cut. The bytes alone cannot tell:
+      // a retry of the same message on a deterministic agent commits the very same line. So only when
+      // what follows `view` is exactly as long as what we wrote (nothing written: nothing of ours to
+      // take). Best effort: if this fails too, the disk is gone.
       const size = await handle.stat().then((info) => info.size, () => Infinity);
-      if (size > view.validBytes && size <= view.validBytes + ours.length) {
-        const written = await readRange(handle, view.validBytes, size - view.validBytes).catch(() => undefined);
-        if (written?.length === size - view.validBytes && written.equals(ours.subarray(0, written.length))) {
+      if (written > 0 && size === view.validBytes + written) {
+        const back = await readRange(handle, view.validBytes, written).catch(() => undefined);
+        if (back?.length === written && back.equals(ours.subarray(0, written))) {
           await handle.truncate(view.validBytes).then(tookBack, () => undefined);
         }
       }

@@ -300,34 +300,40 @@ test('another process that read a failed commit\'s line before it was taken back
   assert.deepEqual((await reader.load('gus'))?.messages, [user('m1'), user('next')]);
 });
 
-test('a failed commit does not take back the line of a process that took over its lapsed lease and committed meanwhile', async (t) => {
-  const dir = await tempDir(t);
-  let now = 1_000_000;
-  const clock = (): number => now;
-  const stalled = open(t, dir, { now: clock, renewLease: false });
-  const other = open(t, dir, { now: clock });
-  const first = await turns(stalled, 'hal', 1);
-  const unlock = await stalled.lock('hal');
-  const fileHandle = await fileHandlePrototype<{ writeFile(data: string): Promise<void> }>(dir);
-  const write = fileHandle.writeFile;
-  let stall = true;
-  let committed: number | undefined;
-  t.mock.method(fileHandle, 'writeFile', async function (this: unknown, data: string) {
-    if (!stall) return write.call(this, data);
-    stall = false;
-    // The stalled process's lease runs out before its write: the other takes the lock and commits a
-    // line no longer than the stalled one's; then the stalled write fails, the disk full.
-    now += 31_000;
-    const release = await other.lock('hal');
-    committed = await other.commit('hal', { expectedVersion: first.version, state: {}, append: [user('kept')] });
-    await release();
-    throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
-  });
-  await assert.rejects(stalled.commit('hal', { expectedVersion: first.version, state: { pad: 'x'.repeat(100) }, append: [user('failed')] }), { code: 'ENOSPC' });
-  await unlock();
-  assert.equal(committed, first.version + 1);
-  const stored = await open(t, dir).load('hal');
-  assert.deepEqual(stored, { state: {}, messages: [user('m1'), user('kept')], version: committed }, 'the other process\'s acknowledged turn is kept');
+test('a failed commit does not take back the line of a process that took over its lapsed lease and committed meanwhile, even the very same line', async (t) => {
+  // A line of its own, shorter; and the same turn retried there (a deterministic agent writes the same line, byte for byte).
+  for (const retried of [false, true]) {
+    const dir = await tempDir(t);
+    let now = 1_000_000;
+    const clock = (): number => now;
+    const stalled = open(t, dir, { now: clock, renewLease: false });
+    const other = open(t, dir, { now: clock });
+    const first = await turns(stalled, 'hal', 1);
+    const unlock = await stalled.lock('hal');
+    const fileHandle = await fileHandlePrototype<{ write(...args: unknown[]): Promise<unknown> }>(dir);
+    const write = fileHandle.write;
+    let stall = true;
+    let committed: number | undefined;
+    const turn = { expectedVersion: first.version, state: {}, append: [user('kept')] };
+    t.mock.method(fileHandle, 'write', async function (this: unknown, ...args: unknown[]) {
+      if (!stall) return write.apply(this, args);
+      stall = false;
+      // The stalled process's lease runs out before its write: the other takes the lock and commits a
+      // line no longer than the stalled one's; then the stalled write fails, the disk full.
+      now += 31_000;
+      const release = await other.lock('hal');
+      committed = await other.commit('hal', turn);
+      await release();
+      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    });
+    const failed = retried ? turn : { expectedVersion: first.version, state: { pad: 'x'.repeat(100) }, append: [user('failed')] };
+    await assert.rejects(stalled.commit('hal', failed), { code: 'ENOSPC' });
+    await unlock();
+    t.mock.restoreAll();
+    assert.equal(committed, first.version + 1);
+    const stored = await open(t, dir).load('hal');
+    assert.deepEqual(stored, { state: {}, messages: [user('m1'), user('kept')], version: committed }, `the other process's acknowledged turn is kept (retried: ${retried})`);
+  }
 });
 
 test('a failed commit that another process read before it was taken back does not come back there: that process does not build on it over later turns', async (t) => {
