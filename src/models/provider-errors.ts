@@ -250,7 +250,7 @@ function readMessage(text: string): { message: string | undefined; type: string 
   } catch {
     // An HTML error page (a proxy's, Cloudflare's 52x) opens with markup and styles; its title says what failed.
     // Looked for in the page's head only: the search would be quadratic over 64 KB of stray `<title`.
-    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(text.slice(0, 8192))?.[1]?.replace(/\s+/g, ' ').trim();
+    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(text.slice(0, 8192))?.[1]?.trim();
     const trimmed = (title || text.trim()).slice(0, 300);
     return { message: trimmed === '' ? undefined : trimmed, type: undefined };
   }
@@ -273,8 +273,8 @@ function withUpstream(message: string | undefined, metadata: unknown): string | 
   if (!isObject(metadata) || metadata['raw'] === undefined || metadata['raw'] === null) return message;
   const raw = typeof metadata['raw'] === 'string' ? metadata['raw'] : JSON.stringify(metadata['raw']);
   const from = typeof metadata['provider_name'] === 'string' ? `${metadata['provider_name']}: ` : '';
-  // On one line: the upstream's body is its own text, newlines and all, and it goes to the log.
-  return `${message ?? 'no message'} (${from}${raw.replace(/\s+/g, ' ').trim().slice(0, 300)})`;
+  // Cut here, as it comes after the message; put on one line with the message by providerMessage.
+  return `${message ?? 'no message'} (${from}${raw.trim().slice(0, 300)})`;
 }
 
 /**
