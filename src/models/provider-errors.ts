@@ -12,7 +12,7 @@
  * | `model_request_rejected` | any other HTTP 4xx (but see `model_refused`) |
  * | `model_redirect` | HTTP 3xx other than a 307/308 on baseURL's origin (those are followed): the key goes to that origin only |
  * | `model_stream_error` | an error event inside a stream that began with 200 (one whose `code` is an HTTP status gets that status's code above) |
- * | `model_bad_response` | a 200 that is neither SSE nor a whole reply as JSON (a server that ignored `stream: true`), data that is not a JSON object, an oversized line, a reply past maxResponseSize |
+ * | `model_bad_response` | a 200 that is neither SSE nor a whole reply as JSON (a server that ignored `stream: true`), data that is not a JSON object, an oversized line, a reply past maxResponseSize, an answer that is not HTTP (a malformed status line or chunk, headers over fetch's 16 KiB) |
  * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`), a content filter cut the reply (`finish_reason: "content_filter"`) or refused the prompt (Azure's HTTP 400 with `error.code: "content_filter"`) |
  * | `model_connection_failed` | no response at all (refused, DNS, TLS) |
  * | `model_stream_interrupted` | the stream ended before its last event (a cut connection) |
@@ -148,6 +148,14 @@ export function connectionFailed(context: ProviderContext, cause: unknown): Mode
   return new ModelProviderError('model_connection_failed', `${context.label}: could not reach the provider; check baseURL and the network`, {
     provider: context.provider,
     retryable: true,
+    cause,
+  });
+}
+
+/** The provider's server answered in something that is not HTTP (an undici parser code), or with headers too large for fetch. */
+export function notHttp(context: ProviderContext, code: string, cause: unknown): ModelProviderError {
+  return new ModelProviderError('model_bad_response', `${context.label}: the provider answered with something that is not HTTP or that fetch refuses (${code}); check baseURL points at the provider's HTTP API`, {
+    provider: context.provider,
     cause,
   });
 }

@@ -12,6 +12,7 @@ import {
   badResponse,
   connectionFailed,
   fetchTimeoutError,
+  notHttp,
   httpError,
   isObject,
   notAStream,
@@ -130,6 +131,12 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     if (error instanceof ModelProviderError) return error;
     if (error instanceof RangeError) return badResponse(request, 'an SSE line or event is too large', error);
     if (isFetchTimeout(error)) return fetchTimeoutError(request, error);
+    // Reached, and answered in something that is not HTTP (llhttp's HPE_ codes: another protocol on that
+    // port, a broken proxy) or with headers past fetch's 16 KiB: not "could not reach", and a retry gets the same.
+    const code = fetchCode(error);
+    if (typeof code === 'string' && (code.startsWith('HPE_') || code === 'UND_ERR_HEADERS_OVERFLOW')) {
+      return notHttp(request, code, error);
+    }
     return stage === 'connect' ? connectionFailed(request, error) : streamInterrupted(request, error);
   };
 
@@ -219,8 +226,13 @@ async function readText(body: ReadableStream<Uint8Array>): Promise<string> {
 
 /** Node's fetch's own 300 s limits (undici's headers and body timeouts), as the error or its cause. */
 function isFetchTimeout(error: unknown): boolean {
-  const code = (error as { code?: unknown } | undefined)?.code ?? ((error as { cause?: { code?: unknown } } | undefined)?.cause?.code);
+  const code = fetchCode(error);
   return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
+}
+
+/** The code of a fetch failure (undici's), on the error or its cause. */
+function fetchCode(error: unknown): unknown {
+  return (error as { code?: unknown } | undefined)?.code ?? ((error as { cause?: { code?: unknown } } | undefined)?.cause?.code);
 }
 
 /** Milliseconds before retry number `attempt + 1`: the provider's `Retry-After` when sane, else backoff with jitter. */

@@ -273,6 +273,24 @@ test('a refused connection is a connection error', async () => {
   assert.equal(error.retryable, true);
 });
 
+test('a server that answers something that is not HTTP is model_bad_response saying so, not retried, not "could not reach"', async (t) => {
+  let requests = 0;
+  const { url, close } = await listen((req) => {
+    requests++;
+    // Bytes on the socket itself, past Node's writer: a malformed status line, or a bad chunk size after a first event.
+    if (req.url?.includes('status') === true) req.socket.end('HTTP/1.1 abc\r\n\r\n');
+    else req.socket.end(`HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n${FIRST_EVENTS.length.toString(16)}\r\n${FIRST_EVENTS}\r\nzz\r\n`);
+  });
+  t.after(close);
+  const status = providerError(await collect(model(`${url}/status`, { maxRetries: 2 })), 'model_bad_response');
+  assert.match(status.message, /answered with something that is not HTTP or that fetch refuses \(HPE_INVALID_STATUS\)/);
+  assert.equal(status.retryable, false);
+  assert.equal(requests, 1, 'not retried');
+  const chunk = await collect(model(`${url}/chunk`, { maxRetries: 2 }));
+  assert.ok(chunk.chunks.length > 0, 'the first event was read');
+  assert.match(providerError(chunk, 'model_bad_response').message, /\(HPE_INVALID_CHUNK_SIZE\)/);
+});
+
 test('retries a 429 with Retry-After: 0 before the first chunk, then streams', async (t) => {
   const fake = await fakeProvider(t, (index) =>
     index === 0
