@@ -275,8 +275,9 @@ test('a refused connection is a connection error', async () => {
 
 test('a server that answers something that is not HTTP is model_bad_response saying so, not retried, not "could not reach"', async (t) => {
   let requests = 0;
-  const { url, close } = await listen((req) => {
+  const { url, close } = await listen((req, res) => {
     requests++;
+    if (req.url?.includes('headers') === true) return void res.writeHead(200, { 'x-padding': 'a'.repeat(20 * 1024) }).end();
     // Bytes on the socket itself, past Node's writer: a malformed status line, or a bad chunk size after a first event.
     if (req.url?.includes('status') === true) req.socket.end('HTTP/1.1 abc\r\n\r\n');
     else req.socket.end(`HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n${FIRST_EVENTS.length.toString(16)}\r\n${FIRST_EVENTS}\r\nzz\r\n`);
@@ -289,6 +290,7 @@ test('a server that answers something that is not HTTP is model_bad_response say
   const chunk = await collect(model(`${url}/chunk`, { maxRetries: 2 }));
   assert.ok(chunk.chunks.length > 0, 'the first event was read');
   assert.match(providerError(chunk, 'model_bad_response').message, /\(HPE_INVALID_CHUNK_SIZE\)/);
+  assert.match(providerError(await collect(model(`${url}/headers`)), 'model_bad_response').message, /\(UND_ERR_HEADERS_OVERFLOW\)/);
 });
 
 test('retries a 429 with Retry-After: 0 before the first chunk, then streams', async (t) => {
