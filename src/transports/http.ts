@@ -32,7 +32,9 @@ export interface HTTPTransportOptions {
   /**
    * The only caller-chosen headers sent to the remote, e.g.
    * `{ Authorization: 'Bearer <ACCESS_TOKEN>' }`. Nothing from an inbound
-   * request is ever forwarded: the transport never sees it.
+   * request is ever forwarded: the transport never sees it. `host` (with
+   * Node's own fetch) and the framing headers fetch sets itself
+   * (`content-length`, `transfer-encoding`, ...) are refused.
    */
   headers?: HeadersInput | undefined;
   /**
@@ -77,6 +79,13 @@ const TRANSPORT_OPTIONS: { readonly [K in keyof Required<HTTPTransportOptions>]:
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 /** Set per request by the transport; a configured value for them is ignored. */
 const OWN_HEADERS = new Set(['accept', 'content-type', 'x-request-id']);
+/**
+ * How the body is framed and the connection kept: Node's fetch sets these
+ * itself and fails every request given one (or, for content-length, sends a
+ * body the remote never sees whole), which the transport would report as a
+ * remote it could not reach. Refused where the mistake is.
+ */
+const FRAMING_HEADERS = new Set(['content-length', 'transfer-encoding', 'keep-alive', 'upgrade', 'expect']);
 
 /**
  * A registry target that forwards to another agent router or AgentServer
@@ -127,6 +136,13 @@ export class HTTPTransport implements AgentTransport {
     } catch {
       // Not rethrown as the cause: fetch's message quotes the value, which may be a token.
       throw new TypeError('HTTPTransport: headers holds an invalid header name or value (line breaks and characters outside Latin-1 are not allowed)');
+    }
+    for (const name in headers) {
+      if (FRAMING_HEADERS.has(name)) throw new TypeError(`HTTPTransport: headers cannot set ${name}; fetch frames the body and keeps the connection itself, so leave it out`);
+    }
+    // Node's fetch sends the url's host whatever the headers say: a virtual host name set here would be dropped unseen.
+    if ('host' in headers && options.fetch === undefined) {
+      throw new TypeError('HTTPTransport: headers cannot set host, which Node\'s fetch takes from the url; put that name in the url (a DNS name for the remote), or pass a fetch of your own that sends it');
     }
     this.#settings = {
       fetch: options.fetch ?? ((input, init) => fetch(input, init)),

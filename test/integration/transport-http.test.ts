@@ -258,6 +258,26 @@ test('only the configured headers, content type, accept and a request id go out'
   assert.match(String(remote.requests[0]?.headers['x-request-id']), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$/);
 });
 
+test('a configured header fetch would drop unseen (host) or fail every request on (framing) is refused when the transport is made', async (t) => {
+  const remote = await fakeRemote(t);
+  // Node's fetch sends the url's host: a virtual host name configured here never reached the remote.
+  assert.throws(() => new HTTPTransport(remote.base, { headers: { Host: 'agents.internal' } }), (error: Error) => error instanceof TypeError && /host/.test(error.message) && /url/.test(error.message));
+  // These made every call fail (or hang until the timeout), reported as a remote that could not be reached.
+  for (const [name, value] of [['Content-Length', '3'], ['Transfer-Encoding', 'chunked'], ['Keep-Alive', 'timeout=5'], ['Upgrade', 'websocket'], ['Expect', '100-continue']]) {
+    assert.throws(() => new HTTPTransport(remote.base, { headers: { [name as string]: value as string } }), (error: Error) => error instanceof TypeError && error.message.includes(`cannot set ${(name as string).toLowerCase()}`), name);
+  }
+  // A fetch of the caller's own may send a Host; and a header fetch honours still goes out.
+  let sentHost: string | null = null;
+  const ownFetch = (url: URL, init: RequestInit) => {
+    sentHost = new Headers(init.headers).get('host');
+    return fetch(url, init);
+  };
+  assert.equal(await new HTTPTransport(remote.base, { headers: { Host: 'agents.internal' }, fetch: ownFetch }).chat('bot-1', 'hi'), 'echo: hi');
+  assert.equal(sentHost, 'agents.internal');
+  assert.equal(await new HTTPTransport(remote.base, { headers: { Connection: 'close' } }).chat('bot-1', 'hello'), 'echo: hello');
+  assert.equal(remote.requests.at(-1)?.headers.connection, 'close');
+});
+
 test('an unreachable remote is a 502 upstream_unreachable naming the remote, never the credentials', async (t) => {
   const { url, close } = await listen(() => {});
   await close(); // the port is now closed
