@@ -32,7 +32,12 @@ export function remoteURLBuilder(url: string | URL): RemoteURLBuilder {
       target.pathname = `${basePath}/${segment}${route}`;
     }
     target.hash = '';
-    if (stream) target.searchParams.set('stream', 'true');
+    if (stream) {
+      // Appended as it is: searchParams.set re-encodes the whole query (`~` as %7E, `%20` as `+`, `flag` as
+      // `flag=`), so a key or signature in the url reached the remote changed, on streams only.
+      if (target.searchParams.has('stream')) target.searchParams.set('stream', 'true');
+      else target.search = target.search === '' ? 'stream=true' : `${target.search}&stream=true`;
+    }
     return target;
   };
 }

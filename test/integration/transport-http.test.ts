@@ -235,6 +235,21 @@ test('a url holding {agent_id} gets the encoded id substituted, its query kept',
   assert.equal(remote.requests.at(-1)?.url, '/bots/s/api/chat?v=2&stream=true');
 });
 
+test("the url's query reaches the remote as written, streams included (a key or signature in it is not re-encoded)", async (t) => {
+  const remote = await fakeRemote(t);
+  const query = 'key=Ab~1%20x&flag&sig=c%2Bd==';
+  const transport = new HTTPTransport(`${remote.base}?${query}`);
+  await transport.chat('bot-1', 'x');
+  assert.equal(remote.requests.at(-1)?.url, `/agent/bot-1/chat?${query}`);
+  assert.deepEqual(await collect(transport.stream('bot-1', 'y')), ['y']);
+  // The stream flag is added, nothing else changed: it was "key=Ab%7E1+x&flag=&sig=c%2Bd%3D%3D&stream=true".
+  assert.equal(remote.requests.at(-1)?.url, `/agent/bot-1/chat?${query}&stream=true`);
+  // A stream flag of the url's own is replaced, so the remote streams.
+  const flagged = new HTTPTransport(`${remote.base}?stream=false&v=2`);
+  assert.deepEqual(await collect(flagged.stream('bot-1', 'z')), ['z']);
+  assert.equal(remote.requests.at(-1)?.url, '/agent/bot-1/chat?stream=true&v=2');
+});
+
 test('only the configured headers, content type, accept and a request id go out', async (t) => {
   const remote = await fakeRemote(t);
   const transport = new HTTPTransport(remote.base, { headers: { Authorization: 'Bearer token-123', 'X-Api-Key': 'key-456' } });
