@@ -19,9 +19,30 @@ const CODE = /^[a-z][a-z0-9_]{0,63}$/;
  * hop itself and is the operator's to fix, so the caller gets a 502: 401 and
  * 403 refuse the transport's credentials, 404 `not_found` and 405 mean the
  * url points at no agent router, 499 that the remote saw this transport hang
- * up (not the caller, who is still there to be answered).
+ * up (not the caller, who is still there to be answered); unless it is an
+ * action's own (see `HOP_STATUSES`).
  */
 const RELAYED_STATUSES: ReadonlySet<number> = new Set([400, 404, 409, 413, 415, 422, 429]);
+
+/**
+ * The 4xx statuses only ever about the hop: its credentials (401, 407), a
+ * url that is no agent router (405), how the transport sent the request
+ * (408, 411, 414, 417, 421, 426, 431), or its hanging up (499). Another 4xx
+ * carrying our routers' `{"error", "code"}` body is an action's own answer
+ * (`throw new AgentRouterError(410, 'expired', ...)`, a 403 `not_owner`),
+ * relayed as the remote gave it, unless its code is one of HOP_CODES.
+ */
+const HOP_STATUSES: ReadonlySet<number> = new Set([401, 405, 407, 408, 411, 414, 417, 421, 426, 431, 499]);
+/** What our routers answer about the hop: the remote's authorize hook, its allowedHosts, a path that is no agent's. */
+const HOP_CODES: ReadonlySet<unknown> = new Set(['unauthorized', 'forbidden', 'host_not_allowed', 'not_found']);
+
+/** Whether a 4xx is about the caller's request, to relay (see RELAYED_STATUSES and HOP_STATUSES). */
+function aboutTheRequest(status: number, fields: Record<string, unknown>): boolean {
+  if (HOP_STATUSES.has(status) || HOP_CODES.has(fields['code'])) return false;
+  if (RELAYED_STATUSES.has(status)) return true;
+  // A gateway's own refusal (an HTML page, `{"message"}`) has no such body: it stays the operator's to fix.
+  return typeof fields['error'] === 'string' && typeof fields['code'] === 'string' && CODE.test(fields['code']);
+}
 
 interface FailureDetail {
   code?: unknown;
@@ -158,9 +179,9 @@ export function badResponse(remote: string, what: string, cause?: unknown): Upst
 }
 
 /**
- * A non-2xx answer. A 4xx about the caller's request (RELAYED_STATUSES)
- * carrying a JSON `{"error"}` is relayed with its status, message, code and
- * a numeric Retry-After; a 503 is relayed as a 503 (see `unavailable`); a
+ * A non-2xx answer. A 4xx about the caller's request (RELAYED_STATUSES, or
+ * an action's own) carrying a JSON `{"error"}` is relayed with its status,
+ * message, code and a numeric Retry-After; a 503 is relayed as a 503 (see `unavailable`); a
  * 3xx (never followed), any other 5xx, any other 4xx, or a 4xx without such
  * a body is a 502 that names only the remote.
  */
@@ -179,7 +200,7 @@ export function statusError(remote: string, status: number, body: unknown, retry
     });
   }
   const fields = asFields(body);
-  if (!RELAYED_STATUSES.has(status) || fields['code'] === 'not_found') {
+  if (!aboutTheRequest(status, fields)) {
     // Named only if it is a code as our routers write them: it goes into this router's log.
     const said = typeof fields['code'] === 'string' && CODE.test(fields['code']) ? ` (${fields['code']})` : '';
     return new UpstreamError(502, 'upstream_refused', `HTTPTransport: ${remote} answered ${status}${said}; check the transport's url and headers`, {

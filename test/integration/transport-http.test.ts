@@ -533,11 +533,18 @@ test('a remote 4xx about the hop itself (credentials, a url that is no agent rou
 });
 
 test('a 4xx without a JSON error body is a 502', async (t) => {
-  const remote = await fakeRemote(t, (_req, res) => {
+  const remote = await fakeRemote(t, (_req, res, captured) => {
+    const { id } = route(captured);
+    // A gateway's own refusals: no {"error", "code"} as our routers write them, so never taken for an action's.
+    if (id === 'gateway') return json(res, 403, { message: 'Forbidden' });
+    if (id === 'uncoded') return json(res, 410, { error: 'Gone' });
     res.writeHead(400, { 'content-type': 'text/html' });
     res.end('<h1>Bad Request</h1>');
   });
-  await assert.rejects(new HTTPTransport(remote.base).chat('bot-1', 'x'), upstream(502, 'upstream_bad_response'));
+  const transport = new HTTPTransport(remote.base);
+  await assert.rejects(transport.chat('bot-1', 'x'), upstream(502, 'upstream_bad_response'));
+  await assert.rejects(transport.chat('gateway', 'x'), upstream(502, 'upstream_refused'));
+  await assert.rejects(transport.chat('uncoded', 'x'), upstream(502, 'upstream_refused'));
 });
 
 test('a remote 5xx is a 502 naming the remote, not its body', async (t) => {

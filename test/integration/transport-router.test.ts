@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import test, { type TestContext } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouterError } from '../../src/errors.ts';
 import { AgentRouter } from '../../src/http/router.ts';
 import { scriptedModel, type ScriptedFunction } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
@@ -34,7 +35,7 @@ type Script = { current: ScriptedFunction };
 function agentClasses(script: Script) {
   const storage = new MemoryStorage();
   class Counter extends Agent<{ count: number }> {
-    static override actions = ['increment', 'add', 'explode'];
+    static override actions = ['increment', 'add', 'explode', 'refuse'];
     constructor(id: string) {
       super(id, { model: scriptedModel((request) => script.current(request)), storage, initialState: { count: 0 } });
     }
@@ -47,6 +48,9 @@ function agentClasses(script: Script) {
     }
     async explode(): Promise<never> {
       throw new Error('secret detail that must stay in the log');
+    }
+    async refuse({ status, code }: { status: number; code: string }): Promise<never> {
+      throw new AgentRouterError(status, code, `Refused with ${code}`);
     }
   }
   return Counter;
@@ -137,6 +141,21 @@ test('remote errors: a 404 is relayed as it is, a 500 becomes a 502 that names t
   assert.ok(!JSON.stringify(failed.body).includes('127.0.0.1'));
   assert.ok(!JSON.stringify(failed.body).includes('secret'));
   assert.ok(a.logged.includes(`HTTPTransport: ${b.base}/remote-counter-1/invoke answered 500; see the remote's logs`), a.logged.join('\n'));
+});
+
+test("an action's own 4xx (AgentRouterError) reaches the caller through A as B answers it, a 403 of its own code included", async (t) => {
+  const { a, b } = await pair(t);
+  for (const [status, code] of [[403, 'not_owner'], [410, 'expired'], [423, 'locked'], [402, 'quota_used'], [409, 'sold_out']] as const) {
+    const direct = await postJson(`${b.base}/remote-counter-1/invoke`, { method: 'refuse', params: { status, code } });
+    const proxied = await postJson(`${a.base}/remote-counter-1/invoke`, { method: 'refuse', params: { status, code } });
+    assert.deepEqual(direct.body, { error: `Refused with ${code}`, code });
+    assert.equal(proxied.status, status, code);
+    assert.deepEqual(proxied.body, direct.body, code);
+  }
+  // An action's 403 spelled as an authorize refusal is taken as B refusing A's credentials: the operator's to fix.
+  const refused = await postJson(`${a.base}/remote-counter-1/invoke`, { method: 'refuse', params: { status: 403, code: 'forbidden' } });
+  assert.equal(refused.status, 502);
+  assert.deepEqual(refused.body, { error: 'The remote agent refused the request (403)', code: 'upstream_refused' });
 });
 
 test('streaming through A: the same SSE framing and headers as B, byte for byte', async (t) => {
