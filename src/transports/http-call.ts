@@ -236,13 +236,13 @@ export class RemoteCall {
   async #statusError(response: Response): Promise<AgentRouterError> {
     const { status } = response;
     let body: unknown;
-    if ((status >= 400 && status < 500) || status === 503) {
-      // Only a 4xx or 503 body is read: it may hold an error to relay. Others are cancelled unread.
+    if ((status >= 400 && status < 500) || status === 503 || status === 504) {
+      // Only a 4xx, 503 or 504 body is read: it may hold an error to relay. Others are cancelled unread.
       try {
         body = JSON.parse(await this.#readText(response, ERROR_BODY_LIMIT));
       } catch (error) {
-        // A 503 stays one, whatever its body (too large, cut): the caller's retry hint matters more.
-        if (this.#controller.signal.aborted || (error instanceof AgentRouterError && status !== 503)) throw error;
+        // A 503 or 504 stays one, whatever its body (too large, cut): what the caller learns from it matters more.
+        if (this.#controller.signal.aborted || (error instanceof AgentRouterError && status < 500)) throw error;
       }
     }
     return statusError(this.remote, status, body, response.headers.get('retry-after'));

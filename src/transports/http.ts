@@ -95,8 +95,8 @@ const FRAMING_HEADERS = new Set(['content-length', 'transfer-encoding', 'keep-al
  *
  * Failures are AgentRouterErrors: unreachable 502 `upstream_unreachable`,
  * silent past `timeout` 504 `upstream_timeout`, a 4xx JSON error relayed
- * with its status and code, a 503 as a 503 with its Retry-After, another
- * 5xx, a redirect or a non-JSON answer 502. An
+ * with its status and code, a 503 as a 503 with its Retry-After, a 504 as
+ * a 504, another 5xx, a redirect or a non-JSON answer 502. An
  * aborted signal rejects with the signal's reason.
  *
  * @example

@@ -181,12 +181,14 @@ export function badResponse(remote: string, what: string, cause?: unknown): Upst
 /**
  * A non-2xx answer. A 4xx about the caller's request (RELAYED_STATUSES, or
  * an action's own) carrying a JSON `{"error"}` is relayed with its status,
- * message, code and a numeric Retry-After; a 503 is relayed as a 503 (see `unavailable`); a
+ * message, code and a numeric Retry-After; a 503 is relayed as a 503 (see
+ * `unavailable`), a 504 as a 504 (see `timedOutThere`); a
  * 3xx (never followed), any other 5xx, any other 4xx, or a 4xx without such
  * a body is a 502 that names only the remote.
  */
 export function statusError(remote: string, status: number, body: unknown, retryAfter: string | null): AgentRouterError {
   if (status === 503) return unavailable(remote, body, retryAfter);
+  if (status === 504) return timedOutThere(remote, body);
   if (status >= 300 && status < 400) {
     return new UpstreamError(502, 'upstream_redirect', `HTTPTransport: ${remote} answered ${status} (a redirect); no redirect is followed, so set the url to where the remote really is`, {
       expose: true,
@@ -239,6 +241,26 @@ function unavailable(remote: string, body: unknown, retryAfter: string | null): 
     expose: true,
     publicMessage: 'The remote agent is unavailable for now (503); try again later',
     ...headers,
+  });
+}
+
+/** The 504s our own routers answer: the remote agent's turn, its own remote or its model provider timed out. */
+const OWN_TIMEOUTS: ReadonlySet<unknown> = new Set(['turn_timeout', 'upstream_timeout', 'model_timeout']);
+
+/**
+ * A 504: the remote (or a gateway before it) timed out, which is what the
+ * caller is told, as a 504, not a 502 saying the hop is broken. Our routers'
+ * own 504s are relayed with their message, as a stream relays them; any
+ * other body is never quoted.
+ */
+function timedOutThere(remote: string, body: unknown): UpstreamError {
+  const fields = asFields(body);
+  if (OWN_TIMEOUTS.has(fields['code']) && typeof fields['error'] === 'string') {
+    return new UpstreamError(504, fields['code'] as string, relayedMessage(fields['error']), { expose: true });
+  }
+  return new UpstreamError(504, 'upstream_timeout', `HTTPTransport: ${remote} answered 504 (it timed out); see the remote's logs`, {
+    expose: true,
+    publicMessage: 'The remote agent timed out (504)',
   });
 }
 

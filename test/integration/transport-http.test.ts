@@ -606,6 +606,27 @@ test('a remote 503 stays a 503 with its Retry-After in seconds: our routers\' co
   assert.deepEqual(logged, ['AgentRouter: request failed with 503', 'AgentRouter: request failed with 503']);
 });
 
+test('a remote 504 stays a 504: our routers\' timeout codes relayed, any other body unquoted', async (t) => {
+  const remote = await fakeRemote(t, (_req, res, captured) => {
+    const { id } = route(captured);
+    if (id === 'turn') return json(res, 504, { error: 'The turn did not complete within 300 s', code: 'turn_timeout' });
+    if (id === 'foreign') return json(res, 504, { error: 'SECRET backend 10.0.0.5 timed out', code: 'backend_timeout' });
+    // A gateway before the remote that gave up waiting for it.
+    res.writeHead(504, { 'content-type': 'text/html' });
+    res.end('<h1>SECRET 504 Gateway Time-out</h1>');
+  });
+  const transport = new HTTPTransport(remote.base);
+  const turn = upstream(504, 'turn_timeout', (error) => assert.equal(error.message, 'The turn did not complete within 300 s'));
+  await assert.rejects(transport.chat('turn', 'x'), turn);
+  await assert.rejects(transport.stream('turn', 'x').ready, turn);
+  for (const id of ['foreign', 'gateway']) {
+    await assert.rejects(transport.invoke(id, 'm'), upstream(504, 'upstream_timeout', (error) => {
+      assert.equal(error.publicMessage, 'The remote agent timed out (504)');
+      assert.ok(!error.message.includes('SECRET'), id);
+    }), id);
+  }
+});
+
 test('a 200 that is not JSON, or JSON of the wrong shape, is a 502', async (t) => {
   const remote = await fakeRemote(t, (_req, res, captured) => {
     const { id } = route(captured);

@@ -57,7 +57,7 @@ function agentClasses(script: Script) {
 }
 
 /** A router at `/agent` whose registry sends `remote-.*` to `next` (when given) and everything else to local agents. */
-async function hop(t: TestContext, options: { next?: Hop; script?: Script; headers?: Record<string, string> } = {}): Promise<Hop> {
+async function hop(t: TestContext, options: { next?: Hop; script?: Script; headers?: Record<string, string>; turnTimeout?: number } = {}): Promise<Hop> {
   const registry = new AgentRegistry();
   if (options.next !== undefined) {
     registry.register('remote-.*', new HTTPTransport(options.next.base, { headers: options.headers ?? { Authorization: 'Bearer hop-token' } }));
@@ -66,7 +66,7 @@ async function hop(t: TestContext, options: { next?: Hop; script?: Script; heade
   }
   const logged: string[] = [];
   const logger = { error: (_message: string, error?: unknown) => void logged.push(error instanceof Error ? error.message : String(error)) };
-  const router = new AgentRouter(registry, { prefix: '/agent', pingInterval: 0, logger });
+  const router = new AgentRouter(registry, { prefix: '/agent', pingInterval: 0, logger, turnTimeout: options.turnTimeout });
   const listener = router.toRequestListener();
   const seen: Seen[] = [];
   const { url, close } = await listen((req, res) => {
@@ -156,6 +156,21 @@ test("an action's own 4xx (AgentRouterError) reaches the caller through A as B a
   const refused = await postJson(`${a.base}/remote-counter-1/invoke`, { method: 'refuse', params: { status: 403, code: 'forbidden' } });
   assert.equal(refused.status, 502);
   assert.deepEqual(refused.body, { error: 'The remote agent refused the request (403)', code: 'upstream_refused' });
+});
+
+test("a turn that timed out on B is a 504 turn_timeout through A, JSON as streamed, not a 502 saying the hop broke", async (t) => {
+  // A model that honours its signal and never answers: B cuts the turn at its turnTimeout.
+  const script: Script = { current: ({ signal }) => new Promise<string>((_resolve, reject) => signal?.addEventListener('abort', () => reject(signal.reason))) };
+  const b = await hop(t, { script, turnTimeout: 0.2 });
+  const a = await hop(t, { next: b });
+  const direct = await postJson(`${b.base}/remote-bot-1/chat`, { message: 'x' });
+  assert.equal(direct.status, 504);
+  const proxied = await postJson(`${a.base}/remote-bot-2/chat`, { message: 'x' });
+  assert.equal(proxied.status, 504);
+  assert.deepEqual(proxied.body, direct.body);
+  assert.equal(proxied.body.code, 'turn_timeout');
+  const streamed = await collectSSE(await streamChat(`${a.base}/remote-bot-3/chat`, 'x'));
+  assert.deepEqual(streamed.events.map((event) => [event.event, JSON.parse(event.data)]), [['error', direct.body]]);
 });
 
 test('streaming through A: the same SSE framing and headers as B, byte for byte', async (t) => {
