@@ -5,8 +5,13 @@
  * dependency), with limits short enough for a test.
  */
 export async function shortUndiciTimeouts(): Promise<typeof fetch> {
+  return undiciFetch({ headersTimeout: 150, bodyTimeout: 150 });
+}
+
+/** A fetch through an undici Agent of the global dispatcher's class, made with `options` (`connect: { ca }` ...). */
+export async function undiciFetch(options: object): Promise<typeof fetch> {
   await fetch('data:,'); // makes Node's global dispatcher
   const global = (globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalDispatcher.1')] as { constructor: new (options: object) => unknown };
-  const dispatcher = new global.constructor({ headersTimeout: 150, bodyTimeout: 150 });
+  const dispatcher = new global.constructor(options);
   return (url, init) => fetch(url, { ...init, dispatcher } as RequestInit);
 }

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { EventEmitter, once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import type http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import test, { type TestContext } from 'node:test';
 import { AgentRouterError, UpstreamError } from '../../src/errors.ts';
 import { AgentRouter } from '../../src/http/router.ts';
@@ -8,7 +11,7 @@ import { AgentRegistry } from '../../src/registry/registry.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
 import { settledHeap } from '../helpers/fuzz-heap.ts';
 import { listen } from '../helpers/listen.ts';
-import { shortUndiciTimeouts } from '../helpers/undici.ts';
+import { shortUndiciTimeouts, undiciFetch } from '../helpers/undici.ts';
 
 /** One request as the fake remote saw it. */
 interface Captured {
@@ -305,6 +308,32 @@ test('an unreachable remote is a 502 upstream_unreachable naming the remote, nev
     }),
   );
   await assert.rejects(transport.stream('bot-1', 'x').ready, upstream(502, 'upstream_unreachable'));
+});
+
+test('a remote whose TLS certificate is refused, or an https url to a port without TLS, is 502 upstream_unreachable saying why, not "check that the remote is up"', async (t) => {
+  // Self-signed for localhost (test/fixtures), as an internal remote's certificate from a private CA looks here.
+  const cert = readFileSync('test/fixtures/tls-self-signed-cert.pem');
+  const server = https.createServer({ cert, key: readFileSync('test/fixtures/tls-self-signed-key.pem') }, (_req, res) => json(res, 200, { response: 'over TLS' }));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const { port } = server.address() as AddressInfo;
+  const refused = (code: string, fix: RegExp) => upstream(502, 'upstream_unreachable', (error) => {
+    assert.ok(error.message.includes(`no TLS connection to https://`) && error.message.includes(`(${code})`), error.message);
+    assert.match(error.message, fix);
+    assert.ok(!error.message.includes('check that the remote is up'), error.message);
+    assert.equal(error.publicMessage, 'The remote agent could not be reached');
+  });
+  await assert.rejects(new HTTPTransport(`https://localhost:${port}/agent`).chat('bot-1', 'x'), refused('DEPTH_ZERO_SELF_SIGNED_CERT', /NODE_EXTRA_CA_CERTS/));
+  // Trusted, but the url names the remote by an address its certificate does not hold.
+  const trusting = await undiciFetch({ connect: { ca: cert } });
+  await assert.rejects(new HTTPTransport(`https://127.0.0.1:${port}/agent`, { fetch: trusting }).chat('bot-1', 'x'), refused('ERR_TLS_CERT_ALTNAME_INVALID', /host name the certificate holds/));
+  assert.equal(await new HTTPTransport(`https://localhost:${port}/agent`, { fetch: trusting }).chat('bot-1', 'x'), 'over TLS');
+  // https to a remote serving plain HTTP.
+  const plain = await fakeRemote(t);
+  await assert.rejects(new HTTPTransport(plain.base.replace('http:', 'https:')).chat('bot-1', 'x'), refused('ERR_SSL_WRONG_VERSION_NUMBER', /does not speak TLS/));
 });
 
 test('a remote silent past the timeout is a 504 upstream_timeout, and the request is dropped', async (t) => {
