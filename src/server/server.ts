@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent } from '../agent/agent.ts';
-import { errorBody, httpErrors, statusOf } from '../errors.ts';
+import { describeValue, errorBody, httpErrors, statusOf } from '../errors.ts';
 import { authorizeRequest } from '../http/authorize.ts';
 import { holdContinue } from '../http/body.ts';
 import { applyCors } from '../http/cors.ts';
@@ -153,7 +153,9 @@ export class AgentServer {
     if (this.#closing !== undefined) throw new Error('AgentServer.serve: this server was closed; create a new AgentServer');
     if (this.#http !== undefined) throw new Error(`AgentServer.serve: already serving${this.url === undefined ? '' : ` on ${this.url}`}`);
     if (!Number.isInteger(port) || port < 0 || port > 65535) {
-      throw new TypeError(`AgentServer.serve: port must be an integer from 0 to 65535, got ${String(port)}`);
+      // serve(process.env.PORT) passes a string: quoted, so "got 8080" does not read as a valid port refused.
+      const hint = typeof port === 'string' ? '; convert a string first, e.g. serve(Number(process.env.PORT ?? 8080))' : '';
+      throw new TypeError(`AgentServer.serve: port must be an integer from 0 to 65535, got ${describeValue(port)}${hint}`);
     }
     if (typeof host !== 'string' || host === '') throw new TypeError('AgentServer.serve: host must be a string such as "127.0.0.1"');
     const { keepAliveTimeout, headersTimeout, requestTimeout } = this.config;

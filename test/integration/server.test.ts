@@ -467,6 +467,18 @@ test('a single Agent whose id no URL can name is refused at construction, not se
   assert.deepEqual([reply.status, reply.body.response], [200, 'hi']);
 });
 
+test('serve(process.env.PORT), a string, is refused saying it is one: "got 8080" would read as a valid port refused', async (t) => {
+  const server = new AgentServer(makeRegistry().registry, { logger: quiet });
+  t.after(() => server.close());
+  await assert.rejects(server.serve('8080' as unknown as number), {
+    name: 'TypeError',
+    message: 'AgentServer.serve: port must be an integer from 0 to 65535, got "8080"; convert a string first, e.g. serve(Number(process.env.PORT ?? 8080))',
+  });
+  await assert.rejects(server.serve(1.5), { message: 'AgentServer.serve: port must be an integer from 0 to 65535, got 1.5' });
+  await server.serve(0);
+  assert.equal((await getJson(`${server.url}/healthz`)).status, 200, 'a refused call leaves the server free to serve');
+});
+
 test('serve twice at once is refused; close() during serve() waits for it, then closes', async () => {
   const server = new AgentServer(makeRegistry().registry, { logger: quiet });
   const starting = server.serve(0);
