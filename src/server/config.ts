@@ -150,12 +150,18 @@ export function resolveServerConfig(config: AgentServerConfig, where = 'AgentSer
  * Throws a TypeError naming the file and the bad key.
  */
 export async function readConfigFile(file: string): Promise<FileConfig> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = await readFile(file, 'utf8');
+    bytes = await readFile(file);
   } catch (error) {
     throw new TypeError(`cannot read config file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`, { cause: error });
   }
+  // Windows editors save a byte order mark, which JSON.parse refuses as an invisible "Unexpected token"; Node
+  // skips it in package.json. A UTF-16 file (Windows PowerShell's `>` writes one) cannot be read as UTF-8 at all.
+  if ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff)) {
+    throw new TypeError(`config file ${file} is saved as UTF-16 (as Windows PowerShell's > writes); save it as UTF-8`);
+  }
+  const text = bytes.toString('utf8').replace(/^\uFEFF/, '');
   let data: unknown;
   try {
     data = JSON.parse(text);
@@ -173,8 +179,9 @@ export function parseFileConfig(data: unknown, where: string): FileConfig {
   const server: Record<string, unknown> = {};
   const result: FileConfig = { server };
   for (const [key, value] of Object.entries(data)) {
-    const option = FILE_KEYS[key];
-    const extra = FILE_EXTRA[key];
+    // Own keys only: "constructor" or "__proto__" would otherwise find Object.prototype's and be taken for an option.
+    const option = Object.hasOwn(FILE_KEYS, key) ? FILE_KEYS[key] : undefined;
+    const extra = Object.hasOwn(FILE_EXTRA, key) ? FILE_EXTRA[key] : undefined;
     if (option !== undefined) server[option] = value;
     else if (extra !== undefined) {
       checkOption(value, extra, `${where}: ${key}`);
@@ -195,7 +202,7 @@ export function parseFileConfig(data: unknown, where: string): FileConfig {
 
 /** `idle_timeout` passed to the constructor: point at `idleTimeout`. */
 function suggest(key: string): string {
-  const camel = FILE_KEYS[key];
+  const camel = Object.hasOwn(FILE_KEYS, key) ? FILE_KEYS[key] : undefined;
   if (camel !== undefined) return `; did you mean ${camel}? (snake_case names are for config files)`;
   if (key === 'port' || key === 'host') return `; where to listen is serve(port, host)'s, e.g. server.serve(8080, '0.0.0.0')`;
   return nearest(key, Object.keys(OPTIONS));

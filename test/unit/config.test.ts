@@ -218,6 +218,25 @@ test('a config file error names the file and the key as written there', () => {
   assert.throws(() => parseFileConfig([1], 'config file c.json'), { message: /must hold a JSON object/ });
 });
 
+test('a config key that Object.prototype has ("constructor", "__proto__") is an unknown key, named as written', () => {
+  for (const key of ['constructor', '__proto__', 'toString']) {
+    const data = JSON.parse(`{"${key}": 1}`) as unknown;
+    assert.throws(() => parseFileConfig(data, 'config file c.json'), { name: 'TypeError', message: new RegExp(`^config file c.json: unknown key "${key}"; known keys: idle_timeout, `) }, key);
+  }
+  assert.throws(() => new AgentServer(new AgentRegistry(), { toString: 1 } as never), { message: /^AgentServer: unknown option "toString"; known options: / });
+});
+
+test('a config file saved with a byte order mark is read; one saved as UTF-16 is refused saying so', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-config-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const bom = path.join(dir, 'bom.json');
+  await writeFile(bom, '\uFEFF{"max_agents": 5}');
+  assert.deepEqual(await readConfigFile(bom), { server: { maxAgents: 5 } });
+  const utf16 = path.join(dir, 'utf16.json');
+  await writeFile(utf16, Buffer.from('\uFEFF{"max_agents": 5}', 'utf16le'));
+  await assert.rejects(readConfigFile(utf16), { name: 'TypeError', message: `config file ${utf16} is saved as UTF-16 (as Windows PowerShell's > writes); save it as UTF-8` });
+});
+
 test('readConfigFile reads JSON, and says which file is missing or broken', async (t) => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-config-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
