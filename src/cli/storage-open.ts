@@ -40,13 +40,26 @@ export async function openStorage(choice: DemoStorage, cwd: string, log: Log): P
   }
 }
 
+/** What mkdir's and access's codes mean for a data directory. */
+const DIR_ERRORS: Record<string, string> = {
+  EEXIST: 'it is a file, not a directory',
+  ENOTDIR: 'a part of its path is a file, not a directory',
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EROFS: 'the file system is read-only',
+  // Node's recursive mkdir reports a read-only file system under the directory as ENOENT too.
+  ENOENT: 'it cannot be made there (a read-only file system, or a symbolic link to nothing on its path?)',
+};
+
 async function openFile(dir: string, cwd: string): Promise<OpenedStorage> {
   try {
     await mkdir(dir, { recursive: true, mode: 0o700 });
     await access(dir, constants.W_OK);
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-    throw new LoadError(`cannot use ${dir} as the data directory (${reason}); pass a writable one with --data-dir`, { cause: error });
+    const code = (error as NodeJS.ErrnoException).code;
+    // The code alone ("EEXIST") does not say that a file is where the directory should be.
+    const why = (code !== undefined && DIR_ERRORS[code]) || (error as Error).message;
+    throw new LoadError(`cannot use ${dir} as the data directory: ${why}${code === undefined ? '' : ` (${code})`}; pass a writable directory with --data-dir`, { cause: error });
   }
   const storage = new FileStorage(dir);
   const shown = path.relative(cwd, dir);

@@ -188,6 +188,21 @@ test('--storage file:<dir> is --data-dir <dir>', async (t) => {
   await stop(second);
 });
 
+test('a data directory that is a file, or under one, is one line saying so: exit code 1', async (t) => {
+  const dir = await emptyProject(t);
+  await writeFile(path.join(dir, 'notes.txt'), 'not a directory');
+  const cases = [
+    [['--data-dir', 'notes.txt'], `agent-router: cannot use ${path.join(dir, 'notes.txt')} as the data directory: it is a file, not a directory (EEXIST); pass a writable directory with --data-dir\n`],
+    [['--storage', 'file:notes.txt/agents'], `agent-router: cannot use ${path.join(dir, 'notes.txt/agents')} as the data directory: a part of its path is a file, not a directory (ENOTDIR); pass a writable directory with --data-dir\n`],
+  ] as const;
+  const runs = cases.map(([args]) => runCli(t, ['serve', '--port', '0', ...args], dir));
+  for (const [i, [args, expected]] of cases.entries()) {
+    const cli = runs[i] as Cli;
+    assert.deepEqual(await cli.exited, { code: 1, signal: null }, args.join(' '));
+    assert.equal(cli.stderr(), expected);
+  }
+});
+
 test('a bad --storage, or --storage with a module or with --data-dir, is a usage error: exit code 2', async (t) => {
   const cases = [
     [['serve', '--storage', 'mysql://root:hunter2@db/app'], '--storage must be memory, file:<dir>, postgres://…, postgresql://…, redis://… or rediss://…; got "mysql://db/app"'],
