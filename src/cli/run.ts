@@ -27,6 +27,7 @@ const SERVER_FLAGS: { readonly [K in keyof CliArgs['server']]-?: string } = {
  * gracefully and exit 0.
  */
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): Promise<number | undefined> {
+  ignoreGoneReaders();
   try {
     const args = parseCliArgs(argv);
     if (args.command === 'help') {
@@ -130,6 +131,24 @@ function onSignals(server: Servable, cleanup: () => Promise<void>, env: NodeJS.P
   process.on('SIGTERM', () => stop('SIGTERM received'));
   // Not a second signal: Ctrl-C or a process group's SIGTERM also ends npm, and the drain must go on.
   whenParentGone(env, () => stopping || stop('the npm process that started this server is gone'));
+}
+
+let ignoringGoneReaders = false;
+
+/**
+ * A reader that went away (`agent-router serve 2>&1 | head -1`) must not turn a later line into a crash
+ * that skips the graceful shutdown; the lines are only for people and scripts reading them. Here, not in
+ * the bin's main.ts: `npm start` (scripts/start.mjs) calls main() without it. Both streams: a storage
+ * backend's reconnects go to stderr through process.stderr.write, which, unlike console.error, throws.
+ */
+function ignoreGoneReaders(): void {
+  if (ignoringGoneReaders) return;
+  ignoringGoneReaders = true;
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error;
+    });
+  }
 }
 
 /** One line on stderr, no stack (set AGENT_ROUTER_DEBUG=1 for it); 2 for usage mistakes, 1 otherwise. */

@@ -147,6 +147,31 @@ test('--storage redis://: the counter survives a restart and a dropped connectio
   assert.equal(await admin.get(`${prefix}{counter-r}:v`), String(firstVersion + 2), 'three commits');
 });
 
+test('a backend line written after whoever read stderr has gone (agent-router serve 2>&1 | head -1) does not end the server', async (t) => {
+  const prefix = `ar-cli-epipe:${tag}:`;
+  const user = `ar_cli_epipe_${tag}`;
+  const admin = createClient({ url: REDIS });
+  admin.on('error', () => undefined);
+  await admin.connect();
+  t.after(async () => {
+    const keys: string[] = [];
+    for await (const batch of admin.scanIterator({ MATCH: `${prefix}*`, COUNT: 100 })) keys.push(...batch);
+    if (keys.length > 0) await admin.del(keys);
+    await admin.sendCommand(['ACL', 'DELUSER', user]);
+    await admin.close();
+  });
+  await admin.sendCommand(['ACL', 'SETUSER', user, 'on', '>pw', `~${prefix}*`, '+@all']);
+  const cli = runCli(t, ['serve', '--port', '0', '--storage', `redis://${user}:pw@127.0.0.1:6379/?prefix=${encodeURIComponent(prefix)}`]);
+  const url = await listening(cli);
+  assert.equal(await increment(url, 'counter-e', 1), 1);
+  cli.child.stderr?.destroy(); // the reader is gone: the next line written to stderr meets EPIPE
+  // A dropped connection is reported on stderr ("reconnecting"); the client reconnects and serving goes on.
+  await admin.sendCommand(['CLIENT', 'KILL', 'USER', user]);
+  assert.equal(await increment(url, 'counter-e', 1), 2, 'still serving after the line');
+  cli.child.kill('SIGTERM');
+  assert.deepEqual(await cli.exited, { code: 0, signal: null });
+});
+
 test('--storage memory forgets on restart; "storage" in a config file works like the flag', async (t) => {
   const dir = await emptyProject(t);
   await writeFile(path.join(dir, 'memory.json'), JSON.stringify({ storage: 'memory' }));

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { cliArgs, listening, runCli, type Cli } from '../helpers/cli.ts';
+import { cliArgs, listening, runCli, spawnNode, type Cli } from '../helpers/cli.ts';
 import { getJson, postJson } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
 
@@ -183,6 +183,18 @@ test('SIGTERM still shuts down gracefully, exit 0, when whoever read stdout has 
   const cli = runCli(t, ['serve', '--port', '0', '--storage', 'memory']);
   await listening(cli);
   cli.child.stdout?.destroy(); // the reader is gone: the next line written to stdout meets EPIPE
+  cli.child.kill('SIGTERM');
+  assert.deepEqual(await cli.exited, { code: 0, signal: null });
+  assert.doesNotMatch(cli.stderr(), /EPIPE/);
+});
+
+test('npm start (scripts/start.mjs) too: SIGTERM shuts down gracefully, exit 0, when whoever read stdout has gone', async (t) => {
+  // dist/ is built by scripts/test.mjs before the tests run, so start.mjs serves at once.
+  const env = { ...process.env };
+  for (const name of ['PORT', 'npm_command', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY']) delete env[name];
+  const cli = spawnNode(t, [path.join(root, 'scripts/start.mjs'), '--port', '0', '--storage', 'memory'], root, env);
+  await listening(cli);
+  cli.child.stdout?.destroy();
   cli.child.kill('SIGTERM');
   assert.deepEqual(await cli.exited, { code: 0, signal: null });
   assert.doesNotMatch(cli.stderr(), /EPIPE/);
