@@ -188,11 +188,24 @@ test('SIGTERM still shuts down gracefully, exit 0, when whoever read stdout has 
   assert.doesNotMatch(cli.stderr(), /EPIPE/);
 });
 
-test('npm start (scripts/start.mjs) too: SIGTERM shuts down gracefully, exit 0, when whoever read stdout has gone', async (t) => {
-  // dist/ is built by scripts/test.mjs before the tests run, so start.mjs serves at once.
+/** `npm start -- <args>` without npm: scripts/start.mjs, on the dist/ that scripts/test.mjs built before the tests run. */
+function npmStart(t: { after: (fn: () => unknown) => void }, args: string[], cwd = root): Cli {
   const env = { ...process.env };
-  for (const name of ['PORT', 'npm_command', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY']) delete env[name];
-  const cli = spawnNode(t, [path.join(root, 'scripts/start.mjs'), '--port', '0', '--storage', 'memory'], root, env);
+  for (const name of ['PORT', 'npm_command', 'AGENT_ROUTER_DEBUG', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY']) delete env[name];
+  return spawnNode(t, [path.join(root, 'scripts/start.mjs'), ...args], cwd, env);
+}
+
+test('npm start (scripts/start.mjs) exits 1 on a refused module that opened a timer, as the bin does, instead of hanging', { timeout: 20_000 }, async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(path.join(dir, 'busy.mjs'), 'setInterval(() => {}, 1000);\nexport default { answer: 42 };\n');
+  const cli = npmStart(t, [path.join(dir, 'busy.mjs'), '--port', '0']);
+  assert.deepEqual(await cli.exited, { code: 1, signal: null });
+  assert.match(cli.stderr(), /busy\.mjs default-exports an object \(Object\), not an AgentRegistry/);
+});
+
+test('npm start (scripts/start.mjs) too: SIGTERM shuts down gracefully, exit 0, when whoever read stdout has gone', async (t) => {
+  const cli = npmStart(t, ['--port', '0', '--storage', 'memory']);
   await listening(cli);
   cli.child.stdout?.destroy();
   cli.child.kill('SIGTERM');
