@@ -166,9 +166,17 @@ export async function readConfigFile(file: string): Promise<FileConfig> {
   try {
     data = JSON.parse(text);
   } catch (error) {
-    throw new TypeError(`config file ${file} is not valid JSON: ${(error as Error).message}`, { cause: error });
+    throw new TypeError(`config file ${file} is not valid JSON: ${withLine((error as Error).message, text)}`, { cause: error });
   }
   return parseFileConfig(data, `config file ${file}`);
+}
+
+/** Node 20's JSON.parse says only "at position 312": the line and column, as Node 22 adds them, for whoever edits the file. */
+function withLine(message: string, text: string): string {
+  const at = /at position (\d+)(?!.*line)/.exec(message);
+  if (at === null) return message;
+  const before = text.slice(0, Number(at[1]));
+  return `${message} (line ${before.split('\n').length} column ${before.length - before.lastIndexOf('\n')})`;
 }
 
 /** Maps a parsed config file (snake_case) to options; see {@link readConfigFile}. */

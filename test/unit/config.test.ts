@@ -247,4 +247,8 @@ test('readConfigFile reads JSON, and says which file is missing or broken', asyn
   await writeFile(broken, '{"max_agents": 5,}');
   await assert.rejects(readConfigFile(broken), { name: 'TypeError', message: new RegExp(`config file ${broken.replace(/[.\\]/g, '\\$&')} is not valid JSON`) });
   await assert.rejects(readConfigFile(path.join(dir, 'none.json')), { message: /cannot read config file .*none\.json: ENOENT/ });
+  // A missing comma on line 3 of a longer file: the line and column, not only "at position 38".
+  const comma = path.join(dir, 'comma.json');
+  await writeFile(comma, '{\n  "max_agents": 5,\n  "idle_timeout": 60\n  "port": 8080\n}\n');
+  await assert.rejects(readConfigFile(comma), { message: /is not valid JSON: .* \(line 4 column 3\)$/ });
 });
