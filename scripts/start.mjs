@@ -47,7 +47,9 @@ if (process.env.npm_command !== undefined && process.platform !== 'win32' && pro
 }
 
 const { main } = await import(pathToFileURL(entry).href);
-const code = await main(['serve', ...process.argv.slice(2)]);
+// As given: serve is the CLI's default command, and `npm start -- serve ./agents.js` (the README's
+// `npm start` = `agent-router serve`) must not take "serve" for the module's name.
+const code = await main(process.argv.slice(2));
 // A failure exits now, as the bin does: a module that opened a connection or a timer would keep the process alive.
 if (code !== undefined && code !== 0) process.exit(code);
 if (code !== undefined) process.exitCode = code;

@@ -204,6 +204,26 @@ test('npm start (scripts/start.mjs) exits 1 on a refused module that opened a ti
   assert.match(cli.stderr(), /busy\.mjs default-exports an object \(Object\), not an AgentRegistry/);
 });
 
+test('npm start -- serve <module> serves the module, as agent-router serve <module> does; npm start -- help shows the help', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  // On the library start.mjs serves from (dist/), so `instanceof` holds.
+  const lib = JSON.stringify(pathToFileURL(path.join(root, 'dist/index.js')).href);
+  await writeFile(path.join(dir, 'agents.mjs'), `import { Agent, AgentRegistry, echoModel } from ${lib};
+const registry = new AgentRegistry();
+registry.register('echo-.*', class extends Agent { constructor(id) { super(id, { model: echoModel() }); } });
+export default registry;
+`);
+  const cli = npmStart(t, ['serve', 'agents.mjs', '--port', '0'], dir);
+  const url = await listening(cli);
+  assert.deepEqual((await postJson(`${url}/agent/echo-9/chat`, { message: 'from the module' })).body, { agent_id: 'echo-9', response: 'from the module' });
+  cli.child.kill('SIGTERM');
+  assert.deepEqual(await cli.exited, { code: 0, signal: null });
+  const help = npmStart(t, ['help'], dir);
+  assert.deepEqual(await help.exited, { code: 0, signal: null });
+  assert.match(help.stdout(), /^Usage: agent-router serve \[module\] \[options\]/);
+});
+
 test('npm start (scripts/start.mjs) too: SIGTERM shuts down gracefully, exit 0, when whoever read stdout has gone', async (t) => {
   const cli = npmStart(t, ['--port', '0', '--storage', 'memory']);
   await listening(cli);
