@@ -178,7 +178,6 @@ export class AgentServer {
       this.listener(req, res);
     });
     this.#http = server; // claimed now, so a second serve() while this one starts is refused
-    this.#hostAllowed = hostCheck(this.#allowedHosts, host);
     await new Promise<void>((resolve, reject) => {
       const onError = (error: NodeJS.ErrnoException): void => {
         server.off('listening', onListening);
@@ -194,8 +193,13 @@ export class AgentServer {
       server.listen(port, host);
     });
     server.on('error', (error) => this.#logger.error('AgentServer: server error', error));
+    const bound = server.address() as AddressInfo;
+    // Loopback or not by the address bound, not the name given: a host name that resolves to 127.0.0.1
+    // (this machine's name in /etc/hosts, 127.0.1.1 on Debian) or `127.1` serves this machine only, as
+    // 127.0.0.1 does. Set before any request: connections are accepted only after this continuation runs.
+    this.#hostAllowed = hostCheck(this.#allowedHosts, bound.address);
     this.#host = host;
-    this.#port = (server.address() as AddressInfo).port;
+    this.#port = bound.port;
   }
 
   /** Drops one live agent on purpose (its state stays in storage); false if it is not live or is busy. */

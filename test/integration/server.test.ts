@@ -549,6 +549,16 @@ test('allowedHosts: listed names (a leading dot: the name and every name under i
   assert.equal((await getWithHost(dotted.url, '/healthz', 'agents.example')).status, 200, 'a trailing dot is read off the entry as off the header');
 });
 
+test('a host name that resolves to a loopback address (this machine\'s name in /etc/hosts, 127.1) is answered as 127.0.0.1 is: other Host names get 403', async (t) => {
+  const { registry } = makeRegistry();
+  const server = new AgentServer(registry, { logger: quiet });
+  t.after(() => server.close());
+  await server.serve(0, '127.1'); // what getaddrinfo makes 127.0.0.1 of, as it would a name listed in /etc/hosts
+  assert.equal((server.httpServer?.address() as net.AddressInfo).address, '127.0.0.1', 'listening on loopback only');
+  assert.equal((await getWithHost(`http://127.0.0.1:${server.port}`, '/healthz', 'attacker.example')).status, 403);
+  assert.equal((await getWithHost(`http://127.0.0.1:${server.port}`, '/healthz', `localhost:${server.port}`)).status, 200);
+});
+
 test('a loopback address is one however it is written; the listener on your own server checks Host against allowedHosts only, over HTTP/2 too', async (t) => {
   for (const address of ['127.0.0.1', '127.9.9.9', '::1', '0:0:0:0:0:0:0:1', '[::1]', '::ffff:127.0.0.1', 'localhost', 'app.localhost']) assert.ok(isLoopback(address), address);
   for (const address of ['0.0.0.0', '::', '10.0.0.1', '::2', 'example.com', 'localhost.example.com']) assert.ok(!isLoopback(address), address);
