@@ -1,4 +1,4 @@
-import { access, constants, mkdir } from 'node:fs/promises';
+import { access, constants, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { FileStorage } from '../storage/file.ts';
 import { MemoryStorage } from '../storage/memory.ts';
@@ -40,6 +40,9 @@ export async function openStorage(choice: DemoStorage, cwd: string, log: Log): P
   }
 }
 
+/** What a data directory the CLI made tells git: none of it is source (as a Python venv's does). */
+const NOT_IN_GIT = '# Made by agent-router: the agents\' conversations and state, not source.\n*\n';
+
 /** What mkdir's and access's codes mean for a data directory. */
 const DIR_ERRORS: Record<string, string> = {
   EEXIST: 'it is a file, not a directory',
@@ -53,8 +56,10 @@ const DIR_ERRORS: Record<string, string> = {
 
 async function openFile(dir: string, cwd: string): Promise<OpenedStorage> {
   try {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const made = await mkdir(dir, { recursive: true, mode: 0o700 });
     await access(dir, constants.W_OK);
+    // `./.data` is made in the user's project: conversations must not end up in a commit with it.
+    if (made !== undefined) await writeFile(path.join(dir, '.gitignore'), NOT_IN_GIT, { flag: 'wx' }).catch(() => undefined);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     // The code alone ("EEXIST") does not say that a file is where the directory should be.

@@ -6,6 +6,7 @@
  * removes it.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -211,6 +212,25 @@ test('--storage file:<dir> is --data-dir <dir>', async (t) => {
   const second = runCli(t, ['serve', '--port', '0', '--data-dir', path.join(dir, 'agents')], dir);
   assert.equal(await count(await listening(second), 'counter-f'), 7);
   await stop(second);
+});
+
+test('the data directory the CLI makes is left out of git; one that was there is left as it is', async (t) => {
+  const dir = await emptyProject(t);
+  const git = (...args: string[]): string => execFileSync('git', args, { cwd: dir, encoding: 'utf8' });
+  git('init', '-q');
+  await mkdir(path.join(dir, 'mine'));
+  const made = runCli(t, ['serve', '--port', '0'], dir);
+  assert.equal(await increment(await listening(made), 'counter-g', 3), 3);
+  await stop(made);
+  const kept = runCli(t, ['serve', '--port', '0', '--data-dir', 'mine'], dir);
+  assert.equal(await increment(await listening(kept), 'counter-g', 4), 4);
+  await stop(kept);
+  // The conversation in ./.data is on disk, and git sees none of it; the directory the user made is theirs.
+  assert.ok((await readdir(path.join(dir, '.data'))).some((name) => name.startsWith('counter_g-')));
+  const mine = (await readdir(path.join(dir, 'mine'))).sort();
+  assert.ok(mine.some((name) => name.startsWith('counter_g-')), mine.join(', '));
+  assert.ok(!mine.includes('.gitignore'));
+  assert.equal(git('status', '--porcelain', '--untracked-files=all'), mine.map((name) => `?? mine/${name}\n`).join(''));
 });
 
 test('a data directory that is a file, or under one, is one line saying so: exit code 1', async (t) => {
