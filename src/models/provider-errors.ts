@@ -14,7 +14,7 @@
  * | `model_stream_error` | an error event inside a stream that began with 200 (one whose `code` is an HTTP status gets that status's code above) |
  * | `model_bad_response` | a 200 that is neither SSE nor a whole reply as JSON (a server that ignored `stream: true`), data that is not a JSON object, an oversized line, a reply past maxResponseSize, an answer that is not HTTP (a malformed status line or chunk, headers over fetch's 16 KiB) |
  * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`), a content filter cut the reply (`finish_reason: "content_filter"`) or refused the prompt (Azure's HTTP 400 with `error.code: "content_filter"`) |
- * | `model_connection_failed` | no response at all (refused, DNS, TLS) |
+ * | `model_connection_failed` | no response at all (refused, DNS, TLS); not retried when TLS failed for good (a certificate not trusted here or not naming the host, an https baseURL to a plain HTTP port) |
  * | `model_stream_interrupted` | the stream ended before its last event (a cut connection) |
  * | `model_timeout` | no headers or no bytes for `timeout` seconds (or for Node's fetch's own 300 s) |
  */
@@ -148,6 +148,18 @@ export function connectionFailed(context: ProviderContext, cause: unknown): Mode
   return new ModelProviderError('model_connection_failed', `${context.label}: could not reach the provider; check baseURL and the network`, {
     provider: context.provider,
     retryable: true,
+    cause,
+  });
+}
+
+/**
+ * No TLS connection to the provider (see noTlsFix): its certificate was
+ * refused, or an https baseURL points at a plain HTTP port (a local llama.cpp
+ * or Ollama). Not "could not reach", and not retried: a retry is refused alike.
+ */
+export function noTls(context: ProviderContext, code: string, fix: string, cause: unknown): ModelProviderError {
+  return new ModelProviderError('model_connection_failed', `${context.label}: no TLS connection to the provider (${code}); ${fix}`, {
+    provider: context.provider,
     cause,
   });
 }

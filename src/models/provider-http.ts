@@ -6,6 +6,7 @@
 import { ModelProviderError } from '../errors.ts';
 import { mediaType } from '../http/path.ts';
 import { readSSE, type SSEEvent } from '../sse/parser.ts';
+import { noTlsFix } from '../tls.ts';
 import type { JsonObject } from '../types.ts';
 import type { ModelChunk } from './model.ts';
 import {
@@ -16,6 +17,7 @@ import {
   httpError,
   isObject,
   notAStream,
+  noTls,
   redirected,
   streamInterrupted,
   timeoutError,
@@ -132,10 +134,13 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     if (error instanceof RangeError) return badResponse(request, 'an SSE line or event is too large', error);
     if (isFetchTimeout(error)) return fetchTimeoutError(request, error);
     // Reached, and answered in something that is not HTTP (llhttp's HPE_ codes: another protocol on that
-    // port, a broken proxy) or with headers past fetch's 16 KiB: not "could not reach", and a retry gets the same.
+    // port, a broken proxy) or with headers past fetch's 16 KiB, or refused in the TLS handshake: not
+    // "could not reach", and a retry gets the same.
     const code = fetchCode(error);
-    if (typeof code === 'string' && (code.startsWith('HPE_') || code === 'UND_ERR_HEADERS_OVERFLOW')) {
-      return notHttp(request, code, error);
+    if (typeof code === 'string') {
+      if (code.startsWith('HPE_') || code === 'UND_ERR_HEADERS_OVERFLOW') return notHttp(request, code, error);
+      const tlsFix = noTlsFix(code, 'baseURL');
+      if (tlsFix !== undefined) return noTls(request, code, tlsFix, error);
     }
     return stage === 'connect' ? connectionFailed(request, error) : streamInterrupted(request, error);
   };

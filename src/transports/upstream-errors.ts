@@ -1,4 +1,5 @@
 import { AgentRouterError, UpstreamError } from '../errors.ts';
+import { noTlsFix } from '../tls.ts';
 
 /**
  * The errors HTTPTransport throws, by what went wrong. `remote` is the origin
@@ -96,32 +97,16 @@ export function fetchFailed(remote: string, cause: unknown): UpstreamError {
       publicMessage: 'The connection to the remote agent broke off before it answered',
     });
   }
-  if (code !== undefined && (REFUSED_CERTIFICATE.has(code) || code === 'ERR_SSL_WRONG_VERSION_NUMBER')) return noTls(remote, code, cause);
+  const fix = noTlsFix(code, 'url');
+  if (code !== undefined && fix !== undefined) return noTls(remote, code, fix, cause);
   return unreachable(remote, cause, code);
 }
 
 /**
- * What Node's TLS makes of a remote certificate this process does not trust:
- * a self-signed one, one from a private CA, an expired one, or one that does
- * not name the url's host (an https url holding an IP address).
- */
-const REFUSED_CERTIFICATE: ReadonlySet<string> = new Set([
-  'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID', 'CERT_UNTRUSTED', 'CERT_REJECTED', 'CERT_REVOKED',
-  'INVALID_CA', 'HOSTNAME_MISMATCH', 'ERR_TLS_CERT_ALTNAME_INVALID',
-]);
-
-/**
  * No TLS connection: the remote's certificate was refused, or an https url
- * points at a port that does not speak TLS. The remote is up, so "check that
- * it is up" would send the operator the wrong way; nothing was sent to it.
+ * points at a port that does not speak TLS (see noTlsFix). Nothing was sent.
  */
-function noTls(remote: string, code: string, cause: unknown): UpstreamError {
-  const fix = code === 'ERR_SSL_WRONG_VERSION_NUMBER'
-    ? 'that port does not speak TLS: use an http: url, or the port where the remote serves https'
-    : code === 'ERR_TLS_CERT_ALTNAME_INVALID' || code === 'HOSTNAME_MISMATCH'
-      ? 'its certificate does not name the host in the url: use a url with a host name the certificate holds'
-      : "its certificate is not trusted here: add its CA with NODE_EXTRA_CA_CERTS, or renew it if it expired";
+function noTls(remote: string, code: string, fix: string, cause: unknown): UpstreamError {
   return new UpstreamError(502, 'upstream_unreachable', `HTTPTransport: no TLS connection to ${remote} (${code}); ${fix}`, {
     expose: true,
     cause,

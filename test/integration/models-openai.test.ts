@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import test from 'node:test';
 import { openAIModel } from '../../src/models/openai.ts';
 import { listen } from '../helpers/listen.ts';
-import { shortUndiciTimeouts } from '../helpers/undici.ts';
+import { shortUndiciTimeouts, undiciFetch } from '../helpers/undici.ts';
 import {
   closedPortURL,
   collect,
@@ -271,6 +274,38 @@ test('a refused connection is a connection error', async () => {
   const outcome = await collect(model(await closedPortURL()));
   const error = providerError(outcome, 'model_connection_failed');
   assert.equal(error.retryable, true);
+});
+
+test('a provider whose TLS certificate is refused, or an https baseURL to a plain HTTP port, is model_connection_failed saying why and how to fix it, not retried', async (t) => {
+  // Self-signed for localhost (test/fixtures), as a local gateway's or a corporate proxy's private CA looks here.
+  const cert = readFileSync('test/fixtures/tls-self-signed-cert.pem');
+  const server = https.createServer({ cert, key: readFileSync('test/fixtures/tls-self-signed-key.pem') }, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' }).end(STREAM);
+  });
+  let connections = 0;
+  server.on('connection', () => connections++);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const { port } = server.address() as AddressInfo;
+  const noTls = (outcome: Awaited<ReturnType<typeof collect>>, code: string, fix: RegExp) => {
+    const error = providerError(outcome, 'model_connection_failed');
+    assert.equal(error.message.startsWith(`openai:gpt-4o-mini: no TLS connection to the provider (${code}); `), true, error.message);
+    assert.match(error.message, fix);
+    assert.equal(error.retryable, false);
+  };
+  noTls(await collect(model(`https://localhost:${port}`, { maxRetries: 2 })), 'DEPTH_ZERO_SELF_SIGNED_CERT', /NODE_EXTRA_CA_CERTS/);
+  assert.equal(connections, 1, 'a certificate does not become trusted on retry');
+  // Trusted, but baseURL names the server by an address its certificate does not hold.
+  const trusting = await undiciFetch({ connect: { ca: cert } });
+  noTls(await collect(model(`https://127.0.0.1:${port}`, { fetch: trusting, maxRetries: 2 })), 'ERR_TLS_CERT_ALTNAME_INVALID', /a host name the certificate holds/);
+  assert.equal(connections, 2);
+  assert.equal((await collect(model(`https://localhost:${port}`, { fetch: trusting }))).chunks.join(''), TEXT);
+  // https to a provider serving plain HTTP (a local llama.cpp or Ollama).
+  const plain = await fakeProvider(t, () => ({ body: STREAM }));
+  noTls(await collect(model(plain.url.replace('http:', 'https:'), { maxRetries: 2 })), 'ERR_SSL_WRONG_VERSION_NUMBER', /use an http: baseURL/);
 });
 
 test('a server that answers something that is not HTTP is model_bad_response saying so, not retried, not "could not reach"', async (t) => {
