@@ -4,7 +4,7 @@ import { mediaType } from '../http/path.ts';
 import { createSSEParser, drainReader } from '../sse/parser.ts';
 import { describeRemote } from './remote-url.ts';
 import type { Slots } from './slots.ts';
-import { allSlotsBusy, badResponse, fetchFailed, incomplete, readFailed, statusError, streamFailed, timedOut } from './upstream-errors.ts';
+import { allSlotsBusy, badResponse, fetchFailed, incomplete, KEPT_STATUSES, readFailed, statusError, streamFailed, timedOut } from './upstream-errors.ts';
 import { Watchdog } from './watchdog.ts';
 
 /** What one read of a body gives; spelled through the reader, since the DOM library's name is not in Node's types. */
@@ -241,8 +241,8 @@ export class RemoteCall {
       try {
         body = JSON.parse(await this.#readText(response, ERROR_BODY_LIMIT));
       } catch (error) {
-        // A 503 or 504 stays one, whatever its body (too large, cut): what the caller learns from it matters more.
-        if (this.#controller.signal.aborted || (error instanceof AgentRouterError && status < 500)) throw error;
+        // A 413, 429, 503 or 504 stays one, whatever its body (too large, cut): what the caller learns from it matters more.
+        if (this.#controller.signal.aborted || (error instanceof AgentRouterError && status < 500 && !KEPT_STATUSES.has(status))) throw error;
       }
     }
     return statusError(this.remote, status, body, response.headers.get('retry-after'));

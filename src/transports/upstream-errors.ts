@@ -196,7 +196,8 @@ export function badResponse(remote: string, what: string, cause?: unknown): Upst
 /**
  * A non-2xx answer. A 4xx about the caller's request (RELAYED_STATUSES, or
  * an action's own) carrying a JSON `{"error"}` is relayed with its status,
- * message, code and a numeric Retry-After; a 503 is relayed as a 503 (see
+ * message, code and a numeric Retry-After; a 429 or 413 without one stays a
+ * 429 or 413 (see `refusedByGateway`); a 503 is relayed as a 503 (see
  * `unavailable`), a 504 as a 504 (see `timedOutThere`); a
  * 3xx (never followed), any other 5xx, any other 4xx, or a 4xx without such
  * a body is a 502 that names only the remote.
@@ -226,6 +227,7 @@ export function statusError(remote: string, status: number, body: unknown, retry
     });
   }
   const message = fields['error'];
+  if (typeof message !== 'string' && (status === 429 || status === 413)) return refusedByGateway(remote, status, retryAfter);
   if (typeof message !== 'string') {
     return new UpstreamError(502, 'upstream_bad_response', `HTTPTransport: ${remote} answered ${status} without a JSON error body`, {
       expose: true,
@@ -233,6 +235,32 @@ export function statusError(remote: string, status: number, body: unknown, retry
     });
   }
   return new UpstreamError(status, relayedCode(fields['code'], 'upstream_error'), relayedMessage(message), { expose: true, ...retryAfterHeader(retryAfter) });
+}
+
+/**
+ * The statuses the caller learns from whatever the body, even one too large
+ * or cut short: a 503 or 504 (see `unavailable`, `timedOutThere`), and a 429
+ * or 413 (see `refusedByGateway`).
+ */
+export const KEPT_STATUSES: ReadonlySet<number> = new Set([413, 429, 503, 504]);
+
+/**
+ * A 429 or 413 without our routers' `{"error"}` body: a gateway before the
+ * remote (an HTML page, AWS's or Kong's `{"message"}`) rate limiting the
+ * transport, or refusing the body as too large. Either is about the
+ * caller's requests, who should back off or send less, so it stays a 429
+ * (with its numeric Retry-After) or 413, as a 503 stays a 503; the body is
+ * never quoted.
+ */
+function refusedByGateway(remote: string, status: 429 | 413, retryAfter: string | null): UpstreamError {
+  const [code, what, publicMessage] = status === 429
+    ? ['upstream_rate_limited', 'rate limited', 'The remote agent is rate limiting requests (429); try again later']
+    : ['upstream_body_too_large', 'body too large', 'The remote agent refused the request body as too large (413)'];
+  return new UpstreamError(status, code, `HTTPTransport: ${remote} answered ${status} (${what}) without our routers' error body`, {
+    expose: true,
+    publicMessage,
+    ...retryAfterHeader(retryAfter),
+  });
 }
 
 /** The 503s our own routers answer, relayed with their message: nothing in them names the remote. */

@@ -635,6 +635,41 @@ test('a remote 503 stays a 503 with its Retry-After in seconds: our routers\' co
   assert.deepEqual(logged, ['AgentRouter: request failed with 503', 'AgentRouter: request failed with 503']);
 });
 
+test("a gateway's 429 or 413 without our routers' error body stays a 429 or 413, its Retry-After passed on and its body unquoted", async (t) => {
+  const remote = await fakeRemote(t, (_req, res, captured) => {
+    const { id } = route(captured);
+    // An API gateway's refusals: {"message"} (AWS, Kong), an HTML page (nginx), one too large to read, or none.
+    if (id === 'kong') return void res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '30' }).end('{"message": "SECRET API rate limit exceeded for 10.0.0.5"}');
+    if (id === 'nginx') return void res.writeHead(413, { 'content-type': 'text/html' }).end('<h1>SECRET 413 Request Entity Too Large</h1>');
+    if (id === 'huge') return void res.writeHead(429, { 'content-type': 'text/html', 'retry-after': '5' }).end('x'.repeat(100_000));
+    res.writeHead(429, { 'retry-after': 'Wed, 21 Oct 2026 07:28:00 GMT' }).end();
+  });
+  const transport = new HTTPTransport(remote.base);
+  const limited = (retryAfter: string | undefined) => upstream(429, 'upstream_rate_limited', (error) => {
+    assert.match(error.message, /^HTTPTransport: http:\S+ answered 429 \(rate limited\) without our routers' error body/);
+    assert.ok(!error.message.includes('SECRET'));
+    assert.equal(error.publicMessage, 'The remote agent is rate limiting requests (429); try again later');
+    assert.deepEqual(error.headers, retryAfter === undefined ? undefined : { 'Retry-After': retryAfter });
+  });
+  await assert.rejects(transport.chat('kong', 'x'), limited('30'));
+  await assert.rejects(transport.stream('kong', 'x').ready, limited('30'));
+  await assert.rejects(transport.invoke('huge', 'm'), limited('5'));
+  await assert.rejects(transport.state('empty'), limited(undefined)); // an HTTP date is not passed on (the clocks may differ)
+  await assert.rejects(transport.chat('nginx', 'x'), upstream(413, 'upstream_body_too_large', (error) => {
+    assert.equal(error.publicMessage, 'The remote agent refused the request body as too large (413)');
+    assert.ok(!error.message.includes('SECRET'));
+  }));
+
+  const registry = new AgentRegistry();
+  registry.register('.*', transport);
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener());
+  t.after(close);
+  const answered = await fetch(`${url}/kong/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"x"}', signal: AbortSignal.timeout(5000) });
+  assert.equal(answered.status, 429);
+  assert.equal(answered.headers.get('retry-after'), '30');
+  assert.deepEqual(await answered.json(), { error: 'The remote agent is rate limiting requests (429); try again later', code: 'upstream_rate_limited' });
+});
+
 test('a remote 504 stays a 504: our routers\' timeout codes relayed, any other body unquoted', async (t) => {
   const remote = await fakeRemote(t, (_req, res, captured) => {
     const { id } = route(captured);
