@@ -236,8 +236,8 @@ export class RemoteCall {
   async #statusError(response: Response): Promise<AgentRouterError> {
     const { status } = response;
     let body: unknown;
-    if ((status >= 400 && status < 500) || status === 503 || status === 504) {
-      // Only a 4xx, 503 or 504 body is read: it may hold an error to relay. Others are cancelled unread.
+    if ((status >= 400 && status < 500) || (status >= 502 && status <= 504)) {
+      // Only a 4xx, 502, 503 or 504 body is read: it may hold an error to relay. Others are cancelled unread.
       try {
         body = JSON.parse(await this.#readText(response, ERROR_BODY_LIMIT));
       } catch (error) {

@@ -197,12 +197,14 @@ export function badResponse(remote: string, what: string, cause?: unknown): Upst
  * A non-2xx answer. A 4xx about the caller's request (RELAYED_STATUSES, or
  * an action's own) carrying a JSON `{"error"}` is relayed with its status,
  * message, code and a numeric Retry-After; a 429 or 413 without one stays a
- * 429 or 413 (see `refusedByGateway`); a 503 is relayed as a 503 (see
- * `unavailable`), a 504 as a 504 (see `timedOutThere`); a
+ * 429 or 413 (see `refusedByGateway`); our routers' own 502 is relayed (see
+ * `failedThere`), a 503 as a 503 (see `unavailable`), a 504 as a 504 (see
+ * `timedOutThere`); a
  * 3xx (never followed), any other 5xx, any other 4xx, or a 4xx without such
  * a body is a 502 that names only the remote.
  */
 export function statusError(remote: string, status: number, body: unknown, retryAfter: string | null): AgentRouterError {
+  if (status === 502) return failedThere(remote, body, retryAfter);
   if (status === 503) return unavailable(remote, body, retryAfter);
   if (status === 504) return timedOutThere(remote, body);
   if (status >= 300 && status < 400) {
@@ -211,12 +213,7 @@ export function statusError(remote: string, status: number, body: unknown, retry
       publicMessage: `The remote agent answered ${status} (a redirect)`,
     });
   }
-  if (status < 400 || status >= 500) {
-    return new UpstreamError(502, 'upstream_error', `HTTPTransport: ${remote} answered ${status}; see the remote's logs`, {
-      expose: true,
-      publicMessage: `The remote agent answered ${status}`,
-    });
-  }
+  if (status < 400 || status >= 500) return answered(remote, status);
   const fields = asFields(body);
   if (!aboutTheRequest(status, fields)) {
     // Named only if it is a code as our routers write them: it goes into this router's log.
@@ -261,6 +258,41 @@ function refusedByGateway(remote: string, status: 429 | 413, retryAfter: string 
     publicMessage,
     ...retryAfterHeader(retryAfter),
   });
+}
+
+/** A 5xx not relayed: a 502 that names only the remote, never the body (a 5xx body can name internal hosts). */
+function answered(remote: string, status: number): UpstreamError {
+  return new UpstreamError(502, 'upstream_error', `HTTPTransport: ${remote} answered ${status}; see the remote's logs`, {
+    expose: true,
+    publicMessage: `The remote agent answered ${status}`,
+  });
+}
+
+/**
+ * The 502s our own routers answer: their own remote (`upstream_*`) or their
+ * model provider (`model_*`) failed. Their messages name neither (a model's
+ * is "Request failed").
+ */
+const OWN_FAILURES: ReadonlySet<unknown> = new Set([
+  'upstream_unreachable', 'upstream_interrupted', 'upstream_bad_response', 'upstream_error', 'upstream_refused', 'upstream_redirect',
+  'upstream_incomplete', 'upstream_stream_error', 'model_auth_failed', 'model_not_found', 'model_rate_limited', 'model_unavailable',
+  'model_request_rejected', 'model_redirect', 'model_stream_error', 'model_bad_response', 'model_refused', 'model_connection_failed',
+  'model_stream_interrupted',
+]);
+
+/**
+ * A 502: a remote router whose own remote or model provider failed (a hop
+ * further down is down), or a gateway before the remote. Our routers' own
+ * 502s are relayed with their code, message and numeric Retry-After (a
+ * model's `model_rate_limited` carries one), as a stream relays them, so a
+ * caller two hops away learns what failed; any other body is never quoted.
+ */
+function failedThere(remote: string, body: unknown, retryAfter: string | null): UpstreamError {
+  const fields = asFields(body);
+  if (OWN_FAILURES.has(fields['code']) && typeof fields['error'] === 'string') {
+    return new UpstreamError(502, fields['code'] as string, relayedMessage(fields['error']), { expose: true, ...retryAfterHeader(retryAfter) });
+  }
+  return answered(remote, 502);
 }
 
 /** The 503s our own routers answer, relayed with their message: nothing in them names the remote. */

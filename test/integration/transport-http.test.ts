@@ -587,6 +587,33 @@ test('a remote 5xx is a 502 naming the remote, not its body', async (t) => {
   await assert.rejects(transport.stream('bot-1', 'x').ready, check);
 });
 
+test("a remote 502 of our routers' own (its own remote or model failed) is relayed with its code, message and Retry-After; any other body unquoted", async (t) => {
+  const remote = await fakeRemote(t, (_req, res, captured) => {
+    const { id } = route(captured);
+    if (id === 'down') return json(res, 502, { error: 'The remote agent could not be reached', code: 'upstream_unreachable' });
+    if (id === 'model') {
+      res.setHeader('retry-after', '7');
+      return json(res, 502, { error: 'Request failed', code: 'model_rate_limited' });
+    }
+    if (id === 'foreign') return json(res, 502, { error: 'SECRET backend 10.0.0.5 refused', code: 'bad_gateway' });
+    if (id === 'huge') return json(res, 502, { error: 'x'.repeat(100_000), code: 'upstream_unreachable' });
+    // A gateway before the remote that could not reach it.
+    res.writeHead(502, { 'content-type': 'text/html' });
+    res.end('<h1>SECRET 502 Bad Gateway</h1>');
+  });
+  const transport = new HTTPTransport(remote.base);
+  const down = upstream(502, 'upstream_unreachable', (error) => assert.equal(error.message, 'The remote agent could not be reached'));
+  await assert.rejects(transport.chat('down', 'x'), down);
+  await assert.rejects(transport.stream('down', 'x').ready, down);
+  await assert.rejects(transport.state('model'), upstream(502, 'model_rate_limited', (error) => assert.deepEqual(error.headers, { 'Retry-After': '7' })));
+  for (const id of ['foreign', 'huge', 'gateway']) {
+    await assert.rejects(transport.invoke(id, 'm'), upstream(502, 'upstream_error', (error) => {
+      assert.equal(error.message, `HTTPTransport: ${remote.base}/${id}/invoke answered 502; see the remote's logs`);
+      assert.equal(error.publicMessage, 'The remote agent answered 502');
+    }), id);
+  }
+});
+
 test('a remote 503 stays a 503 with its Retry-After in seconds: our routers\' code relayed, any other body unquoted', async (t) => {
   const remote = await fakeRemote(t, (_req, res, captured) => {
     const { id } = route(captured);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import test, { type TestContext } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouterError } from '../../src/errors.ts';
+import { AgentRouterError, ModelProviderError } from '../../src/errors.ts';
 import { AgentRouter } from '../../src/http/router.ts';
 import { scriptedModel, type ScriptedFunction } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
@@ -171,6 +171,46 @@ test("a turn that timed out on B is a 504 turn_timeout through A, JSON as stream
   assert.equal(proxied.body.code, 'turn_timeout');
   const streamed = await collectSSE(await streamChat(`${a.base}/remote-bot-3/chat`, 'x'));
   assert.deepEqual(streamed.events.map((event) => [event.event, JSON.parse(event.data)]), [['error', direct.body]]);
+});
+
+test("B's own 502 about its remote (C down) reaches the caller through A with B's code and message, JSON as streamed", async (t) => {
+  const { url, close } = await listen(() => {});
+  await close(); // C's port is now closed
+  const b = await hop(t, { next: { base: `${url}/agent`, seen: [], logged: [] } });
+  const a = await hop(t, { next: b });
+  const direct = await postJson(`${b.base}/remote-bot-1/chat`, { message: 'x' });
+  assert.equal(direct.status, 502);
+  assert.deepEqual(direct.body, { error: 'The remote agent could not be reached', code: 'upstream_unreachable' });
+  for (const request of [
+    () => postJson(`${a.base}/remote-bot-1/chat`, { message: 'x' }),
+    () => postJson(`${a.base}/remote-bot-1/invoke`, { method: 'increment' }),
+    () => getJson(`${a.base}/remote-bot-1/state`),
+  ]) {
+    const proxied = await request();
+    assert.equal(proxied.status, 502);
+    assert.deepEqual(proxied.body, direct.body);
+  }
+  const streamed = await streamChat(`${a.base}/remote-bot-1/chat`, 'x');
+  assert.equal(streamed.status, 502);
+  assert.deepEqual(await streamed.json(), direct.body);
+  // B's log names C, where the operator looks.
+  assert.ok(b.logged.some((message) => message.startsWith(`HTTPTransport: could not reach ${url}/agent/remote-bot-1/chat`)), b.logged.join('\n'));
+});
+
+test("B's model provider failing before any text reaches the caller through A with B's code and Retry-After, not 'The remote agent answered 502'", async (t) => {
+  const script: Script = {
+    current: () => {
+      throw new ModelProviderError('model_rate_limited', 'openai:gpt-4o-mini: provider answered HTTP 429 (SECRET)', { provider: 'openai', providerStatus: 429, retryAfter: 7 });
+    },
+  };
+  const { a, b } = await pair(t, script);
+  const direct = await postJson(`${b.base}/remote-bot-1/chat`, { message: 'x' });
+  const proxied = await postJson(`${a.base}/remote-bot-2/chat`, { message: 'x' });
+  assert.equal(direct.status, 502);
+  assert.deepEqual(direct.body, { error: 'Request failed', code: 'model_rate_limited' });
+  assert.equal(proxied.status, 502);
+  assert.deepEqual(proxied.body, direct.body);
+  assert.equal(proxied.headers.get('retry-after'), '7');
 });
 
 test('streaming through A: the same SSE framing and headers as B, byte for byte', async (t) => {
