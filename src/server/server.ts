@@ -111,7 +111,10 @@ export class AgentServer {
     // Before anything waits for its 'close' (InFlight, the router), in case it is queued behind another.
     closeWithConnection(req, res);
     if (this.#closing !== undefined && !this.#lameDuck) {
-      refuse(res);
+      // With cors, a page reads this 503 as it reads the server's other answers (and its preflight is
+      // answered), instead of a bare network error: a listener on a server of your own, or an HTTP/2
+      // one whose connection a page's requests share, keeps answering after close() began.
+      if (!this.#corsWhileClosing(req, res)) refuse(res);
       // Tracked too: it may be queued behind a pipelined stream, and must not be cut before it is sent.
       this.#inFlight.track(res)();
       return;
@@ -275,6 +278,16 @@ export class AgentServer {
   #cors(req: IncomingMessage, res: ServerResponse, method: string): boolean {
     const cors = this.router.options.cors;
     return cors !== undefined && applyCors(cors, req, res, method);
+  }
+
+  /** #cors for the 503 of a server shutting down; an origin predicate that throws is logged, and the 503 goes without CORS headers. */
+  #corsWhileClosing(req: IncomingMessage, res: ServerResponse): boolean {
+    try {
+      return this.#cors(req, res, 'GET, POST');
+    } catch (error) {
+      this.#logger.error('AgentServer: request failed', error);
+      return false;
+    }
   }
 }
 

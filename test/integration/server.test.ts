@@ -407,6 +407,40 @@ test('a listener mounted on your own server answers 503 once close() began', asy
   await assert.rejects(server.serve(0), /was closed/);
 });
 
+test('with cors, a page reads the 503 of a server shutting down, and its preflight is answered', async (t) => {
+  // The listener on a server of your own (or an HTTP/2 one, where a page's requests share one
+  // connection) keeps answering after close() began: without CORS headers a page saw only a
+  // network error (fetch's TypeError), never the 503 that tells it to retry.
+  const origin = 'https://app.example';
+  const { registry } = makeRegistry();
+  const logged: unknown[] = [];
+  const origins = (sent: string): boolean => {
+    if (sent === 'https://boom.example') throw new Error('predicate bug');
+    return sent === origin;
+  };
+  const server = new AgentServer(registry, { logger: { error: (_message, error) => void logged.push(error) }, cors: { origins } });
+  const { listen } = await import('../helpers/listen.ts');
+  const own = await listen(server.listener);
+  t.after(own.close);
+  await server.close();
+  const preflight = await fetch(`${own.url}/agent/counter-1/chat`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST' } });
+  assert.equal(preflight.status, 204);
+  assert.equal(preflight.headers.get('access-control-allow-origin'), origin);
+  const reply = await fetch(`${own.url}/agent/counter-1/chat`, { method: 'POST', headers: { origin, 'content-type': 'application/json' }, body: '{"message":"hi"}' });
+  assert.equal(reply.status, 503);
+  assert.equal(reply.headers.get('access-control-allow-origin'), origin);
+  assert.deepEqual(await reply.json(), { error: 'Server is shutting down', code: 'shutting_down' });
+  const other = await fetch(`${own.url}/healthz`, { headers: { origin: 'https://elsewhere.example' } });
+  assert.equal(other.status, 503);
+  assert.equal(other.headers.get('access-control-allow-origin'), null);
+  await other.body?.cancel();
+  // An origin predicate that throws: still the 503, without CORS headers, and the bug is logged.
+  const boom = await fetch(`${own.url}/healthz`, { headers: { origin: 'https://boom.example' } });
+  assert.deepEqual([boom.status, boom.headers.get('access-control-allow-origin')], [503, null]);
+  await boom.body?.cancel();
+  assert.deepEqual(logged.map((error) => (error as Error).message), ['predicate bug']);
+});
+
 test('requestTimeout limits slow uploads but never cuts a long stream', async (t) => {
   const gate = deferred();
   const { server, url } = await start(t, { keepAliveTimeout: 0.1, headersTimeout: 0.2, requestTimeout: 0.3 }, gate.promise);
