@@ -278,3 +278,15 @@ test('a page on any site cannot drive an agent with a body that has no Content-T
   assert.deepEqual(answered, [`POST /chat-9/chat ${pageC.url} 415`], 'it reached the server without a preflight, and was refused');
   assert.ok(!asked.some((said) => said.includes('sent by another site')), 'the model never ran');
 });
+
+test('EventSource cannot open a chat stream (GET only, no body): an error event, and no retry, as the README says', async (t) => {
+  const page = await openPage(t, pageA);
+  const before = seen.length;
+  const url = `${routerB.url}/chat-10/chat?stream=true`;
+  const state = await within(page.evaluate((u) => new Promise<number>((resolve) => {
+    const source = new EventSource(u);
+    source.onerror = () => resolve(source.readyState);
+  }), url), 'the EventSource to fail');
+  assert.equal(state, 2, 'CLOSED: an answer other than 200 is not retried (a retry would leave it CONNECTING, 0)');
+  assert.deepEqual(seen.slice(before), [`GET /chat-10/chat?stream=true ${pageA.url}`], 'one GET, never repeated');
+});
