@@ -111,7 +111,10 @@ const EVENT_STREAM = {
       type: 'string',
       description:
         'Server-Sent Events: one `data:` event per chunk of the reply, then `event: done` + `data: [DONE]`; ' +
-        'a failure after the stream began ends it with `event: error` + `data: {"error", "code"}`; `: ping` comments keep an idle stream open.',
+        'a failure after the stream began ends it with `event: error` + `data: {"error", "code"}`; `: ping` comments keep an idle stream open. ' +
+        // What a client of stream=events parses; the document had only the plain stream's shape.
+        'With `stream=events`, typed JSON events whose `type` is the event name: `turn.started` (`{"type", "agent_id"}`), `text.delta` (`{"type", "text"}`), ' +
+        'then `turn.finished` (`{"type", "result": {"agent_id", "text"}}`, `"truncated": true` in `result` when the provider cut the reply short) or `turn.failed` (`{"type", "error", "code"}`).',
     },
     example: 'data: Hello\n\ndata:  world\n\nevent: done\ndata: [DONE]\n\n',
   },

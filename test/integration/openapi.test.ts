@@ -12,6 +12,7 @@ import { echoModel } from '../../src/models/echo.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { listen } from '../helpers/listen.ts';
+import { collectSSE } from '../helpers/sse.ts';
 
 /** Every error status DESIGN.md section 3 lists, and the README's 409 (storage refused the turn). */
 const ERROR_STATUSES = ['400', '401', '403', '404', '405', '409', '413', '415', '429', '500', '501', '502', '503', '504'];
@@ -91,6 +92,26 @@ test('chat and the generic route document the SSE reply and the stream parameter
   assert.deepEqual(Object.keys((invoke.responses['200'] as Response).content ?? {}), ['application/json']);
   const wrongMethod = invoke.responses['405'] as Response;
   assert.ok(wrongMethod.headers?.['Allow'] !== undefined, '405 documents Allow');
+});
+
+test('the SSE reply\'s description names every event a stream sends, and the fields of the typed ones (stream=events)', async (t) => {
+  const router = registryRouter();
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const ok = ((router.openapi().paths['/{agent_id}/chat']?.['post'] as Operation).responses['200'] as Response).content?.['text/event-stream'];
+  const description = (ok?.schema as { description: string }).description;
+  const named: string[] = [];
+  for (const stream of ['true', 'events']) {
+    const res = await fetch(`${url}/counter-1/chat?stream=${stream}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"hi there"}' });
+    for (const { event, data } of (await collectSSE(res)).events) {
+      if (event === 'message') continue;
+      named.push(event);
+      assert.ok(description.includes(`\`event: ${event}\``) || description.includes(`\`${event}\``), `the description names ${event}: ${description}`);
+      if (stream !== 'events') continue;
+      for (const field of Object.keys(JSON.parse(data) as object)) assert.ok(description.includes(`"${field}"`), `the description names ${event}'s ${field}`);
+    }
+  }
+  assert.deepEqual(named, ['done', 'turn.started', 'text.delta', 'text.delta', 'turn.finished']);
 });
 
 test('a single-agent router\'s document: /chat, /invoke, /state and / ; no 429 (no pool)', async () => {
