@@ -184,8 +184,16 @@ export class AgentPool {
     for (const [id, entry] of this.#entries) this.#drop(id, entry, 'close');
   }
 
+  /**
+   * A request in flight, or a turn of the agent's own. While a cut action
+   * still runs no turn can (each waits for it), so an instance's waiting
+   * turns do not keep it: one such is that action's own `this.chat()`, which
+   * waits for it as it waits for the chat, and would hold the id forever.
+   * Dropped, those turns still run on it if the action ends, through the
+   * storage's lock like any second instance's.
+   */
   #isBusy(entry: Entry): boolean {
-    return entry.active > 0 || entry.agent.busy;
+    return entry.active > 0 || (entry.agent.busy && !entry.agent.abandoned);
   }
 
   /** The least recently used instance that is not busy: the one to drop for room. */

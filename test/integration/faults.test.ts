@@ -137,6 +137,28 @@ test('an action that never settles is cut at turnTimeout, and the agent serves t
   assert.equal((await postWithin(`${url}/w/invoke`, { method: 'ping' })).body.result, 'pong');
 });
 
+test('an action that calls chat() on its own agent is cut at turnTimeout, and the agent id serves the next call and chat', async (t) => {
+  const storage = new MemoryStorage();
+  class SelfChat extends Agent {
+    static override actions = ['ask', 'ping'];
+    constructor(id: string) {
+      super(id, { model: scriptedModel(({ messages }) => `re: ${messages.at(-1)?.content}`), storage });
+    }
+    ask(): Promise<string> {
+      return this.chat('from inside'); // waits for its own turn: a deadlock the README warns of
+    }
+    ping(): string {
+      return 'pong';
+    }
+  }
+  const { url } = await serve(t, SelfChat, { turnTimeout: 0.05 });
+  assert.equal((await postWithin(`${url}/me/invoke`, { method: 'ask' })).status, 504);
+  // The cut action's chat still waits on the instance: the next requests get a fresh one, not 504s forever.
+  assert.equal((await postWithin(`${url}/me/invoke`, { method: 'ping' })).body.result, 'pong');
+  assert.equal((await postWithin(`${url}/me/chat`, { message: 'hello' })).body.response, 're: hello');
+  assert.deepEqual((await storage.load('me'))?.messages.map((message) => message.content), ['hello', 're: hello']);
+});
+
 test('turnTimeout counts from when a request asks for its turn: one waiting behind a stuck action is answered 504 without its turn starting', async (t) => {
   let modelCalls = 0;
   class Stuck extends Agent {
