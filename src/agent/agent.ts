@@ -191,6 +191,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   /** The state an agent never stored starts from; again after its record was deleted from storage. */
   readonly #initialState: S;
   #messages: ChatMessage[] = [];
+  /** What `messages` last returned, and of which history array: read again, unchanged, it is not copied again. */
+  #messagesRead: { of: ChatMessage[]; view: readonly ChatMessage[] } | undefined;
   #version = 0;
   #loading: Promise<void> | undefined;
   #loaded = false;
@@ -253,9 +255,21 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     return this.#staged ?? this.#state;
   }
 
-  /** The committed history, oldest first. */
+  /**
+   * The committed history, oldest first: a frozen copy, as its messages are.
+   * The history itself is the array each turn pushes onto and sends the
+   * model: handed out, a `messages.pop()` meant to read the last reply took
+   * it out of every later turn's request, though storage still held it.
+   */
   get messages(): readonly ChatMessage[] {
-    return this.#pendingUser ? this.#messages.slice(0, -1) : this.#messages;
+    const history = this.#messages;
+    const length = this.#pendingUser ? history.length - 1 : history.length;
+    // Its committed part only grows in place (a reload replaces the array): same array, same length, same messages.
+    const read = this.#messagesRead;
+    if (read !== undefined && read.of === history && read.view.length === length) return read.view;
+    const view = Object.freeze(history.slice(0, length));
+    this.#messagesRead = { of: history, view };
+    return view;
   }
 
   /** The version of the committed record (0 before the first commit). */

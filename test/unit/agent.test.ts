@@ -415,6 +415,29 @@ test('history messages are frozen, and MemoryStorage keeps those as they are but
   ]);
 });
 
+test('agent.messages cannot be changed: pop, push or reverse on it throws, and the history the model is sent stays whole', async () => {
+  const storage = new MemoryStorage();
+  const seen: string[][] = [];
+  const agent = new Agent('read-only-history', {
+    storage,
+    model: scriptedModel(({ messages }) => {
+      seen.push(messages.map((message) => message.content));
+      return 'ok';
+    }),
+  });
+  await agent.chat('one');
+  const read = agent.messages as ChatMessage[];
+  assert.throws(() => read.pop(), TypeError, 'pop() to read the last message would drop it from the history');
+  assert.throws(() => read.push({ role: 'user', content: 'forged' }), TypeError);
+  assert.throws(() => read.reverse(), TypeError);
+  assert.equal([...agent.messages].pop()?.content, 'ok', 'a copy is the user\'s own');
+  await agent.chat('two');
+  assert.deepEqual(seen.at(-1), ['one', 'ok', 'two']);
+  assert.deepEqual(agent.messages.map((message) => message.content), ['one', 'ok', 'two', 'ok']);
+  assert.deepEqual((await storage.load('read-only-history'))?.messages.map((message) => message.content), ['one', 'ok', 'two', 'ok']);
+  assert.equal(agent.messages, agent.messages, 'reading it twice copies nothing');
+});
+
 test('the model gets the system prompt and the history with the new message last', async () => {
   const seen: unknown[] = [];
   const agent = new Agent('s', {
