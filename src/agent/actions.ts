@@ -28,7 +28,11 @@ export function actionsOf(ctor: Function & { actions?: unknown }): ReadonlySet<s
     }
     const member = memberOf(ctor.prototype as object, name);
     if (typeof member?.value !== 'function') {
-      const what = member?.get !== undefined ? 'a getter, not a method' : 'no method of that name';
+      // An arrow function field is set on each instance after the constructor, so no check can see it: named here, as it is the usual cause.
+      const what =
+        member?.get !== undefined
+          ? 'a getter, not a method'
+          : `no method of that name (a class field such as ${name} = async () => {...} is not a method: write async ${name}() {...})`;
       throw new TypeError(`${ctor.name}.actions lists "${name}", but ${ctor.name} has ${what}`);
     }
   }

@@ -206,12 +206,20 @@ test('register checks the class actions up front', () => {
   class Version extends Agent {
     static override actions = ['version'];
   }
+  class Field extends Agent {
+    static override actions = ['add'];
+    add = async (): Promise<number> => 1;
+  }
   const registry = new AgentRegistry();
   assert.throws(() => registry.register('bad', Bad), /Bad.actions lists "setState", a built-in member/);
   assert.throws(() => registry.register('missing', Missing), /Missing has no method of that name/);
   // Not run on the prototype ("Cannot read private member"): named for what it is.
   assert.throws(() => registry.register('getter', Getter), /Getter.actions lists "total", but Getter has a getter, not a method/);
   assert.throws(() => registry.register('version', Version), /Version.actions lists "version", a built-in member/);
+  // Set on each instance after the constructor runs, so nothing can see it when the class is checked: the message says so.
+  assert.throws(() => registry.register('field', Field), {
+    message: 'Field.actions lists "add", but Field has no method of that name (a class field such as add = async () => {...} is not a method: write async add() {...})',
+  });
 });
 
 test('registering a pattern later does not change which route an id already resolved to', () => {
