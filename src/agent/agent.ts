@@ -17,7 +17,7 @@ export interface AgentOptions<S extends JsonObject | JsonState<S> = JsonObject> 
   system?: string | undefined;
   /**
    * Where state and history persist.
-   * @defaultValue one process-wide MemoryStorage
+   * @defaultValue one process-wide MemoryStorage, shared by id: two tests that each make `new Agent('bot')` share a record
    */
   storage?: Storage | undefined;
   /** State of an agent never stored before; copied, never shared between instances. */
@@ -339,7 +339,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   }
 
   /**
-   * Merges into state. Inside an action it joins the action's turn (as does
+   * Merges into state, one level deep (`{...state, ...update}`). Inside an action it joins the action's turn (as does
    * any call made while an action runs: the caller cannot be told apart);
    * during a chat turn it is checked at once and stored with that turn, or
    * in a turn of its own right after it (ahead of the turns waiting) if the
