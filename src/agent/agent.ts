@@ -594,7 +594,13 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     // object (a class instance, then let through) or refuse with its own error (a function).
     assertJsonState(this.state, `Agent ${JSON.stringify(this.id)}: state`);
     const current = structuredClone(this.state);
-    return { ...current, ...checkState(update(current), 'setState') } as S;
+    const changes = update(current);
+    if (changes === undefined) {
+      throw new TypeError(
+        'Agent setState: the update function returned undefined; return the fields to change, e.g. setState((s) => ({ count: s.count + 1 })); the state it is given is a copy, so changing it changes nothing',
+      );
+    }
+    return { ...current, ...checkState(changes, 'setState') } as S;
   }
 
   async *#streamTurn(message: string, cancellation: Cancellation, open: OpenStream): AsyncGenerator<string> {

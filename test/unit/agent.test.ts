@@ -144,6 +144,14 @@ test('setState outside a turn is a turn of its own and is stored', async () => {
   await counter.setState({ count: 9 });
   assert.deepEqual((await storage.load('c'))?.state, { count: 9 });
   await assert.rejects(counter.setState(null as never), /state must be a plain object/);
+  // Written as an Immer or Vue user would: the copy it is given is changed, and nothing returned.
+  await assert.rejects(
+    counter.setState(((s: { count: number }) => {
+      s.count++;
+    }) as never),
+    { message: 'Agent setState: the update function returned undefined; return the fields to change, e.g. setState((s) => ({ count: s.count + 1 })); the state it is given is a copy, so changing it changes nothing' },
+  );
+  assert.deepEqual((await storage.load('c'))?.state, { count: 9 });
 });
 
 test('setState from outside while a chat turn runs is stored with that turn, or after it when the turn fails', async () => {
