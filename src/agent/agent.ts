@@ -284,6 +284,16 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
 
   /** Loads state and history from storage; the first call does the work, later calls share it. */
   load(): Promise<void> {
+    // Every first turn and read comes here. Unlike model and system, which are read at each turn, a field
+    // named initialState is set after the constructor made the state: it was silently left out (then a
+    // `this.state.count + 1` stored NaN, reported as the action's result not being JSON).
+    if (Object.hasOwn(this, 'initialState')) {
+      return Promise.reject(
+        new TypeError(
+          `Agent ${JSON.stringify(this.id)}: initialState is a class field here, set only after the constructor ran; pass it to the constructor instead: super(id, { initialState: {...} })`,
+        ),
+      );
+    }
     this.#loading ??= this.#refresh(true).then(
       () => {
         this.#loaded = true;

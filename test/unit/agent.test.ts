@@ -36,6 +36,28 @@ test('constructor arguments are checked with messages that teach the fix', () =>
   assert.throws(() => new Agent('x', { initialState: [] as never }), /state must be a plain object/);
 });
 
+test('initialState written as a class field (where model and system work) fails the first turn with the fix, instead of a state without it', async () => {
+  const storage = new MemoryStorage();
+  class Fielded extends Agent<{ count: number }> {
+    static override actions = ['increment'];
+    override model = echoModel();
+    initialState = { count: 0 }; // set after the constructor: too late to be the state
+    constructor(id: string) {
+      super(id, { storage });
+    }
+    async increment(): Promise<number> {
+      await this.setState({ count: this.state.count + 1 });
+      return this.state.count;
+    }
+  }
+  const agent = new Fielded('fielded');
+  const fix = { name: 'TypeError', message: 'Agent "fielded": initialState is a class field here, set only after the constructor ran; pass it to the constructor instead: super(id, { initialState: {...} })' };
+  await assert.rejects(agent.invoke('increment'), fix);
+  await assert.rejects(agent.chat('hi'), fix);
+  await assert.rejects(agent.snapshot(), fix);
+  assert.equal(await storage.load('fielded'), undefined);
+});
+
 test('initialState is copied: instances never share a state object', async () => {
   const initialState = { nested: { n: 1 } };
   const a = new Agent('a', { initialState });
