@@ -205,4 +205,7 @@ function readUpTo(stream: Readable, limit: number, done: (error: Error | null, b
   stream.on('data', onData);
   stream.on('end', onEnd);
   stream.on('error', finish);
+  // A stream handed on paused (@fastify/compress pauses its inflating one) does not start flowing
+  // when a 'data' listener is added: without this nothing is read, and the request waits for good.
+  stream.resume();
 }

@@ -4,7 +4,7 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
 import { test, type TestContext } from 'node:test';
-import { PassThrough, Readable } from 'node:stream';
+import { PassThrough, pipeline, Readable } from 'node:stream';
 import { createGunzip, gzipSync } from 'node:zlib';
 import fastify4 from 'fastify4';
 import fastify5, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify5';
@@ -128,6 +128,28 @@ for (const [name, fastify] of majors) {
     // The hook's stream stopped at the limit, the rest unread: the connection closes, or it would stall on it.
     assert.equal(res.headers.get('connection'), 'close');
     await assertError(res, 413, 'body_too_large');
+  });
+
+  test(`${name}: a host preParsing hook that hands on a paused stream (as @fastify/compress inflates a gzipped body) is read, not left hanging`, async (t) => {
+    const app = fastify();
+    // @fastify/compress's request decompression, as it writes it: the inflating stream is handed on paused.
+    app.addHook('preParsing', async (request, _reply, payload) => {
+      if (request.headers['content-encoding'] !== 'gzip') return payload;
+      const gunzip = createGunzip();
+      gunzip.pause();
+      pipeline(payload, gunzip, () => {});
+      return gunzip;
+    });
+    await app.register(toFastify(makeRegistryRouter().router), { prefix: '/api' });
+    const url = await start(t, app);
+    const res = await fetch(`${url}/api/counter-1/chat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: Uint8Array.from(gzipSync('{"message":"inflated"}')),
+      // Without an answer the request waited for good: fail the test instead of hanging it.
+      signal: AbortSignal.timeout(10_000),
+    });
+    assert.deepEqual(await res.json(), { agent_id: 'counter-1', response: 'inflated' });
   });
 
   test(`${name}: a host's JSON parser is not used on the router's routes (the router reads), prefixes /api and /v1 nested`, async (t) => {
