@@ -36,10 +36,15 @@ export function parsedBody(req: IncomingMessage, body: unknown, limit: number): 
   return bodyFromParser(req, body, limit);
 }
 
-/** parsedBody, for a body a parser is known to have left (the Fastify plugin's own, from a host preParsing hook's stream). */
-export function bodyFromParser(req: IncomingMessage, body: unknown, limit: number): unknown {
+/**
+ * parsedBody, for a body a parser is known to have left (the Fastify plugin's
+ * own, from a host preParsing hook's stream). `counted`: the body is bytes
+ * counted as they were read, so the declared length (what the client sent,
+ * compressed say) does not decide the limit, the bytes do.
+ */
+export function bodyFromParser(req: IncomingMessage, body: unknown, limit: number, counted = false): unknown {
   const length = req.headers['content-length'];
-  if (length !== undefined && Number(length) > limit) return undefined;
+  if (!counted && length !== undefined && Number(length) > limit) return undefined;
   const header = req.headers['content-type'];
   const type = header === undefined || header === '' ? 'application/json' : mediaType(header);
   if (type !== 'application/json' && !type.endsWith('+json')) return undefined;

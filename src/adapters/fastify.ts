@@ -59,7 +59,14 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
       // Once the router has matched the path, before it writes or reads the body: the reply becomes the router's,
       // and so do the bytes a host preParsing hook's stream gave, if any (checked as a host parser's raw text).
       const claim = (): void => {
-        if (request.body !== undefined) hint.body = bodyFromParser(request.raw, request.body, bodyLimit);
+        const bytes = request.body;
+        if (bytes !== undefined) {
+          // Never undefined for a JSON type: the router would read the request itself, which the hook's stream holds.
+          hint.body = bodyFromParser(request.raw, bytes, bodyLimit, true);
+          // Read only up to the limit: the rest of the upload stays on the connection, unread, and a next
+          // request there would wait for good. Closed once answered, whatever the answer.
+          if (Buffer.isBuffer(bytes) && bytes.length > bodyLimit) reply.raw.shouldKeepAlive = false;
+        }
         reply.hijack();
         // Headers a hook set through Fastify (CORS, request ids) would be lost with the hijack.
         const headers = reply.getHeaders();

@@ -152,6 +152,56 @@ for (const [name, fastify] of majors) {
     assert.deepEqual(await res.json(), { agent_id: 'counter-1', response: 'inflated' });
   });
 
+  test(`${name}: a body a host preParsing hook's stream gives is limited by its bytes, and a refusal that leaves the upload unread closes the connection`, async (t) => {
+    const app = fastify();
+    app.addHook('preParsing', async (request, _reply, payload) => {
+      if (request.headers['content-encoding'] !== 'gzip') return payload.pipe(new PassThrough());
+      // @fastify/compress's request decompression, as it writes it.
+      const gunzip = createGunzip();
+      gunzip.pause();
+      pipeline(payload, gunzip, () => {});
+      return gunzip;
+    });
+    await app.register(toFastify(makeRegistryRouter().router), { prefix: '/api' });
+    const url = await start(t, app);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => agent.destroy());
+    const send = (method: string, path: string, headers: Record<string, string | number> = {}, body?: Buffer): Promise<{ status?: number | undefined; connection?: string | undefined; text: string }> =>
+      new Promise((resolve, reject) => {
+        const req = http.request(`${url}${path}`, { method, agent, headers }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode, connection: res.headers.connection, text }));
+        });
+        // Without an answer the request waited for good: fail the test instead of hanging it.
+        req.setTimeout(10_000, () => req.destroy(new Error(`no answer to ${method} ${path}`)));
+        req.on('error', reject);
+        req.end(body);
+      });
+    const expectError = (reply: { status?: number | undefined; text: string }, status: number, code: string): void => {
+      assert.equal(reply.status, status, reply.text);
+      assert.equal((JSON.parse(reply.text) as { code?: string }).code, code);
+    };
+    // A gzipped body whose compressed length alone is over the limit: it was 415 "send the body uncompressed".
+    const noise = Array.from({ length: BODY_LIMIT }, () => Math.random().toString(36).slice(2)).join('');
+    const gzipped = gzipSync(JSON.stringify({ message: noise }));
+    assert.ok(gzipped.length > BODY_LIMIT);
+    const big = { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': gzipped.length };
+    const inflated = await send('POST', '/api/counter-1/chat', big, gzipped);
+    expectError(inflated, 413, 'body_too_large');
+    assert.equal(inflated.connection, 'close', 'the rest of the upload is still on the connection');
+    // Refusals whose upload the hook's stream read only up to the limit: the connection was kept, and the next request on it was never answered.
+    const upload = Buffer.from(JSON.stringify({ message: 'x'.repeat(512 * 1024) }));
+    for (const [type, status, code] of [['text/plain', 415, 'unsupported_media_type'], ['application/json', 413, 'body_too_large']] as const) {
+      const refused = await send('POST', '/api/counter-1/chat', { 'content-type': type, 'content-length': upload.length }, upload);
+      expectError(refused, status, code);
+      assert.equal(refused.connection, 'close', type);
+      const next = await send('GET', '/api/counter-1/state');
+      assert.deepEqual(JSON.parse(next.text), { agent_id: 'counter-1', state: { count: 0 } });
+    }
+  });
+
   test(`${name}: a host's JSON parser is not used on the router's routes (the router reads), prefixes /api and /v1 nested`, async (t) => {
     const fixture = makeRegistryRouter({ openapi: true });
     const app = fastify();
