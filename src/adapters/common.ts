@@ -25,7 +25,8 @@ export function bodyLimitOf(router: AgentRouter): number {
  * it instead of reading the stream: a parser really ran (it read the stream
  * to its end; Express 4 leaves `req.body = {}` when it did not parse, so the
  * value alone proves nothing), the declared type is JSON, and the declared
- * length is within the router's limit. Otherwise undefined, and the router
+ * length is within the router's limit (unless it counts compressed bytes).
+ * Otherwise undefined, and the router
  * reads the body itself, or refuses it without reading: 415 for a declared
  * non-JSON type (a form a host's `urlencoded()` parsed is still refused, as
  * on node:http) or charset, 413 for a declared length over its limit (the
@@ -44,7 +45,10 @@ export function parsedBody(req: IncomingMessage, body: unknown, limit: number): 
  */
 export function bodyFromParser(req: IncomingMessage, body: unknown, limit: number, counted = false): unknown {
   const length = req.headers['content-length'];
-  if (!counted && length !== undefined && Number(length) > limit) return undefined;
+  // A length that counts compressed bytes the parser inflated says nothing of the body (held against it below):
+  // left to the router, the request would be refused for its Content-Encoding (415), not its size.
+  const encoded = req.headers['content-encoding'] !== undefined;
+  if (!counted && !encoded && length !== undefined && Number(length) > limit) return undefined;
   const header = req.headers['content-type'];
   const type = header === undefined || header === '' ? 'application/json' : mediaType(header);
   if (type !== 'application/json' && !type.endsWith('+json')) return undefined;
@@ -52,7 +56,7 @@ export function bodyFromParser(req: IncomingMessage, body: unknown, limit: numbe
   if (header !== undefined && otherCharset(header) !== undefined) return undefined;
   // Raw text a parser left (express.raw, express.text): parsed by the router, as it parses its own reads.
   if (typeof body === 'string' || Buffer.isBuffer(body)) return new JsonText(body);
-  if (length === undefined || req.headers['content-encoding'] !== undefined) {
+  if (length === undefined || encoded) {
     // No length declared (chunked), or one that counts compressed bytes: the limit is held against
     // the body as compact JSON, about what the client sent (shorter by its whitespace; longer by
     // numbers JSON writes out, like 1e20, and by bytes a parser decoded as U+FFFD).

@@ -209,6 +209,13 @@ export async function checkRegistryRoutes(
     const gzipped = await fetch(`${api}/counter-1/chat`, { method: 'POST', headers: { ...JSON_HEADERS, 'content-encoding': 'gzip' }, body: gzipSync(big) });
     const refusal = gzipped.status === 415 ? 'unsupported_media_type' : 'body_too_large';
     await assertError(gzipped, gzipped.status === 415 ? 415 : 413, refusal);
+    // Compressed to more than the limit too (gzip cannot shrink noise): it was 415 "send the body uncompressed".
+    const noise = Array.from({ length: BODY_LIMIT }, () => Math.random().toString(36).slice(2)).join('');
+    const packed = gzipSync(JSON.stringify({ message: noise }));
+    assert.ok(packed.length > BODY_LIMIT);
+    const inflated = await fetch(`${api}/counter-1/chat`, { method: 'POST', headers: { ...JSON_HEADERS, 'content-encoding': 'gzip' }, body: packed });
+    if (hostParser) await assertError(inflated, 413, 'body_too_large');
+    else await assertError(inflated, 415, 'unsupported_media_type');
   });
 
   await t.test('a transfer coding other than chunked is 501 where the router reads the body; a host parser refuses the still-coded bytes', async () => {
