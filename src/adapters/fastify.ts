@@ -134,10 +134,13 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
     // encapsulation context only: the host's parsers stay as they are everywhere else. A host
     // preParsing hook that hands on a stream of its own (decompressing, or keeping the raw bytes
     // for a signature check) has the last word on the bytes: those are read here, as a host
-    // parser's would be, and the router parses them.
+    // parser's would be, and the router parses them. So is the request itself when a hook reads
+    // it alongside already (fastify-raw-body): its chunks would be gone by the time the router
+    // reads. One the router refuses on its headers alone (a Content-Encoding) is left to it.
     fastify.removeAllContentTypeParsers();
     fastify.addContentTypeParser('*', (request, payload, done) => {
-      if (payload === request.raw) return done(null);
+      const raw = request.raw;
+      if (payload === raw && (raw.readableFlowing !== true || raw.headers['content-encoding'] !== undefined)) return done(null);
       readUpTo(payload, bodyLimit, done);
     });
     // Fastify 5 refuses a Content-Type it cannot parse before choosing a parser: the router answers it

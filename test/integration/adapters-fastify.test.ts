@@ -202,6 +202,29 @@ for (const [name, fastify] of majors) {
     }
   });
 
+  test(`${name}: a host preParsing hook that reads the request alongside and hands it on as it is (fastify-raw-body) leaves the router its bytes`, async (t) => {
+    const app = fastify();
+    const kept: string[] = [];
+    // fastify-raw-body's hook, as it works: the raw bytes kept aside for a signature check, read as they
+    // come, and the request itself handed on. Its chunks were gone by the time the router read.
+    app.addHook('preParsing', (request, _reply, payload, done) => {
+      const chunks: Buffer[] = [];
+      payload.on('data', (chunk: Buffer) => chunks.push(chunk));
+      payload.on('end', () => kept.push(Buffer.concat(chunks).toString()));
+      done(null, payload);
+    });
+    await app.register(toFastify(makeRegistryRouter().router), { prefix: '/api' });
+    const url = await start(t, app);
+    assert.deepEqual(await (await post(`${url}/api/counter-1/chat`, { message: 'read twice' })).json(), { agent_id: 'counter-1', response: 'read twice' });
+    assert.deepEqual(kept, ['{"message":"read twice"}'], 'the hook has its copy too');
+    await assertError(await post(`${url}/api/counter-1/chat`, '{"message":'), 400, 'invalid_json');
+    await assertError(await post(`${url}/api/counter-1/chat`, { message: 'x'.repeat(BODY_LIMIT * 2) }), 413, 'body_too_large');
+    // Refused on its headers, as on node:http.
+    const gzipped = await fetch(`${url}/api/counter-1/chat`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: Uint8Array.from(gzipSync('{"message":"hi"}')) });
+    await assertError(gzipped, 415, 'unsupported_media_type');
+    await assertError(await post(`${url}/api/counter-1/chat`, 'message=hi', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type');
+  });
+
   test(`${name}: a host's JSON parser is not used on the router's routes (the router reads), prefixes /api and /v1 nested`, async (t) => {
     const fixture = makeRegistryRouter({ openapi: true });
     const app = fastify();
