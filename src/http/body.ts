@@ -338,7 +338,10 @@ function readAndParse(req: IncomingMessage, limit: number): Promise<unknown> {
       req.off('error', onError);
       req.off('close', onClose);
     };
-    const onData = (chunk: Buffer): void => {
+    const onData = (data: Buffer | string): void => {
+      // Strings when a host middleware set an encoding on the request (req.setEncoding('utf8') in a
+      // raw-body logger): back to the bytes they decode, or the reader would throw, taking the process down.
+      const chunk = typeof data === 'string' ? Buffer.from(data, req.readableEncoding ?? 'utf8') : data;
       size += chunk.length;
       if (size > limit) {
         cleanup();

@@ -155,6 +155,24 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     assert.equal((logged[0] as { code?: string }).code, 'body_already_read');
   });
 
+  test(`${name}: a host middleware that set an encoding on the request (req.setEncoding) leaves the router bytes, not a crash`, async (t) => {
+    const app = express();
+    // As a raw-body logger might: the request's chunks come as strings from then on.
+    app.use((req: http.IncomingMessage, _res: unknown, next: () => void) => {
+      req.setEncoding('utf8');
+      next();
+    });
+    app.use('/api', toExpress(makeRegistryRouter({ bodyLimit: 1024 * 1024 }).router));
+    const { url, close } = await listen(app);
+    t.after(close);
+    // The router's reader threw on the string at the body's end: an uncaught exception, the process gone.
+    assert.deepEqual(await (await post(`${url}/api/counter-1/chat`, { message: 'caf\u00e9 \u2615' })).json(), { agent_id: 'counter-1', response: 'caf\u00e9 \u2615' });
+    // Many chunks, chunked: counted and joined as bytes.
+    const long = 'x\u00e9'.repeat(100_000);
+    assert.deepEqual(await (await postChunked(`${url}/api/counter-1/chat`, JSON.stringify({ message: long }))).json(), { agent_id: 'counter-1', response: long });
+    await assertError(await post(`${url}/api/counter-1/chat`, '{"message":'), 400, 'invalid_json');
+  });
+
   test(`${name}: behind compression(), a stream's events arrive as they are sent (gzipped, flushed per write), not all at the end`, async (t) => {
     const release = deferred();
     const registry = firstThenLast(release.promise);
