@@ -328,6 +328,9 @@ function readAndParse(req: IncomingMessage, limit: number): Promise<unknown> {
     if (streamReset(req)) return reject(new AgentRouterError(499, 'client_closed', 'Client closed the stream before the body was read'));
     // Something before the router read the stream and left no body for it: a setup mistake, told to the operator.
     if (req.readableEnded) return reject(bodyAlreadyRead());
+    // Chunks went to another reader before this one (a host middleware reading alongside while an async
+    // authorize ran): what is left is not the body, and parsing it would answer as if the client erred.
+    if (req.readableDidRead) return reject(bodyAlreadyRead());
     if (req.destroyed) return reject(new AgentRouterError(499, 'client_closed', 'Client closed the connection before the body was read'));
     let first: Buffer | undefined;
     let pieces: Pieces | undefined;

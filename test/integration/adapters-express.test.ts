@@ -173,6 +173,23 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     await assertError(await post(`${url}/api/counter-1/chat`, '{"message":'), 400, 'invalid_json');
   });
 
+  test(`${name}: a host middleware that reads the request alongside while the router awaits authorize: body_already_read, not the body's tail`, async (t) => {
+    const logged: unknown[] = [];
+    const { router } = makeRegistryRouter({ authorize: async () => true, logger: { error: (_message, error) => logged.push(error) } });
+    const app = express();
+    // A raw-body capture found in webhook guides: it reads the chunks as they come and calls next() at once.
+    app.use((req: http.IncomingMessage, _res: unknown, next: () => void) => {
+      req.on('data', () => {});
+      next();
+    });
+    app.use('/api', toExpress(router));
+    const { url, close } = await listen(app);
+    t.after(close);
+    // The router read after authorize, when the chunks were gone: it answered 400 missing_message, the client blamed.
+    await assertError(await post(`${url}/api/counter-1/chat`, { message: 'lost' }), 500, 'internal_error');
+    assert.equal((logged[0] as { code?: string }).code, 'body_already_read');
+  });
+
   test(`${name}: behind compression(), a stream's events arrive as they are sent (gzipped, flushed per write), not all at the end`, async (t) => {
     const release = deferred();
     const registry = firstThenLast(release.promise);
