@@ -136,11 +136,13 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
     // for a signature check) has the last word on the bytes: those are read here, as a host
     // parser's would be, and the router parses them. So is the request itself when a hook reads
     // it alongside already (fastify-raw-body): its chunks would be gone by the time the router
-    // reads. One the router refuses on its headers alone (a Content-Encoding) is left to it.
+    // reads. One the router refuses on its headers alone (a Content-Encoding) is left to it, and so
+    // is one whose first chunks went by already (the router refuses it: body_already_read).
     fastify.removeAllContentTypeParsers();
     fastify.addContentTypeParser('*', (request, payload, done) => {
       const raw = request.raw;
-      if (payload === raw && (raw.readableFlowing !== true || raw.headers['content-encoding'] !== undefined)) return done(null);
+      const alongside = raw.readableFlowing === true && !raw.readableDidRead && raw.headers['content-encoding'] === undefined;
+      if (payload === raw && !alongside) return done(null);
       readUpTo(payload, bodyLimit, done);
     });
     // Fastify 5 refuses a Content-Type it cannot parse before choosing a parser: the router answers it
