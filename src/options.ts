@@ -115,7 +115,8 @@ export function nearest(key: string, known: readonly string[]): string {
     const edits = editDistance(plain(key), plain(name));
     if (edits <= most && (best === undefined || edits < best.edits)) best = { name, edits };
   }
-  return best === undefined ? `; known options: ${known.join(', ')}` : `; did you mean ${best.name}?`;
+  // `now` (a clock for tests) is accepted but internal: not one to offer.
+  return best === undefined ? `; known options: ${known.filter((name) => name !== 'now').join(', ')}` : `; did you mean ${best.name}?`;
 }
 
 function editDistance(a: string, b: string): number {
