@@ -161,6 +161,8 @@ export class AgentServer {
       throw new TypeError(`AgentServer.serve: port must be an integer from 0 to 65535, got ${describeValue(port)}${hint}`);
     }
     if (typeof host !== 'string' || host === '') throw new TypeError('AgentServer.serve: host must be a string such as "127.0.0.1"');
+    // `[::1]` as a URL writes it (and as `url` prints it): listen() takes the address without the brackets.
+    if (host.length > 2 && host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
     const { keepAliveTimeout, headersTimeout, requestTimeout } = this.config;
     const server = createServer({
       keepAliveTimeout: keepAliveTimeout * 1000,

@@ -103,6 +103,14 @@ test('serve(0) binds a free port; chat, stream, invoke and state under /agent/{i
   assert.equal((await postJson(`${url}/agent/nobody/chat`, { message: 'x' })).body.code, 'agent_not_found');
 });
 
+test('serve(0, "[::1]") takes an IPv6 address as a URL writes it (and as url prints it)', async (t) => {
+  const server = new AgentServer(new Agent('solo', { model: echoModel() }));
+  t.after(() => server.close());
+  await server.serve(0, '[::1]');
+  assert.equal(server.url, `http://[::1]:${server.port}`);
+  assert.deepEqual((await postJson(`${server.url}/agent/solo/chat`, { message: 'over ipv6' })).body, { agent_id: 'solo', response: 'over ipv6' });
+});
+
 test('GET /healthz answers ok; other methods get 405 with Allow', async (t) => {
   const { url } = await start(t);
   const health = await getJson(`${url}/healthz`);
