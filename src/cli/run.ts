@@ -100,7 +100,9 @@ async function listen(server: Servable, port: number, host: string): Promise<voi
     const code = (error as { code?: string }).code;
     // AgentServer's own message names the address and the fix; keep it without its class prefix.
     const message = (error as Error).message.replace(/^AgentServer\.serve: /, '');
-    throw new LoadError(code === 'EADDRINUSE' ? `${message} (--port)` : message, { cause: error });
+    // A module's AgentServer that started itself: the CLI is what serves it (with --port and --host).
+    const hint = message.startsWith('already serving') ? '; a module given to agent-router serve exports its server without calling serve() itself' : '';
+    throw new LoadError(code === 'EADDRINUSE' ? `${message} (--port)` : `${message}${hint}`, { cause: error });
   }
 }
 

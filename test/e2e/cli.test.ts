@@ -114,6 +114,20 @@ test('serves a module whose default export is an Agent, or an AgentServer with i
   assert.deepEqual(await flagged.exited, { code: 0, signal: null });
 });
 
+test('a module whose AgentServer serves itself is refused, saying to leave serving to the CLI', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const lib = (file: string): string => JSON.stringify(pathToFileURL(path.join(root, fromSource ? `src/${file}.ts` : `.build/src/${file}.js`)).href);
+  await writeFile(
+    path.join(dir, 'self.mjs'),
+    `import { Agent } from ${lib('agent/agent')};\nimport { echoModel } from ${lib('models/echo')};\nimport { AgentServer } from ${lib('server/server')};\n` +
+      `const server = new AgentServer(new Agent('solo', { model: echoModel() }));\nawait server.serve(0);\nexport default server;\n`,
+  );
+  const cli = runCli(t, ['serve', 'self.mjs', '--port', '0'], dir);
+  assert.deepEqual(await cli.exited, { code: 1, signal: null });
+  assert.match(cli.stderr(), /^agent-router: already serving on http:\/\/127\.0\.0\.1:\d+; a module given to agent-router serve exports its server without calling serve\(\) itself\n$/);
+});
+
 test('a missing module is one clear line on stderr and exit code 1', async (t) => {
   const cli = runCli(t, ['serve', './no-such-agents.js', '--port', '0']);
   assert.deepEqual(await cli.exited, { code: 1, signal: null });
