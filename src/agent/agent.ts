@@ -198,6 +198,17 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   #loaded = false;
   /** A commit was refused as stale (version_conflict): the next turn reloads whatever storage holds. */
   #stale = false;
+  /**
+   * A turn that ran an action failed (threw, was cut, could not commit):
+   * the action may have changed the committed state in place
+   * (`this.state.notes.push(x)`), before it failed or, cut, after. The state
+   * is not frozen (changing it in place, then passing it to setState, is
+   * common and must work), nor copied before each action (every successful
+   * action would pay for it): the next turn and the next state read take it
+   * again from storage first (see #restoreState), so the change never shows
+   * nor is committed by a later turn.
+   */
+  #unsure = false;
   #staged: S | undefined;
   #inTurn = false;
   /** An action runs now: setState calls join its turn, and fail with it. */
@@ -250,7 +261,10 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     actionsOf(this.constructor as typeof Agent);
   }
 
-  /** The current state: a running turn's own changes included. Treat it as read-only; change it with setState. */
+  /**
+   * The current state: a running turn's own changes included. Treat it as read-only; change it with setState.
+   * After an action failed, it may show what the action changed in place until the next turn or snapshot().
+   */
   get state(): S {
     return this.#staged ?? this.#state;
   }
@@ -336,7 +350,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    */
   [committedState](): S | undefined {
     const sync = this.storage.sync;
-    return this.#loaded && sync !== undefined && sync.head(this.id) === this.#version ? this.#state : undefined;
+    return this.#loaded && !this.#unsure && sync !== undefined && sync.head(this.id) === this.#version ? this.#state : undefined;
   }
 
   /**
@@ -763,6 +777,10 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       const storing = this.#commit(append);
       if (storing !== undefined) await storing;
       return result;
+    } catch (error) {
+      // Set before #end gives the agent back, so that no turn or read meets the state as the action left it.
+      this.#unsure = true;
+      throw error;
     } finally {
       watch.dispose();
       if (!settled) this.#watchAbandoned(work);
@@ -793,7 +811,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    */
   #beginNow(cancel: TurnCancel): Session | undefined {
     const sync = this.storage.sync;
-    if (!this.#loaded || sync === undefined || this.#abandoned > 0 || this.#stale) return undefined;
+    if (!this.#loaded || sync === undefined || this.#abandoned > 0 || this.#stale || this.#unsure) return undefined;
     cancel.throwIfAborted();
     if (!this.#mailbox.tryAcquire()) return undefined;
     const unlock = sync.tryLock(this.id);
@@ -947,6 +965,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    * none (the record was deleted or restored), or any after a refused commit.
    */
   async #refresh(force: boolean): Promise<void> {
+    if (this.#unsure && !force && !this.#stale && (await this.#restoreState())) return;
     const storage = this.storage;
     // Taken as storage has it, even older than this instance's: nothing here is newer than what storage holds.
     let takeAny = force || this.#stale;
@@ -978,9 +997,12 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     const record = await storage.load(this.id);
     if (takeAny) {
       this.#stale = false;
+      const unsure = this.#unsure;
+      // The state is taken from storage below, whatever it holds: trusted again, unless a cut action still runs.
+      if (this.#abandoned === 0) this.#unsure = false;
       if (record === undefined) {
-        // Deleted: this instance starts over, as a new one would.
-        if (this.#version !== 0) {
+        // Deleted: this instance starts over, as a new one would; never stored, from its initial state again after a failed action.
+        if (this.#version !== 0 || unsure) {
           this.#state = structuredClone(this.#initialState);
           this.#messages = [];
           this.#version = 0;
@@ -994,6 +1016,30 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     // A new array (the storage's own is not pushed onto) of frozen messages, as those the agent writes.
     this.#messages = record.messages.map(frozenMessage);
     this.#version = record.version;
+  }
+
+  /**
+   * After a failed action (see #unsure): the committed state again, as
+   * storage holds it; no user code can change the history, which is kept.
+   * Read with loadSince where the storage has it, which then sends the state
+   * alone. False when storage holds another record or version than this
+   * instance: then #stale is set, and the caller reloads the whole record.
+   */
+  async #restoreState(): Promise<boolean> {
+    const version = this.#version;
+    const storage = this.storage;
+    const known = { version, messages: this.#pendingUser ? this.#messages.length - 1 : this.#messages.length };
+    const record = version > 0 && storage.loadSince !== undefined ? await storage.loadSince(this.id, known) : await storage.load(this.id);
+    // Another read (a turn's, a state read's) restored it meanwhile; taken again now, it could undo a running turn's in-place change.
+    if (!this.#unsure) return true;
+    if (this.#version !== version || (record === undefined ? version !== 0 : record.version !== version)) {
+      this.#stale = true;
+      return false;
+    }
+    // Storage keeps its own copy of what it was given (MemoryStorage copies on commit and on read): nothing the action changed.
+    this.#state = record === undefined ? structuredClone(this.#initialState) : (record.state as S);
+    if (this.#abandoned === 0) this.#unsure = false;
+    return true;
   }
 }
 
