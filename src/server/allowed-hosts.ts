@@ -65,12 +65,14 @@ export function isLoopback(host: string): boolean {
 /** `localhost`, a name under `.localhost` (RFC 6761: always this machine), or an IP address. */
 function alwaysAllowed(name: string): boolean {
   if (name === 'localhost' || name.endsWith('.localhost')) return true;
-  return name.startsWith('[') ? isIP(name.slice(1, -1)) === 6 : isIP(name) === 4;
+  return name.startsWith('[') ? name.endsWith(']') && isIP(name.slice(1, -1)) === 6 : isIP(name) === 4;
 }
 
 /** The Host header's name, lower case, without its port or a trailing dot; an IPv6 address keeps its brackets. */
 function hostname(host: string): string {
   const lower = host.toLowerCase();
-  const name = lower.startsWith('[') ? lower.slice(0, lower.indexOf(']') + 1) : lower.replace(/:\d*$/, '');
+  // The whole bracketed form or nothing: cut at the bracket, `[::1]evil.example` read as the address `[::1]`.
+  if (lower.startsWith('[')) return /^\[[^\]]*\](?::\d*)?$/.test(lower) ? lower.slice(0, lower.indexOf(']') + 1) : lower;
+  const name = lower.replace(/:\d*$/, '');
   return name.endsWith('.') ? name.slice(0, -1) : name;
 }

@@ -565,6 +565,10 @@ test('on a loopback address, only localhost names and IP addresses are answered 
     assert.deepEqual(answered, { status: 200, body: { agent_id: 'counter-1', state: { count: 5 } } }, host);
   }
   assert.equal((await getWithHost(url, '/agent/counter-1/state', 'localhost.attacker.example')).status, 403);
+  // An IPv6 address must be the whole host: text after its bracket (other than a port) makes it no address.
+  for (const host of ['[::1]attacker.example', '[::1].attacker.example:80', '[::1]:80:80', '[::1']) {
+    assert.equal((await getWithHost(url, '/agent/counter-1/state', host)).status, 403, host);
+  }
 });
 
 test('allowedHosts: listed names (a leading dot: the name and every name under it) are answered; true answers any; on every interface, any by default', async (t) => {
