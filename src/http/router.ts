@@ -20,6 +20,7 @@ import { loggerOf, type Logger } from './logger.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction, type RouteMatch } from './routes.ts';
 import { RunningTurns, type RunningTurn } from './running-turns.ts';
 import { streamReply, type ReplySource, type StreamEnd } from './stream.ts';
+import { cutIfLeftUnread } from './unread.ts';
 
 export type { Logger } from './logger.ts';
 
@@ -46,7 +47,7 @@ export interface AgentRouterOptions extends AgentPoolOptions {
   maxIdLength?: number | undefined;
   /** Seconds between `: ping` comments on an idle stream; 0 turns them off. @defaultValue 15 */
   pingInterval?: number | undefined;
-  /** Seconds a turn may take before it is aborted (504), counted from when the request asks for it: waiting behind the agent's earlier turns counts. 0 or Infinity for no limit. @defaultValue 300 */
+  /** Seconds a turn may take before it is aborted (504), counted from when the request asks for it: waiting behind the agent's earlier turns counts. Also how long a client may leave an answer (a stream, a JSON reply) unread before it is closed. 0 or Infinity for no limit. @defaultValue 300 */
   turnTimeout?: number | undefined;
   /** Runs before any agent is touched; see {@link Authorize}. */
   authorize?: Authorize | undefined;
@@ -231,6 +232,8 @@ export class AgentRouter {
   readonly #strictContentType: boolean;
   readonly #maxIdLength: number;
   readonly #turnTimeout: number;
+  /** How long a client may leave an answer unread (a stream's stall rule, turnTimeout): Infinity for no limit. */
+  readonly #unreadMs: number;
   readonly #logger: Logger;
   readonly #maxStreams: number;
   #openStreams = 0;
@@ -276,6 +279,7 @@ export class AgentRouter {
     this.#strictContentType = options.strictContentType ?? true;
     this.#maxIdLength = options.maxIdLength ?? 256;
     this.#turnTimeout = options.turnTimeout ?? 300;
+    this.#unreadMs = this.#turnTimeout > 0 ? this.#turnTimeout * 1000 : Infinity;
     this.#maxStreams = options.maxStreams ?? 10_000;
     const turnTimeout = this.#turnTimeout;
     this.#turns = new RunningTurns(turnTimeout, (running) => {
@@ -531,6 +535,7 @@ export class AgentRouter {
   #reply(running: Running, reply: JsonObject): void {
     try {
       sendJson(running.res, 200, reply);
+      cutIfLeftUnread(running.res, this.#unreadMs);
     } catch (error) {
       // A reply that cannot be sent (a remote's result JSON cannot hold); after the turn was cut, the cut answers.
       return this.#onEnd(running, { error });
@@ -601,6 +606,7 @@ export class AgentRouter {
     if (now !== undefined) {
       try {
         sendJson(res, 200, { agent_id: agentId, state: now });
+        cutIfLeftUnread(res, this.#unreadMs);
       } finally {
         this.#release(target, agentId);
       }
@@ -618,6 +624,7 @@ export class AgentRouter {
       (state) => {
         this.#release(target, agentId);
         sendJson(res, 200, { agent_id: agentId, state });
+        cutIfLeftUnread(res, this.#unreadMs);
       },
       (error: unknown) => {
         this.#release(target, agentId);

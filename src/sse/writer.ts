@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { cutIfLeftUnread, unlessReadWithin } from '../http/unread.ts';
 import { formatComment, formatEvent } from './format.ts';
 
 export interface SSEWriterOptions {
@@ -133,7 +133,8 @@ export class SSEWriter {
   #drained(): Promise<void> {
     return new Promise<void>((resolve) => {
       const res = this.#res;
-      const stalled = this.#unlessReadWithin();
+      // A client that reads nothing would hold this wait, and with it the turn (a remote one's connection slot too).
+      const stalled = unlessReadWithin(this.#res, this.#stallMs);
       const done = (): void => {
         clearTimeout(stalled);
         res.off('close', done);
@@ -149,28 +150,6 @@ export class SSEWriter {
       }
       res.on('close', done);
     });
-  }
-
-  /**
-   * Destroys the response once the client has read nothing for the stall
-   * timeout (no byte left for it in that time): a client that reads nothing
-   * would otherwise hold its turn (a remote one and its connection slot
-   * too), its socket and the bytes for as long as it stays connected. One
-   * that reads, however slowly, is never cut: each time the timer finds
-   * bytes sent since, it starts again. The caller clears the timer.
-   */
-  #unlessReadWithin(): NodeJS.Timeout | undefined {
-    if (this.#stallMs === Infinity) return undefined;
-    const res = this.#res;
-    let sent = bytesSent(res);
-    const timer = setTimeout(() => {
-      const now = bytesSent(res);
-      if (now === sent) return void res.destroy();
-      sent = now;
-      timer.refresh();
-    }, this.#stallMs);
-    timer.unref();
-    return timer;
   }
 
   /**
@@ -211,14 +190,7 @@ export class SSEWriter {
     else res.end(last);
     this.#stopWaiting?.();
     // Bytes a stalled client never reads would keep the socket (and them) for as long as it stays connected.
-    if (!res.writableFinished && !res.destroyed) {
-      const stalled = this.#unlessReadWithin();
-      if (stalled !== undefined) {
-        const settled = (): void => clearTimeout(stalled);
-        res.once('finish', settled);
-        res.once('close', settled);
-      }
-    }
+    cutIfLeftUnread(res, this.#stallMs);
   }
 }
 
@@ -244,28 +216,6 @@ function gone(res: ServerResponse): boolean {
 function needsDrain(res: ServerResponse): boolean {
   const need = (res as { writableNeedDrain?: boolean }).writableNeedDrain;
   return need ?? res.writableLength >= res.writableHighWaterMark;
-}
-
-/**
- * A count that grows as the kernel takes the response's bytes: what the
- * connection was given, less what it still holds. A large write goes to
- * libuv whole and waits there, so `writableLength` does not move while a
- * client reads it; libuv's own queue (`writeQueueSize`, which Node reads
- * too) does. Under HTTP/2, the stream's own bytes still waiting, taken
- * negative: its session's socket goes on taking the other streams' bytes
- * while this one's client reads nothing (its flow-control window shut), and
- * a count of those would never tell that it stalled. The caller compares
- * counts only across a time nothing new was written.
- */
-function bytesSent(res: ServerResponse): number {
-  const waiting = (res as { stream?: { bufferSize?: unknown } }).stream?.bufferSize;
-  if (typeof waiting === 'number') return -waiting;
-  // null while HTTP/1.1 queues it behind a pipelined response (the connection's bytes then tell whether its
-  // client reads) and once it is detached; undefined (node:http2's compatibility response) once the stream closed.
-  const socket = (res.socket === null ? (res.req as { socket?: Socket } | undefined)?.socket : res.socket) as (Socket & { _handle?: { writeQueueSize?: unknown } | null }) | null | undefined;
-  if (socket == null) return 0;
-  const inLibuv = socket._handle?.writeQueueSize;
-  return (socket.bytesWritten ?? 0) - (typeof inLibuv === 'number' ? inLibuv : socket.writableLength);
 }
 
 /**

@@ -204,3 +204,43 @@ test('a client that reads slowly but steadily is never cut, though its last fram
   await ended;
   assert.match(received, /event: turn\.finished\ndata: \{"type":"turn\.finished","result":\{"agent_id":"big-1","text":"y+"\}\}\n\n/, 'the stream arrived whole, turn.finished included');
 });
+
+test('a JSON answer whose client reads nothing (a large state, an action\'s result) is cut after turnTimeout; one read at once arrives whole', async (t) => {
+  // 16 MiB: more than the kernel's socket buffers take, so most of the answer waits in the server for the client.
+  const big = 'b'.repeat(16 * 1024 * 1024);
+  const registry = new AgentRegistry();
+  registry.register('.*', class extends Agent<{ blob: string }> {
+    static override actions = ['fetchBlob'];
+    constructor(id: string) {
+      super(id, { model: scriptedModel(() => ['hi']), initialState: { blob: big } });
+    }
+    fetchBlob(): string {
+      return this.state.blob;
+    }
+  });
+  const logged: unknown[] = [];
+  const server = new AgentServer(registry, { ...TIMEOUTS, turnTimeout: 0.5, logger: { error: (_message, error) => logged.push(error) } });
+  await server.serve(0);
+  t.after(() => server.close());
+
+  const invoke = '{"method":"fetchBlob"}';
+  const requests = {
+    state: 'GET /agent/blob-1/state HTTP/1.1\r\nHost: localhost\r\n\r\n',
+    invoke: `POST /agent/blob-1/invoke HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${invoke.length}\r\n\r\n${invoke}`,
+  };
+  for (const [what, request] of Object.entries(requests)) {
+    const closed = new Promise<void>((resolve) => server.httpServer?.once('connection', (socket: net.Socket) => socket.once('close', () => resolve())));
+    const client = net.connect(server.port as number, '127.0.0.1');
+    t.after(() => void client.destroy());
+    client.on('error', () => {}); // a reset is how a cut may arrive
+    client.write(request);
+    client.pause(); // reads nothing, ever: a few bytes sent, 16 MiB held for it
+    // Bounded by this watchdog, not timed: the server has to close the connection by itself.
+    const watchdog = new Promise<'never'>((resolve) => setTimeout(() => resolve('never'), 15_000).unref());
+    assert.notEqual(await Promise.race([closed, watchdog]), 'never', `${what}: the server never closed a connection whose client reads nothing`);
+  }
+  const read = await getJson(`${server.url}/agent/blob-1/state`);
+  assert.equal(read.status, 200);
+  assert.equal((read.body as { state: { blob: string } }).state.blob.length, big.length, 'a client that reads gets it all');
+  assert.deepEqual(logged, [], 'a client that reads nothing is not a server failure');
+});
