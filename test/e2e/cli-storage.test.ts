@@ -58,6 +58,25 @@ async function emptyProject(t: { after: (fn: () => Promise<void>) => void }): Pr
   return dir;
 }
 
+/**
+ * A Redis user of the test's own, allowed only the keys under `prefix`, and an admin client (returned) that
+ * removes the user and those keys after the test.
+ */
+async function redisUser(t: { after: (fn: () => Promise<void>) => void }, user: string, password: string, prefix: string) {
+  const admin = createClient({ url: REDIS });
+  admin.on('error', () => undefined);
+  await admin.connect();
+  t.after(async () => {
+    const keys: string[] = [];
+    for await (const batch of admin.scanIterator({ MATCH: `${prefix}*`, COUNT: 100 })) keys.push(...batch);
+    if (keys.length > 0) await admin.del(keys);
+    await admin.sendCommand(['ACL', 'DELUSER', user]);
+    await admin.close();
+  });
+  await admin.sendCommand(['ACL', 'SETUSER', user, 'on', `>${password}`, `~${prefix}*`, '+@all']);
+  return admin;
+}
+
 /** A port nothing listens on (bound, then released). */
 async function closedPort(): Promise<number> {
   const server = net.createServer();
@@ -107,17 +126,7 @@ test('--storage redis://: the counter survives a restart and a dropped connectio
   const prefix = `ar-cli:${tag}:`;
   // A Redis user of its own, so the test can drop exactly the CLI's connection (and a password is in the URL).
   const user = `ar_cli_${tag}`;
-  const admin = createClient({ url: REDIS });
-  admin.on('error', () => undefined);
-  await admin.connect();
-  t.after(async () => {
-    const keys: string[] = [];
-    for await (const batch of admin.scanIterator({ MATCH: `${prefix}*`, COUNT: 100 })) keys.push(...batch);
-    if (keys.length > 0) await admin.del(keys);
-    await admin.sendCommand(['ACL', 'DELUSER', user]);
-    await admin.close();
-  });
-  await admin.sendCommand(['ACL', 'SETUSER', user, 'on', '>s3cret-pw', `~${prefix}*`, '+@all']);
+  const admin = await redisUser(t, user, 's3cret-pw', prefix);
   const storage = `redis://${user}:s3cret-pw@127.0.0.1:6379/?prefix=${encodeURIComponent(prefix)}`;
 
   const first = runCli(t, ['serve', '--port', '0', '--storage', storage]);
@@ -151,17 +160,7 @@ test('--storage redis://: the counter survives a restart and a dropped connectio
 test('a backend line written after whoever read stderr has gone (agent-router serve 2>&1 | head -1) does not end the server', async (t) => {
   const prefix = `ar-cli-epipe:${tag}:`;
   const user = `ar_cli_epipe_${tag}`;
-  const admin = createClient({ url: REDIS });
-  admin.on('error', () => undefined);
-  await admin.connect();
-  t.after(async () => {
-    const keys: string[] = [];
-    for await (const batch of admin.scanIterator({ MATCH: `${prefix}*`, COUNT: 100 })) keys.push(...batch);
-    if (keys.length > 0) await admin.del(keys);
-    await admin.sendCommand(['ACL', 'DELUSER', user]);
-    await admin.close();
-  });
-  await admin.sendCommand(['ACL', 'SETUSER', user, 'on', '>pw', `~${prefix}*`, '+@all']);
+  const admin = await redisUser(t, user, 'pw', prefix);
   const cli = runCli(t, ['serve', '--port', '0', '--storage', `redis://${user}:pw@127.0.0.1:6379/?prefix=${encodeURIComponent(prefix)}`]);
   const url = await listening(cli);
   assert.equal(await increment(url, 'counter-e', 1), 1);
