@@ -288,11 +288,7 @@ const OWN_FAILURES: ReadonlySet<unknown> = new Set([
  * caller two hops away learns what failed; any other body is never quoted.
  */
 function failedThere(remote: string, body: unknown, retryAfter: string | null): UpstreamError {
-  const fields = asFields(body);
-  if (OWN_FAILURES.has(fields['code']) && typeof fields['error'] === 'string') {
-    return new UpstreamError(502, fields['code'] as string, relayedMessage(fields['error']), { expose: true, ...retryAfterHeader(retryAfter) });
-  }
-  return answered(remote, 502);
+  return ownAnswer(502, body, OWN_FAILURES, retryAfterHeader(retryAfter)) ?? answered(remote, 502);
 }
 
 /** The 503s our own routers answer, relayed with their message: nothing in them names the remote. */
@@ -307,12 +303,8 @@ const OWN_UNAVAILABLE: ReadonlySet<unknown> = new Set(['shutting_down', 'too_man
  * never quoted (a 5xx body can name internal hosts).
  */
 function unavailable(remote: string, body: unknown, retryAfter: string | null): UpstreamError {
-  const fields = asFields(body);
   const headers = retryAfterHeader(retryAfter);
-  if (OWN_UNAVAILABLE.has(fields['code']) && typeof fields['error'] === 'string') {
-    return new UpstreamError(503, fields['code'] as string, relayedMessage(fields['error']), { expose: true, ...headers });
-  }
-  return new UpstreamError(503, 'upstream_unavailable', `HTTPTransport: ${remote} answered 503 (unavailable for now)`, {
+  return ownAnswer(503, body, OWN_UNAVAILABLE, headers) ?? new UpstreamError(503, 'upstream_unavailable', `HTTPTransport: ${remote} answered 503 (unavailable for now)`, {
     expose: true,
     publicMessage: 'The remote agent is unavailable for now (503); try again later',
     ...headers,
@@ -329,14 +321,22 @@ const OWN_TIMEOUTS: ReadonlySet<unknown> = new Set(['turn_timeout', 'upstream_ti
  * other body is never quoted.
  */
 function timedOutThere(remote: string, body: unknown): UpstreamError {
-  const fields = asFields(body);
-  if (OWN_TIMEOUTS.has(fields['code']) && typeof fields['error'] === 'string') {
-    return new UpstreamError(504, fields['code'] as string, relayedMessage(fields['error']), { expose: true });
-  }
-  return new UpstreamError(504, 'upstream_timeout', `HTTPTransport: ${remote} answered 504 (it timed out); see the remote's logs`, {
+  return ownAnswer(504, body, OWN_TIMEOUTS, {}) ?? new UpstreamError(504, 'upstream_timeout', `HTTPTransport: ${remote} answered 504 (it timed out); see the remote's logs`, {
     expose: true,
     publicMessage: 'The remote agent timed out (504)',
   });
+}
+
+/**
+ * A 5xx one of our own routers answered (a body `{"error", "code"}` whose
+ * code is in `own`), relayed with its status, code and message, as a stream
+ * relays it; undefined for any other body, which is never quoted.
+ */
+function ownAnswer(status: number, body: unknown, own: ReadonlySet<unknown>, headers: { headers?: Record<string, string> }): UpstreamError | undefined {
+  const fields = asFields(body);
+  const message = fields['error'];
+  if (!own.has(fields['code']) || typeof message !== 'string') return undefined;
+  return new UpstreamError(status, fields['code'] as string, relayedMessage(message), { expose: true, ...headers });
 }
 
 /** A Retry-After in seconds is passed on; an HTTP date is not (the clocks may differ). */
