@@ -24,7 +24,7 @@ export interface OpenAPIRouterInfo {
 export interface OpenAPIDocument {
   openapi: '3.1.0';
   info: { title: string; version: string; description?: string };
-  /** Not set by the router: add your own (`doc.servers = [{ url: '/api' }]`) when it is mounted under a path. */
+  /** The host's mount path (`[{ url: '/api' }]`) in a served document, which knows it from the request; `openapi()` cannot: add your own. */
   servers?: Array<{ url: string; description?: string }>;
   tags?: Array<{ name: string }>;
   paths: Record<string, Record<string, OpenAPIOperation>>;

@@ -182,6 +182,21 @@ function cutOnClose(res: ServerResponse, cancel: TurnCancel): () => void {
 }
 
 /**
+ * Where a host app mounted the router (Express's `app.use('/api', ...)`, a
+ * Fastify plugin prefix), as one request shows it: the path the client asked
+ * (Express keeps it as `originalUrl`) less the path the host handed the
+ * router. Empty when the router was handed the whole path, or when the two
+ * do not line up (a host that rewrote the path).
+ */
+function mountPathOf(req: IncomingMessage, routedPath: string | undefined): string {
+  if (routedPath === undefined) return '';
+  const originalUrl = (req as { originalUrl?: unknown }).originalUrl;
+  const asked = splitTarget(typeof originalUrl === 'string' ? originalUrl : (req.url ?? '/')).path;
+  const routed = splitTarget(routedPath).path;
+  return asked.length > routed.length && asked.endsWith(routed) ? asked.slice(0, asked.length - routed.length) : '';
+}
+
+/**
  * A local agent's JSON chat turn reports here (Agent's ChatSink), as a
  * stream's turn reports to its stream: the reply is sent from the turn's own
  * callback, with no promise between (chat()'s, and one for each step after it).
@@ -359,7 +374,7 @@ export class AgentRouter {
     try {
       host?.claim?.();
       if (matched === 'openapi') {
-        this.#serveDocument(req, res);
+        this.#serveDocument(req, res, hint.path);
         answered?.();
         return true;
       }
@@ -473,11 +488,16 @@ export class AgentRouter {
    * CORS rules as the routes it describes (a docs page on another origin
    * reads it), and a 405 naming what the path takes for any other method.
    */
-  #serveDocument(req: IncomingMessage, res: ServerResponse): void {
+  #serveDocument(req: IncomingMessage, res: ServerResponse, routedPath: string | undefined): void {
     const methods = this.#agent === undefined ? 'GET, HEAD, POST' : 'GET, HEAD';
     if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, methods.replace(', HEAD', ''))) return;
     if (req.method !== 'GET' && req.method !== 'HEAD') throw httpErrors.methodNotAllowed(methods);
-    sendJson(res, 200, this.openapi());
+    const document = this.openapi();
+    // A docs page (Swagger UI) sends its requests to the paths under the document's server: without the
+    // host's mount path they would miss the router.
+    const mount = mountPathOf(req, routedPath);
+    if (mount !== '') document.servers = [{ url: mount }];
+    sendJson(res, 200, document);
   }
 
   /** The router's routes as an OpenAPI 3.1 document, with its `tags` and `responses` options; a fresh object each call. */

@@ -99,7 +99,7 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     const { url, close } = await listen(app);
     t.after(close);
     await checkRegistryRoutes(t, { origin: url, base: '/api/v1', fixture });
-    await checkServedOpenAPI(t, `${url}/api/v1/openapi.json`, '/v1/{agent_id}/chat');
+    await checkServedOpenAPI(t, `${url}/api/v1/openapi.json`, '/v1/{agent_id}/chat', '/api');
   });
 
   test(`${name}: a single-agent router at a mount path`, async (t) => {

@@ -260,7 +260,7 @@ for (const [name, fastify] of majors) {
     );
     const url = await start(t, app);
     await checkRegistryRoutes(t, { origin: url, base: '/api/v1', fixture });
-    await checkServedOpenAPI(t, `${url}/api/v1/openapi.json`, '/{agent_id}/chat');
+    await checkServedOpenAPI(t, `${url}/api/v1/openapi.json`, '/{agent_id}/chat', '/api/v1');
   });
 
   test(`${name}: a host JSON parser that keeps the raw bytes (parseAs: 'buffer') leaves the router's bodies alone`, async (t) => {

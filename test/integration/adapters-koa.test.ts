@@ -66,7 +66,7 @@ for (const [name, Koa] of [['koa2', Koa2], ['koa3', Koa3]] as const) {
     const { url, close } = await listen(app.callback());
     t.after(close);
     await checkRegistryRoutes(t, { origin: url, base: '/api/v1', fixture });
-    await checkServedOpenAPI(t, `${url}/api/v1/openapi.json`, '/api/v1/{agent_id}/chat');
+    await checkServedOpenAPI(t, `${url}/api/v1/openapi.json`, '/api/v1/{agent_id}/chat', undefined);
     await t.test('POST openapi.json is still a generic request, to an agent of that id', async () => {
       await assertError(await post(`${url}/api/v1/openapi.json`, { action: 'state' }), 404, 'agent_not_found');
     });

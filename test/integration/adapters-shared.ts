@@ -320,12 +320,16 @@ export async function checkSingleRoutes(t: TestContext, origin: string, base: st
 }
 
 /** `GET {base}/openapi.json` through the mount, with the `openapi` option on. */
-export async function checkServedOpenAPI(t: TestContext, url: string, firstPath: string): Promise<void> {
-  await t.test('openapi.json is served through the mount', async () => {
+export async function checkServedOpenAPI(t: TestContext, url: string, firstPath: string, mountPath: string | undefined): Promise<void> {
+  await t.test('openapi.json is served through the mount, its server naming the mount path', async () => {
     const res = await fetch(url);
     assert.equal(res.status, 200);
-    const doc = (await res.json()) as { openapi: string; paths: Record<string, unknown> };
+    const doc = (await res.json()) as { openapi: string; paths: Record<string, unknown>; servers?: Array<{ url: string }> };
     assert.equal(doc.openapi, '3.1.0');
     assert.ok(firstPath in doc.paths, `${firstPath} in ${Object.keys(doc.paths).join(', ')}`);
+    assert.deepEqual(doc.servers, mountPath === undefined ? undefined : [{ url: mountPath }]);
+    // What a docs page (Swagger UI) does: the server's url, relative to the document's, then the path.
+    const chat = new URL(`${doc.servers?.[0]?.url ?? ''}${firstPath.replace('{agent_id}', 'counter-1')}`, url);
+    assert.deepEqual(await (await post(chat.href, { message: 'from the docs' })).json(), { agent_id: 'counter-1', response: 'from the docs' });
   });
 }
