@@ -87,6 +87,11 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
     const url = server.url as string;
     banner = `  POST ${url}/agent/{agent_id}/chat   (?stream=true for SSE)\n  GET  ${url}/healthz\n`;
   }
+  // Platforms that set $PORT (Heroku, Render, Cloud Run, Fly.io) route to it from outside the container,
+  // which a loopback address never answers: their health check fails with nothing in the log to say why.
+  if (args.port === undefined && file.port === undefined && env['PORT'] && args.host === undefined && file.host === undefined) {
+    warn(`the port comes from $PORT, but the host is ${host}, reachable from this machine only; where a platform routes $PORT to the server from outside, add --host 0.0.0.0`);
+  }
   // Before the line below: a script that reads it may signal at once, and must get the graceful shutdown.
   onSignals(server, cleanup, env);
   // The first line is what scripts (and the e2e tests) read to find the port.

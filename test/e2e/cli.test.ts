@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -172,6 +173,26 @@ test('a bad flag or port is a usage error: exit code 2', async (t) => {
     assert.deepEqual(await cli.exited, { code: 2, signal: null }, args.join(' '));
     assert.equal(cli.stderr(), `${expected}Run 'agent-router --help' for usage.\n`);
   }
+});
+
+test('a port from $PORT on the default loopback host gets a note to add --host 0.0.0.0; a host given gets none', async (t) => {
+  // Heroku, Render, Cloud Run and Fly.io set PORT and route to it from outside, which 127.0.0.1 never answers.
+  const fromEnv = runCli(t, ['serve', '--storage', 'memory'], root, { PORT: '0' });
+  const withHost = runCli(t, ['serve', '--storage', 'memory', '--host', '127.0.0.1'], root, { PORT: '0' });
+  const withPort = runCli(t, ['serve', '--storage', 'memory', '--port', '0']);
+  const runs = [fromEnv, withHost, withPort];
+  assert.match(await listening(fromEnv), /^http:\/\/127\.0\.0\.1:\d+$/);
+  await Promise.all([listening(withHost), listening(withPort)]);
+  // All of their output, read to the end: stderr and stdout are two pipes, read in no set order.
+  const closed = runs.map((cli) => once(cli.child, 'close'));
+  for (const cli of runs) cli.child.kill('SIGTERM');
+  await Promise.all(closed);
+  const notes = runs.map((cli) => cli.stderr().split('\n').filter((line) => line.includes('note:')));
+  assert.deepEqual(notes, [
+    ['agent-router: note: the port comes from $PORT, but the host is 127.0.0.1, reachable from this machine only; where a platform routes $PORT to the server from outside, add --host 0.0.0.0'],
+    [],
+    [],
+  ]);
 });
 
 test('a bad config file names the file and the key', async (t) => {

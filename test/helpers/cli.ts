@@ -15,12 +15,12 @@ export interface Cli {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Runs `agent-router <args>` as a child process; the test's `after` kills it if it still runs. */
-export function runCli(t: { after: (fn: () => unknown) => void }, args: string[], cwd = root): Cli {
+/** Runs `agent-router <args>` as a child process, `given` added to its environment; the test's `after` kills it if it still runs. */
+export function runCli(t: { after: (fn: () => unknown) => void }, args: string[], cwd = root, given: NodeJS.ProcessEnv = {}): Cli {
   const env = { ...process.env };
   // Offline and predictable: no real model, no inherited port, no drivers from elsewhere.
   for (const name of ['PORT', 'AGENT_ROUTER_DEBUG', 'OPENAI_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY', 'NODE_PATH']) delete env[name];
-  return spawnNode(t, [...cliArgs, ...args], cwd, env);
+  return spawnNode(t, [...cliArgs, ...args], cwd, { ...env, ...given });
 }
 
 /** Runs `node <args>`, collecting its output; the test's `after` kills it if it still runs and waits for its exit. */
