@@ -9,6 +9,7 @@
  *   redis://host:6379/0  (rediss://)     redisStorage on the user's `redis` or `ioredis`
  *     ?prefix=<key prefix>
  */
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { postgresStorageDDL } from '../storage/postgres.ts';
@@ -107,6 +108,15 @@ function remoteOf(text: string, scheme: string, source: string, own: readonly st
   return { remote: { url: connect, shown, address, scheme, source }, params };
 }
 
+/**
+ * `~` and `~/dir` as a shell would read them: no shell reads a config file's
+ * `data_dir`, nor `file:~/dir` or `--data-dir=~/dir`, and a directory named
+ * `~` in the project is what the user meant least.
+ */
+function homeExpanded(dir: string): string {
+  return dir === '~' || dir.startsWith('~/') ? path.join(os.homedir(), dir.slice(1)) : dir;
+}
+
 /** Where the demo's agents live once flags, config file and defaults are weighed. */
 export type DemoStorage = Exclude<StorageSpec, { kind: 'file' }> | { kind: 'file'; dir: string };
 
@@ -122,7 +132,7 @@ export function demoStorage(
   where: string,
   cwd: string,
 ): DemoStorage {
-  const inDir = (dir: string): DemoStorage => ({ kind: 'file', dir: path.resolve(cwd, dir) });
+  const inDir = (dir: string): DemoStorage => ({ kind: 'file', dir: path.resolve(cwd, homeExpanded(dir)) });
   if (flags.storage !== undefined) return flags.storage.kind === 'file' ? inDir(flags.storage.dir) : flags.storage;
   if (flags.dataDir !== undefined) return inDir(flags.dataDir);
   if (file.storage === undefined) return inDir(file.dataDir ?? '.data');

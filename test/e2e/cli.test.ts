@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -52,6 +52,28 @@ test('the demo serves echo and counter agents, prints curl lines, exits 0 on SIG
   assert.equal((await getJson(`${url2}/agent/echo-1/state`)).status, 200);
   again.child.kill('SIGINT');
   assert.deepEqual(await again.exited, { code: 0, signal: null });
+});
+
+test('"~/dir" in a config file\'s data_dir, file:~/dir and --data-dir=~/dir are under the home directory, as a shell would read them', async (t) => {
+  const home = await mkdtemp(path.join(os.tmpdir(), 'agent-router-home-'));
+  const project = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
+  t.after(() => Promise.all([rm(home, { recursive: true, force: true }), rm(project, { recursive: true, force: true })]));
+  await writeFile(path.join(project, 'data-dir.json'), JSON.stringify({ data_dir: '~/from-config', port: 0 }));
+  await writeFile(path.join(project, 'storage.json'), JSON.stringify({ storage: 'file:~/from-spec', port: 0 }));
+  const runs = [
+    runCli(t, ['serve', '--config', 'data-dir.json'], project, { HOME: home }),
+    runCli(t, ['serve', '--config', 'storage.json'], project, { HOME: home }),
+    runCli(t, ['serve', '--port', '0', '--data-dir=~/from-flag'], project, { HOME: home }),
+  ];
+  for (const cli of runs) {
+    const url = await listening(cli);
+    assert.equal((await postJson(`${url}/agent/counter-1/invoke`, { method: 'increment' })).status, 200);
+    cli.child.kill('SIGTERM');
+    assert.deepEqual(await cli.exited, { code: 0, signal: null });
+  }
+  assert.deepEqual((await readdir(home)).sort(), ['from-config', 'from-flag', 'from-spec']);
+  for (const dir of ['from-config', 'from-flag', 'from-spec']) assert.ok((await readdir(path.join(home, dir))).length > 1, `${dir} holds the agent's files`);
+  assert.deepEqual((await readdir(project)).sort(), ['data-dir.json', 'storage.json'], 'no directory named ~ in the project');
 });
 
 test('serves a module whose default export is a registry; a config file sets the server options', async (t) => {
