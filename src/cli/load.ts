@@ -43,7 +43,16 @@ export async function loadModule(specifier: string, cwd: string): Promise<Loaded
   if (!('default' in exports)) {
     throw new LoadError(`${specifier} has no default export; end it with \`export default registry\` (${WANTED})`);
   }
-  return classify(exports['default'], specifier);
+  let value = exports['default'];
+  // `module.exports = main()` in CommonJS, which has no top-level await: what the promise gives is the export.
+  if (value instanceof Promise) {
+    try {
+      value = await value;
+    } catch (error) {
+      throw new LoadError(`${specifier}'s default export, a promise, failed: ${firstLine(error)}`, { cause: error });
+    }
+  }
+  return classify(value, specifier);
 }
 
 function classify(value: unknown, specifier: string): Loaded {

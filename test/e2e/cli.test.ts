@@ -104,6 +104,20 @@ test('--enable_list_agents, --max_agents and --idle-timeout set the server optio
   assert.deepEqual(await cli.exited, { code: 0, signal: null });
 });
 
+test('serves a module whose default export is a promise of a registry (CommonJS, which has no top-level await)', async (t) => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(
+    path.join(dir, 'later.mjs'),
+    `import registry from ${JSON.stringify(pathToFileURL(exampleModule).href)};\nexport default new Promise((resolve) => setTimeout(() => resolve(registry), 10));\n`,
+  );
+  const cli = runCli(t, ['serve', 'later.mjs', '--port', '0'], dir);
+  const url = await listening(cli);
+  assert.deepEqual((await postJson(`${url}/agent/notes-bob/invoke`, { method: 'add', params: { text: 'call back' } })).body, { agent_id: 'notes-bob', result: 1 });
+  cli.child.kill('SIGTERM');
+  assert.deepEqual(await cli.exited, { code: 0, signal: null });
+});
+
 test('serves a module whose default export is an Agent, or an AgentServer with its own options', async (t) => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'agent-router-cli-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
@@ -165,11 +179,18 @@ test('a module exporting something else is refused, saying what to export', asyn
   await writeFile(path.join(dir, 'throws.mjs'), 'throw new Error("database is down");\n');
   // A module that opened something (a client's connection, a timer) before failing: the CLI still exits.
   await writeFile(path.join(dir, 'busy.mjs'), 'setInterval(() => {}, 1000);\nexport default { answer: 42 };\n');
+  // CommonJS has no top-level await: a module that connects first exports a promise.
+  await writeFile(path.join(dir, 'rejects.cjs'), 'module.exports = new Promise((_, reject) => setTimeout(() => reject(new Error("database is down")), 10));\n');
+  await writeFile(path.join(dir, 'rejects-now.cjs'), 'module.exports = Promise.reject(new Error("database is down"));\n');
+  await writeFile(path.join(dir, 'wrong-later.cjs'), 'module.exports = Promise.resolve({ answer: 42 });\n');
   const cases: Array<[string, RegExp]> = [
     ['wrong.mjs', /^agent-router: wrong\.mjs default-exports an object \(Object\), not an AgentRegistry, an Agent or an AgentServer\n$/],
     ['none.mjs', /^agent-router: none\.mjs has no default export; end it with `export default registry`/],
     ['throws.mjs', /^agent-router: loading throws\.mjs failed: Error: database is down\n$/],
     ['busy.mjs', /^agent-router: busy\.mjs default-exports an object \(Object\), not an AgentRegistry/],
+    ['rejects.cjs', /^agent-router: rejects\.cjs's default export, a promise, failed: Error: database is down\n$/],
+    ['rejects-now.cjs', /^agent-router: rejects-now\.cjs's default export, a promise, failed: Error: database is down\n$/],
+    ['wrong-later.cjs', /^agent-router: wrong-later\.cjs default-exports an object \(Object\), not an AgentRegistry, an Agent or an AgentServer\n$/],
   ];
   // Started together: each is a process start, and they are independent.
   const runs = cases.map(([file]) => runCli(t, ['serve', file], dir));
