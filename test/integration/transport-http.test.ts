@@ -296,6 +296,22 @@ test('a configured header fetch would drop unseen (host) or fail every request o
   assert.equal(remote.requests.at(-1)?.headers.connection, 'close');
 });
 
+test('a token that expires goes out fresh on each request through a fetch of the caller\'s own, as the README shows', async (t) => {
+  const remote = await fakeRemote(t);
+  let issued = 0;
+  const tokens = { get: async () => `token-${++issued}` }; // a cloud identity token or an OAuth client, say
+  const transport = new HTTPTransport(remote.base, {
+    headers: { 'x-tenant': 'acme' },
+    fetch: async (url, init) => fetch(url, { ...init, headers: { ...init.headers, authorization: `Bearer ${await tokens.get()}` } }),
+  });
+  assert.equal(await transport.chat('bot-1', 'one'), 'echo: one');
+  assert.equal(await transport.chat('bot-1', 'two'), 'echo: two');
+  assert.deepEqual(
+    remote.requests.map(({ headers }) => [headers.authorization, headers['x-tenant'], headers['content-type']]),
+    [['Bearer token-1', 'acme', 'application/json'], ['Bearer token-2', 'acme', 'application/json']],
+  );
+});
+
 test('an unreachable remote is a 502 upstream_unreachable naming the remote, never the credentials', async (t) => {
   const { url, close } = await listen(() => {});
   await close(); // the port is now closed
