@@ -12,6 +12,8 @@ export function compilePattern(pattern: string | RegExp, allowBacktracking: bool
   const flags = typeof pattern === 'string' ? 's' : pattern.flags.replace(/[gym]/g, '');
   let compiled: RegExp;
   try {
+    // The source alone first: 'a)|(b' compiles only inside the wrapper, as ^(?:a)|(b)$, anchored at neither end.
+    new RegExp(source, flags);
     compiled = new RegExp(`^(?:${source})$`, flags);
   } catch (error) {
     throw new TypeError(`AgentRegistry.register: pattern ${String(pattern)} does not compile: ${(error as Error).message}`, {

@@ -690,3 +690,18 @@ test("a host's callback for an answered request that throws is called once and l
   // Served on (the handler hands every request the same parsed body).
   assert.deepEqual((await postJson(`${url}/chat`, { message: 'hi' }, { 'x-warm': '1' })).body, { agent_id: 'solo', response: 'hi' });
 });
+
+test('a string pattern that is no regex on its own (an unbalanced group) throws at register and serves no id', async (t) => {
+  const registry = new AgentRegistry();
+  registry.register('counter-[0-9]+', Counter);
+  // Wrapped as ^(?:...)$, 'admin)|(?:.*' would compile to ^(?:admin)|(?:.*)$: anchored at neither end.
+  assert.throws(() => registry.register('admin)|(?:.*', Counter), /pattern admin\)\|\(\?:\.\* does not compile/);
+  assert.throws(() => registry.register('a)|(b', Counter), /does not compile/);
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener());
+  t.after(close);
+
+  const guest = await getJson(`${url}/guest/state`);
+  assert.equal(guest.status, 404);
+  assert.equal((guest.body as { code: string }).code, 'agent_not_found');
+  assert.equal((await getJson(`${url}/counter-1/state`)).status, 200);
+});
