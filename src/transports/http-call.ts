@@ -2,6 +2,7 @@ import { AgentRouterError, type UpstreamError } from '../errors.ts';
 import { mayHoldHugeNumber, nestingDepth } from '../http/body.ts';
 import { mediaType } from '../http/path.ts';
 import { createSSEParser, drainReader } from '../sse/parser.ts';
+import { fetchWithinOrigin } from '../fetch-within-origin.ts';
 import { describeRemote } from './remote-url.ts';
 import type { Slots } from './slots.ts';
 import { allSlotsBusy, badResponse, fetchFailed, incomplete, KEPT_STATUSES, readFailed, statusError, streamFailed, timedOut } from './upstream-errors.ts';
@@ -209,9 +210,10 @@ export class RemoteCall {
       // The remote's silence is counted from now: the wait for the slot was this transport's own.
       this.#watchdog.touch();
       signal.throwIfAborted(); // aborted while the slot was being granted: send nothing
-      // redirect: 'manual' hands a 3xx back instead of following it, so the
-      // configured credentials can never be sent to another origin.
-      response = await this.#settings.fetch(request.url, { method: request.method, headers, body: request.body ?? null, redirect: 'manual', signal });
+      // redirect: 'manual' hands a 3xx back instead of following it, so the configured credentials can never
+      // be sent to another origin; a 307 or 308 within the remote's origin is followed.
+      const init: RequestInit = { method: request.method, headers, body: request.body ?? null, redirect: 'manual', signal };
+      response = await fetchWithinOrigin((url) => this.#settings.fetch(url, init), request.url);
     } catch (error) {
       this.finish();
       throw this.#failure(error, () => fetchFailed(this.remote, error));

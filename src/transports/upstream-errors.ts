@@ -200,7 +200,7 @@ export function badResponse(remote: string, what: string, cause?: unknown): Upst
  * 429 or 413 (see `refusedByGateway`); our routers' own 502 is relayed (see
  * `failedThere`), a 503 as a 503 (see `unavailable`), a 504 as a 504 (see
  * `timedOutThere`); a
- * 3xx (never followed), any other 5xx, any other 4xx, or a 4xx without such
+ * 3xx (other than a 307/308 within the origin, followed before), any other 5xx, any other 4xx, or a 4xx without such
  * a body is a 502 that names only the remote.
  */
 export function statusError(remote: string, status: number, body: unknown, retryAfter: string | null): AgentRouterError {
@@ -208,7 +208,7 @@ export function statusError(remote: string, status: number, body: unknown, retry
   if (status === 503) return unavailable(remote, body, retryAfter);
   if (status === 504) return timedOutThere(remote, body);
   if (status >= 300 && status < 400) {
-    return new UpstreamError(502, 'upstream_redirect', `HTTPTransport: ${remote} answered ${status} (a redirect); no redirect is followed, so set the url to where the remote really is`, {
+    return new UpstreamError(502, 'upstream_redirect', `HTTPTransport: ${remote} answered ${status} (a redirect); only a 307 or 308 within its origin is followed, so set the url to where the remote really is`, {
       expose: true,
       publicMessage: `The remote agent answered ${status} (a redirect)`,
     });

@@ -790,19 +790,46 @@ test('a stream is bounded by maxResponseSize in all, not only per event: a remot
   assert.ok(chunks.length > 0 && chunks.length < 4096 / 100, `${chunks.length} events relayed before the cut`);
 });
 
-test('no redirect is followed, cross-origin or not: a 3xx is a 502', async (t) => {
+test('only a 307 or 308 within the remote\'s origin is followed, with the same request; any other 3xx is a 502', async (t) => {
   const elsewhere = await fakeRemote(t);
-  const remote = await fakeRemote(t, (_req, res, captured) => {
+  const remote = await fakeRemote(t, (req, res, captured) => {
     const { id } = route(captured);
-    res.writeHead(307, { location: id === 'same' ? '/agent/other/chat' : `${elsewhere.base}/bot-1/chat` });
+    const query = captured.url.includes('?') ? captured.url.slice(captured.url.indexOf('?')) : '';
+    const to: Record<string, [number, string]> = {
+      cross: [307, `${elsewhere.base}/bot-1/chat`],
+      'see-other': [303, '/agent/bot-1/chat'],
+      moved: [301, '/agent/bot-1/chat'],
+      'trailing-slash': [308, `/agent/moved-${id}/chat${query}`],
+      loop: [307, '/agent/loop/chat'],
+    };
+    const redirect = id.startsWith('moved-') ? undefined : to[id];
+    if (redirect === undefined) return void defaultRemote(req, res, captured);
+    res.writeHead(redirect[0], { location: redirect[1] });
     res.end();
   });
   const transport = new HTTPTransport(remote.base, { headers: { Authorization: 'Bearer token-123' } });
+  // Same origin, 308: the same method, body and configured headers go to where it points, JSON and stream.
+  assert.equal(await transport.chat('trailing-slash', 'hello'), 'echo: hello');
+  const chunks: string[] = [];
+  for await (const chunk of transport.stream('trailing-slash', 'streamed')) chunks.push(chunk);
+  assert.ok(chunks.join('').length > 0);
+  const followed = remote.requests.filter((request) => request.url.startsWith('/agent/moved-trailing-slash/chat'));
+  assert.equal(followed.length, 2);
+  for (const request of followed) {
+    assert.equal(request.method, 'POST');
+    assert.equal(request.headers.authorization, 'Bearer token-123');
+  }
+  assert.equal(JSON.parse(followed[0]?.body ?? '{}').message, 'hello');
+  assert.match(followed[1]?.url ?? '', /\?stream=true$/);
+  // Another origin (it would get the credentials), a method-changing 3xx, or a loop: a 502, the remote's path not followed.
+  const before = remote.requests.length;
   await assert.rejects(transport.chat('cross', 'x'), upstream(502, 'upstream_redirect'));
   await assert.rejects(transport.stream('cross', 'x').ready, upstream(502, 'upstream_redirect'));
-  await assert.rejects(transport.chat('same', 'x'), upstream(502, 'upstream_redirect'));
+  await assert.rejects(transport.chat('see-other', 'x'), upstream(502, 'upstream_redirect'));
+  await assert.rejects(transport.chat('moved', 'x'), upstream(502, 'upstream_redirect'));
+  await assert.rejects(transport.chat('loop', 'x'), upstream(502, 'upstream_redirect', (e) => assert.match(e.message, /answered 307 \(a redirect\); only a 307 or 308 within its origin is followed/)));
   assert.equal(elsewhere.requests.length, 0);
-  assert.equal(remote.requests.length, 3);
+  assert.equal(remote.requests.length - before, 4 + 6, 'one request each, and the loop asked 1 + 5 times');
 });
 
 test('aborting the signal cancels a pending call: the remote sees its request close', async (t) => {
