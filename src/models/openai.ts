@@ -148,7 +148,9 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
       }
       // Mistral's: the generation broke off with an error (OpenRouter's comes with an `error`, thrown above).
       if (choice['finish_reason'] === 'error') throw streamErrorEvent(context, { message: 'the provider stopped the reply with an error (finish_reason error)' });
-      if (typeof choice['finish_reason'] === 'string') finished = true;
+      // Not an empty one: some servers (SenseNova, Hunyuan, Go gateways) send `"finish_reason": ""` in every
+      // chunk, and a body they end mid-reply would be kept as a whole reply.
+      if (typeof choice['finish_reason'] === 'string' && choice['finish_reason'] !== '') finished = true;
       // The reply reached max_tokens, or the context's end (Mistral's model_length): stored all the same, marked as cut short.
       if (choice['finish_reason'] === 'length' || choice['finish_reason'] === 'model_length') truncated = true;
     }

@@ -289,6 +289,25 @@ test('openai: what compatible servers add around the text (Azure, OpenRouter, De
   });
 });
 
+test('openai: a server that sends finish_reason "" in every chunk (SenseNova, Hunyuan, Go gateways) and ends the body mid-reply fails the turn instead of keeping the cut reply as whole', async (t) => {
+  const chunk = (content: string, finish: string): string => openAIChunk({ choices: [{ index: 0, delta: { content }, finish_reason: finish }] });
+  // Cut: the body ends cleanly after the second chunk, with no finish_reason that says why and no [DONE].
+  const cut = chunk('The answer', '') + chunk(' is', '');
+  // Whole: the same server's complete reply, its last chunk "stop" (and this one skips [DONE], as some do).
+  const whole = cut + chunk(' 42.', '') + chunk('', 'stop');
+  const { storage, url } = await serve(t, openai, (index) => ({ body: index < 2 ? cut : whole }));
+  const reply = await postJson(url, { message: 'Hi' });
+  assert.equal(reply.status, 502);
+  assert.deepEqual(reply.body, { error: 'Request failed', code: 'model_stream_interrupted' });
+  const sse = await collectSSE(await streamChat(url, 'Hi'));
+  assert.equal(sse.text, 'The answer is');
+  assert.equal(sse.events.at(-1)?.event, 'error');
+  assert.deepEqual(JSON.parse(sse.events.at(-1)?.data ?? ''), { error: 'Request failed', code: 'model_stream_interrupted' });
+  assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
+  const next = await postJson(url, { message: 'Hi' });
+  assert.deepEqual(next.body, { agent_id: 'bot-1', response: 'The answer is 42.' });
+});
+
 const anthropic = providers[1] as Provider;
 const anthropicEvent = (data: { type: string } & Record<string, unknown>): string => `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`;
 
