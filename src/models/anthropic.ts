@@ -106,7 +106,10 @@ const TRUNCATED = new Set(['max_tokens', 'model_context_window_exceeded', 'pause
  */
 function anthropicDecoder(context: ProviderContext): StreamDecoder {
   let done = false;
-  let input: number | undefined;
+  // Each usage field is cumulative and optional in every event (the SDKs update each alone): one left out keeps its last value.
+  let fresh: number | undefined;
+  let cacheWrite = 0;
+  let cacheRead = 0;
   let output: number | undefined;
   let truncated = false;
   return {
@@ -164,6 +167,7 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
     end() {
       if (!done) throw streamInterrupted(context);
       const out: ModelChunk[] = truncated ? [{ truncated: true }] : [];
+      const input = fresh === undefined ? undefined : fresh + cacheWrite + cacheRead;
       if (input === undefined && output === undefined) return out;
       const total = input === undefined || output === undefined ? undefined : input + output;
       out.unshift({ usage: { inputTokens: input, outputTokens: output, totalTokens: total } });
@@ -180,13 +184,16 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
     if (TRUNCATED.has(String(reason))) truncated = true;
   }
 
-  /** Input counts cached tokens too (the API reports them apart); output is cumulative, so the last one wins. */
+  /**
+   * Input counts cached tokens too (the API reports them apart). Every count is cumulative, so the
+   * last one reported wins, field by field: a message_delta with input_tokens alone keeps the cache
+   * counts of message_start.
+   */
   function readUsage(usage: unknown): void {
     if (!isObject(usage)) return;
-    const fresh = count(usage['input_tokens']);
-    if (fresh !== undefined) {
-      input = fresh + (count(usage['cache_creation_input_tokens']) ?? 0) + (count(usage['cache_read_input_tokens']) ?? 0);
-    }
+    fresh = count(usage['input_tokens']) ?? fresh;
+    cacheWrite = count(usage['cache_creation_input_tokens']) ?? cacheWrite;
+    cacheRead = count(usage['cache_read_input_tokens']) ?? cacheRead;
     output = count(usage['output_tokens']) ?? output;
   }
 }

@@ -57,6 +57,16 @@ test('counts cached input tokens as input', async (t) => {
   assert.deepEqual((await collect(model(fake.url))).usage, { inputTokens: 25, outputTokens: 15, totalTokens: 40 });
 });
 
+test('a message_delta that reports input_tokens without the cache counts keeps those of message_start, as the SDKs do', async (t) => {
+  // The API's message_delta usage fields are each cumulative and optional; a gateway may send input_tokens alone.
+  const body = STREAM.replace(
+    '"usage": {"input_tokens": 25, "output_tokens": 1}',
+    '"usage": {"input_tokens": 5, "cache_creation_input_tokens": 12, "cache_read_input_tokens": 8, "output_tokens": 1}',
+  ).replace('"usage": {"output_tokens": 15}', '"usage": {"input_tokens": 5, "cache_read_input_tokens": null, "output_tokens": 15}');
+  const fake = await fakeProvider(t, () => ({ body }));
+  assert.deepEqual((await collect(model(fake.url))).usage, { inputTokens: 25, outputTokens: 15, totalTokens: 40 });
+});
+
 test('skips content it does not stream as text: tool input, thinking, unknown events', async (t) => {
   const extra =
     'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\\"a\\":"}}\n\n' +
