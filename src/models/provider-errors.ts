@@ -12,7 +12,7 @@
  * | `model_request_rejected` | any other HTTP 4xx (but see `model_refused`) |
  * | `model_redirect` | HTTP 3xx other than a 307/308 on baseURL's origin (those are followed): the key goes to that origin only |
  * | `model_stream_error` | an error event inside a stream that began with 200 (one whose `code` is an HTTP status gets that status's code above) |
- * | `model_bad_response` | a 200 that is neither SSE nor a whole reply as JSON (a server that ignored `stream: true`), data that is not a JSON object, an oversized line, a reply past maxResponseSize, an answer that is not HTTP (a malformed status line or chunk, headers over fetch's 16 KiB) |
+ * | `model_bad_response` | a 200 that is neither SSE nor a whole reply as JSON (a server that ignored `stream: true`), data that is not a JSON object, an oversized line, a reply past maxResponseSize, an answer that is not HTTP (a malformed status line or chunk, headers over fetch's 16 KiB), a body that does not decode as its `Content-Encoding` says |
  * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`), a content filter cut the reply (`finish_reason: "content_filter"`) or refused the prompt (Azure's HTTP 400 with `error.code: "content_filter"`) |
  * | `model_connection_failed` | no response at all (refused, DNS, TLS); not retried when TLS failed for good (a certificate not trusted here or not naming the host, an https baseURL to a plain HTTP port) |
  * | `model_stream_interrupted` | the stream ended before its last event (a cut connection) |
@@ -168,6 +168,23 @@ export function noTls(context: ProviderContext, code: string, fix: string, cause
 export function notHttp(context: ProviderContext, code: string, cause: unknown): ModelProviderError {
   return new ModelProviderError('model_bad_response', `${context.label}: the provider answered with something that is not HTTP or that fetch refuses (${code}); check baseURL points at the provider's HTTP API`, {
     provider: context.provider,
+    cause,
+  });
+}
+
+/**
+ * A body that does not decode as its `Content-Encoding` says: zlib's `Z_DATA_ERROR`, or a brotli
+ * format error. A proxy that labels a plain body gzip does so on every request, so a retry gets
+ * the same. (A gzip body cut short is `Z_BUF_ERROR`: a cut stream, not this.)
+ */
+export function isEncodingError(code: string): boolean {
+  return code === 'Z_DATA_ERROR' || code.startsWith('ERR__ERROR_FORMAT_');
+}
+
+export function notDecodable(context: ProviderContext, code: string, cause: unknown): ModelProviderError {
+  return new ModelProviderError('model_bad_response', `${context.label}: the provider's body does not decode as its Content-Encoding says (${code}); check the proxies between here and the provider`, {
+    provider: context.provider,
+    providerStatus: 200,
     cause,
   });
 }
@@ -377,7 +394,11 @@ export function count(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
 }
 
-/** Reads at most 64 KiB of an error body: an error page must not fill memory. */
+/**
+ * Reads at most 64 KiB of an error body: an error page must not fill memory. A body that breaks
+ * off or does not decode gives what was read: the status is the answer (a 429 stays a rate limit,
+ * with its Retry-After), the body only says more.
+ */
 async function readLimited(response: Response): Promise<string> {
   if (response.body === null) return '';
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -388,6 +409,8 @@ async function readLimited(response: Response): Promise<string> {
       if (done) break;
       text += value;
     }
+  } catch {
+    // what was read is kept
   } finally {
     await reader.cancel().catch(() => {});
   }

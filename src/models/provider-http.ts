@@ -15,8 +15,10 @@ import {
   fetchTimeoutError,
   notHttp,
   httpError,
+  isEncodingError,
   isObject,
   notAStream,
+  notDecodable,
   noTls,
   redirected,
   streamInterrupted,
@@ -139,6 +141,7 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     const code = fetchCode(error);
     if (typeof code === 'string') {
       if (code.startsWith('HPE_') || code === 'UND_ERR_HEADERS_OVERFLOW') return notHttp(request, code, error);
+      if (isEncodingError(code)) return notDecodable(request, code, error);
       const tlsFix = noTlsFix(code, 'baseURL');
       if (tlsFix !== undefined) return noTls(request, code, tlsFix, error);
     }

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import test from 'node:test';
+import { brotliCompressSync, gzipSync } from 'node:zlib';
 import { openAIModel } from '../../src/models/openai.ts';
 import { listen } from '../helpers/listen.ts';
 import { shortUndiciTimeouts, undiciFetch } from '../helpers/undici.ts';
@@ -326,6 +327,39 @@ test('a server that answers something that is not HTTP is model_bad_response say
   assert.ok(chunk.chunks.length > 0, 'the first event was read');
   assert.match(providerError(chunk, 'model_bad_response').message, /\(HPE_INVALID_CHUNK_SIZE\)/);
   assert.match(providerError(await collect(model(`${url}/headers`)), 'model_bad_response').message, /\(UND_ERR_HEADERS_OVERFLOW\)/);
+});
+
+test('a gzip or brotli body is decoded; one that does not decode as its Content-Encoding says (a proxy labelling a plain body) is model_bad_response saying so, not retried, and an error status keeps its code', async (t) => {
+  let requests = 0;
+  const RATE_LIMITED = JSON.stringify(ERRORS['429']);
+  const { url, close } = await listen((req, res) => {
+    requests++;
+    const path = req.url ?? '';
+    const encoding = path.includes('/br') ? 'br' : 'gzip';
+    const compress = (text: string): Buffer => (encoding === 'br' ? brotliCompressSync(text) : gzipSync(text));
+    const status = path.includes('/429') ? 429 : 200;
+    const type = status === 200 ? 'text/event-stream' : 'application/json';
+    res.writeHead(status, { 'content-type': type, 'content-encoding': encoding, 'retry-after': '7' });
+    const body = status === 200 ? STREAM : RATE_LIMITED;
+    res.end(path.includes('/plain') ? body : compress(body));
+  });
+  t.after(close);
+  for (const encoding of ['gzip', 'br']) {
+    const decoded = await collect(model(`${url}/${encoding}`));
+    assert.equal(decoded.error, undefined, encoding);
+    assert.equal(decoded.chunks.join(''), TEXT, encoding);
+    requests = 0;
+    const plain = providerError(await collect(model(`${url}/${encoding}/plain`, { maxRetries: 2 })), 'model_bad_response');
+    assert.match(plain.message, /does not decode as its Content-Encoding says \((Z_DATA_ERROR|ERR__ERROR_FORMAT_\w+)\)/, encoding);
+    assert.equal(requests, 1, `${encoding}: not retried`);
+  }
+  const limited = providerError(await collect(model(`${url}/429`)), 'model_rate_limited');
+  assert.match(limited.message, /Rate limit reached/);
+  // The status is the answer, whatever became of its body: the code, the retry and the Retry-After stay.
+  const undecoded = providerError(await collect(model(`${url}/429/plain`)), 'model_rate_limited');
+  assert.equal(undecoded.providerStatus, 429);
+  assert.equal(undecoded.retryAfter, 7);
+  assert.equal(undecoded.retryable, true);
 });
 
 test('retries a 429 with Retry-After: 0 before the first chunk, then streams', async (t) => {
