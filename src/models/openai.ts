@@ -91,7 +91,8 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
       return done;
     },
     event(event) {
-      if (event.data === '[DONE]') {
+      // Trimmed: hand-written compatible proxies send `data: [DONE] `, which OpenAI's SDKs take (they test its start).
+      if (event.data.trim() === '[DONE]') {
         done = true;
         return [];
       }

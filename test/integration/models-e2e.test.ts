@@ -308,6 +308,17 @@ test('openai: a server that sends finish_reason "" in every chunk (SenseNova, Hu
   assert.deepEqual(next.body, { agent_id: 'bot-1', response: 'The answer is 42.' });
 });
 
+test('openai: a hand-written compatible proxy that ends with "data: [DONE] " (a trailing space) and sends no finish_reason has its reply kept, as OpenAI\'s SDKs read it', async (t) => {
+  const body = [{ choices: [{ index: 0, delta: { content: 'Hello' } }] }, { choices: [{ index: 0, delta: { content: ' there' } }] }].map(openAIChunk).join('') + 'data: [DONE] \n\n';
+  const { storage, url } = await serve(t, openai, () => ({ body }));
+  const reply = await postJson(url, { message: 'Hi' });
+  assert.deepEqual(reply.body, { agent_id: 'bot-1', response: 'Hello there' });
+  const sse = await collectSSE(await streamChat(url, 'Hi'));
+  assert.equal(sse.text, 'Hello there');
+  assert.equal(sse.events.at(-1)?.event, 'done');
+  assert.equal((await storage.load('bot-1'))?.messages.length, 4);
+});
+
 const anthropic = providers[1] as Provider;
 const anthropicEvent = (data: { type: string } & Record<string, unknown>): string => `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`;
 
