@@ -6,6 +6,7 @@
 import { ModelProviderError } from '../errors.ts';
 import { mediaType } from '../http/path.ts';
 import { readSSE, type SSEEvent } from '../sse/parser.ts';
+import { fetchWithinOrigin } from '../fetch-within-origin.ts';
 import { noTlsFix } from '../tls.ts';
 import type { JsonObject } from '../types.ts';
 import type { ModelChunk } from './model.ts';
@@ -152,7 +153,8 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     arm();
     let response: Response;
     try {
-      response = await fetchWithinOrigin(request, { method: 'POST', headers: request.headers, body: JSON.stringify(request.body), signal: controller.signal });
+      const init: RequestInit = { method: 'POST', headers: request.headers, body: JSON.stringify(request.body), redirect: 'manual', signal: controller.signal };
+      response = await fetchWithinOrigin((url) => request.fetch(url.href, init), new URL(request.url));
     } catch (error) {
       throw fail(error, 'connect');
     }
@@ -248,29 +250,6 @@ export function retryDelay(attempt: number, retryAfter: number | undefined, rand
   if (retryAfter !== undefined && retryAfter <= MAX_RETRY_AFTER) return retryAfter * 1000;
   const backoff = Math.min(INITIAL_DELAY * 2 ** attempt, MAX_DELAY);
   return backoff * (1 - random() * 0.25) * 1000;
-}
-
-/** Redirects followed at most for one request. */
-const MAX_REDIRECTS = 5;
-
-/**
- * fetch, following only the redirects that keep the method and body (307,
- * 308) and stay on the request's origin: a gateway's trailing-slash
- * redirect works, while one to another origin, which fetch would follow
- * re-sending the key (x-api-key, a custom api-key header) and the
- * conversation, comes back as the 3xx it is (see `redirected`).
- */
-async function fetchWithinOrigin(request: ProviderRequest, init: RequestInit): Promise<Response> {
-  let url = request.url;
-  for (let hops = 0; ; hops++) {
-    const response = await request.fetch(url, { ...init, redirect: 'manual' });
-    const location = response.headers.get('location');
-    if ((response.status !== 307 && response.status !== 308) || location === null || hops === MAX_REDIRECTS) return response;
-    const next = URL.canParse(location, url) ? new URL(location, url) : undefined;
-    if (next === undefined || next.origin !== new URL(url).origin) return response;
-    await response.body?.cancel().catch(() => {});
-    url = next.href;
-  }
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
