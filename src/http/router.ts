@@ -223,7 +223,7 @@ class ChatReply implements ChatSink {
 }
 
 /** Where a request lands: a local instance or a remote transport. */
-type Resolved = { agent: Agent<any>; pooled: boolean } | { transport: AgentTransport; requestId: string | undefined };
+type Resolved = { agent: Agent<any>; pooled: boolean } | { transport: AgentTransport; requestId: string | undefined; requestHeaders: IncomingMessage['headers'] };
 
 /** The target is the pool's instance, to give back when the request ends. */
 function isPooled(target: Resolved): boolean {
@@ -662,7 +662,7 @@ export class AgentRouter {
    */
   #call(target: Resolved, agentId: string, action: RouteAction, body: Record<string, unknown>, message: string, cancel: TurnCancel): Promise<JsonObject> {
     const remote = 'transport' in target ? target.transport : undefined;
-    const options = remote === undefined ? undefined : { signal: cancel.signal, requestId: 'transport' in target ? target.requestId : undefined };
+    const options = 'transport' in target ? { signal: cancel.signal, requestId: target.requestId, requestHeaders: target.requestHeaders } : undefined;
     const agent = 'agent' in target ? target.agent : undefined;
     switch (action) {
       case 'chat': {
@@ -722,13 +722,13 @@ export class AgentRouter {
       if (agent.stream === Agent.prototype.stream) return { agent, message };
       return { chunks: agent.stream(message, cancelledBy(cancel)) };
     }
-    return { chunks: target.transport.stream(agentId, message, { signal: cancel.signal, requestId: target.requestId }) };
+    return { chunks: target.transport.stream(agentId, message, { signal: cancel.signal, requestId: target.requestId, requestHeaders: target.requestHeaders }) };
   }
 
   #resolve(agentId: string, req: IncomingMessage): Resolved {
     if (this.#agent !== undefined) return { agent: this.#agent, pooled: false };
     const target = (this.#registry as AgentRegistry).resolve(agentId);
-    if (isTransport(target)) return { transport: target, requestId: requestIdOf(req) };
+    if (isTransport(target)) return { transport: target, requestId: requestIdOf(req), requestHeaders: req.headers };
     return { agent: (this.pool as AgentPool).acquire(agentId, (id) => new target(id)), pooled: true };
   }
 

@@ -30,6 +30,8 @@ export interface CallRequest {
   body: string | undefined;
   stream: boolean;
   requestId: string;
+  /** The forwarded headers of the caller's request (HTTPTransport's `forwardHeaders`), if any. */
+  forwarded: Readonly<Record<string, string>> | undefined;
   signal: AbortSignal | undefined;
 }
 
@@ -199,6 +201,7 @@ export class RemoteCall {
     const signal = this.#controller.signal;
     const headers: Record<string, string> = {
       ...this.#settings.headers,
+      ...request.forwarded,
       accept: request.stream ? 'text/event-stream' : 'application/json',
       'x-request-id': request.requestId,
     };

@@ -30,9 +30,9 @@ export type HeadersInput = ConstructorParameters<typeof Headers>[0];
 
 export interface HTTPTransportOptions {
   /**
-   * The only caller-chosen headers sent to the remote, e.g.
+   * Headers sent to the remote on every request, e.g.
    * `{ Authorization: 'Bearer <ACCESS_TOKEN>' }`. Nothing from an inbound
-   * request is ever forwarded: the transport never sees it. `host` (with
+   * request is forwarded but what `forwardHeaders` names. `host` (with
    * Node's own fetch) and the framing headers fetch sets itself
    * (`content-length`, `transfer-encoding`, ...) are refused.
    */
@@ -51,6 +51,16 @@ export interface HTTPTransportOptions {
    * @defaultValue globalThis.fetch
    */
   fetch?: FetchLike | undefined;
+  /**
+   * Headers of the caller's request sent on to the remote, when the request
+   * has them: `['authorization']` for a remote that checks the caller's own
+   * token, `['x-tenant-id']`. None by default, so a caller's credentials
+   * reach no remote unless named here. The transport's own headers
+   * (`accept`, `content-type`, `x-request-id`), `host`, the framing and
+   * connection headers, and a name also set in `headers` are refused.
+   * @defaultValue []
+   */
+  forwardHeaders?: readonly string[] | undefined;
   /**
    * Requests in flight at once through this transport (a stream counts until
    * it ends); more wait for a free slot, within `timeout`. Node's fetch uses
@@ -74,7 +84,9 @@ export interface HTTPTransportCallOptions extends TransportCallOptions {
   requestId?: string | undefined;
 }
 
-const TRANSPORT_OPTIONS: { readonly [K in keyof Required<HTTPTransportOptions>]: true } = { headers: true, timeout: true, fetch: true, maxConnections: true, maxResponseSize: true };
+const TRANSPORT_OPTIONS: { readonly [K in keyof Required<HTTPTransportOptions>]: true } = {
+  headers: true, forwardHeaders: true, timeout: true, fetch: true, maxConnections: true, maxResponseSize: true,
+};
 
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 /** Set per request by the transport; a configured value for them is ignored. */
@@ -86,6 +98,8 @@ const OWN_HEADERS = new Set(['accept', 'content-type', 'x-request-id']);
  * remote it could not reach. Refused where the mistake is.
  */
 const FRAMING_HEADERS = new Set(['content-length', 'transfer-encoding', 'keep-alive', 'upgrade', 'expect']);
+/** The inbound connection's own (RFC 9110, 7.6.1), never a forwarded request's, besides the framing ones. */
+const HOP_HEADERS = new Set(['host', 'connection', 'proxy-connection', 'te', 'trailer']);
 
 /**
  * A registry target that forwards to another agent router or AgentServer
@@ -110,6 +124,8 @@ const FRAMING_HEADERS = new Set(['content-length', 'transfer-encoding', 'keep-al
 export class HTTPTransport implements AgentTransport {
   readonly #url: RemoteURLBuilder;
   readonly #settings: CallSettings;
+  /** `forwardHeaders`, lowercased. */
+  readonly #forward: readonly string[];
 
   constructor(url: string | URL, options: HTTPTransportOptions = {}) {
     this.#url = remoteURLBuilder(url);
@@ -144,6 +160,7 @@ export class HTTPTransport implements AgentTransport {
     if ('host' in headers && options.fetch === undefined) {
       throw new TypeError('HTTPTransport: headers cannot set host, which Node\'s fetch takes from the url; put that name in the url (a DNS name for the remote), or pass a fetch of your own that sends it');
     }
+    this.#forward = forwardedNames(options.forwardHeaders, headers);
     this.#settings = {
       fetch: options.fetch ?? ((input, init) => fetch(input, init)),
       headers,
@@ -224,9 +241,42 @@ export class HTTPTransport implements AgentTransport {
       body: body === undefined ? undefined : JSON.stringify(body),
       stream,
       requestId,
+      forwarded: this.#forward.length === 0 || options.requestHeaders === undefined ? undefined : pick(this.#forward, options.requestHeaders),
       signal: options.signal,
     });
   }
+}
+
+/** `forwardHeaders` checked and lowercased; `configured` is the `headers` option's. */
+function forwardedNames(names: unknown, configured: Readonly<Record<string, string>>): string[] {
+  if (names === undefined) return [];
+  if (!Array.isArray(names)) throw new TypeError('HTTPTransport: forwardHeaders must be an array of header names, e.g. [\'authorization\']');
+  return names.map((name: unknown) => {
+    let lower: string;
+    try {
+      if (typeof name !== 'string') throw new TypeError('not a string');
+      lower = new Headers([[name, '']]).keys().next().value as string;
+    } catch {
+      throw new TypeError(`HTTPTransport: forwardHeaders holds ${typeof name === 'string' ? JSON.stringify(name) : String(name)}, which is not a header name`);
+    }
+    if (OWN_HEADERS.has(lower) || FRAMING_HEADERS.has(lower) || HOP_HEADERS.has(lower)) {
+      throw new TypeError(`HTTPTransport: forwardHeaders cannot name ${lower}: the transport${OWN_HEADERS.has(lower) ? ' sets it itself' : "'s fetch and connection own it"}`);
+    }
+    if (lower in configured) throw new TypeError(`HTTPTransport: ${lower} is in both headers and forwardHeaders; send the configured value or the caller's, not both`);
+    return lower;
+  });
+}
+
+/** The named headers the caller's request has; a repeated one (Node gives an array) joined as HTTP joins it. */
+function pick(names: readonly string[], from: Readonly<Record<string, string | string[] | undefined>>): Record<string, string> | undefined {
+  let picked: Record<string, string> | undefined;
+  for (const name of names) {
+    const value = from[name];
+    if (value === undefined) continue;
+    picked ??= {};
+    picked[name] = typeof value === 'string' ? value : value.join(name === 'cookie' ? '; ' : ', ');
+  }
+  return picked;
 }
 
 function checkMessage(message: string): string {

@@ -5,6 +5,12 @@ export interface TransportCallOptions {
   signal?: AbortSignal | undefined;
   /** Sent as `x-request-id`, so one request can be followed across hops. */
   requestId?: string | undefined;
+  /**
+   * The headers of the request being forwarded: the router passes its
+   * inbound request's (Node's `req.headers`), for a transport that sends
+   * some of them on (HTTPTransport's `forwardHeaders`).
+   */
+  requestHeaders?: Readonly<Record<string, string | string[] | undefined>> | undefined;
 }
 
 /**

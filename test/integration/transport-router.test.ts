@@ -57,10 +57,14 @@ function agentClasses(script: Script) {
 }
 
 /** A router at `/agent` whose registry sends `remote-.*` to `next` (when given) and everything else to local agents. */
-async function hop(t: TestContext, options: { next?: Hop; script?: Script; headers?: Record<string, string>; turnTimeout?: number } = {}): Promise<Hop> {
+async function hop(
+  t: TestContext,
+  options: { next?: Hop; script?: Script; headers?: Record<string, string>; forwardHeaders?: string[]; turnTimeout?: number } = {},
+): Promise<Hop> {
   const registry = new AgentRegistry();
   if (options.next !== undefined) {
-    registry.register('remote-.*', new HTTPTransport(options.next.base, { headers: options.headers ?? { Authorization: 'Bearer hop-token' } }));
+    const headers = options.headers ?? { Authorization: 'Bearer hop-token' };
+    registry.register('remote-.*', new HTTPTransport(options.next.base, { headers, forwardHeaders: options.forwardHeaders }));
   } else {
     registry.register('(remote-)?(counter|bot)-.*', agentClasses(options.script ?? { current: echo }));
   }
@@ -114,6 +118,38 @@ test('every route through A answers as B does: same status, same body', async (t
   }
   // After the proxied envelope invoke the remote counter is at 5, and state through A says so.
   assert.deepEqual((await getJson(`${a.base}/remote-counter-a-envelope-invoke/state`)).body, { agent_id: 'remote-counter-a-envelope-invoke', state: { count: 5 } });
+});
+
+test('forwardHeaders sends the named headers of the caller\'s request on to the remote, on every route, and nothing else of the caller\'s', async (t) => {
+  const b = await hop(t);
+  const a = await hop(t, { next: b, headers: { 'x-gateway': 'a' }, forwardHeaders: ['Authorization', 'X-Tenant-Id', 'cookie'] });
+  const caller = { authorization: 'Bearer user-7', 'x-tenant-id': 'acme', cookie: 'session=s1', 'x-other': 'stays here' };
+  assert.equal((await postJson(`${a.base}/remote-counter-f/chat`, { message: 'hi' }, caller)).status, 200);
+  assert.equal((await postJson(`${a.base}/remote-counter-f/invoke`, { method: 'increment' }, caller)).status, 200);
+  assert.equal((await getJson(`${a.base}/remote-counter-f/state`, caller)).status, 200);
+  const stream = await fetch(`${a.base}/remote-counter-f/chat?stream=true`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...caller },
+    body: JSON.stringify({ message: 'streamed' }),
+  });
+  assert.equal((await collectSSE(stream)).text, 'echo: streamed');
+  const forwarded = (seen: Seen) => [seen.headers.authorization, seen.headers['x-tenant-id'], seen.headers.cookie, seen.headers['x-gateway'], seen.headers['x-other']];
+  assert.deepEqual(b.seen.map(forwarded), Array(4).fill(['Bearer user-7', 'acme', 'session=s1', 'a', undefined]));
+  // A caller without them: nothing in their place.
+  assert.equal((await getJson(`${a.base}/remote-counter-f/state`)).status, 200);
+  assert.deepEqual(forwarded(b.seen.at(-1) as Seen), [undefined, undefined, undefined, 'a', undefined]);
+});
+
+test('forwardHeaders refuses, when the transport is made, a name the transport or its connection owns, or one also configured', () => {
+  const refused = (forwardHeaders: unknown, message: RegExp, headers?: Record<string, string>) =>
+    assert.throws(() => new HTTPTransport('http://127.0.0.1:1/agent', { headers, forwardHeaders } as never), (error: Error) => error instanceof TypeError && message.test(error.message), String(forwardHeaders));
+  refused(['Accept'], /cannot name accept: the transport sets it itself/);
+  refused(['x-request-id'], /cannot name x-request-id: the transport sets it itself/);
+  for (const name of ['Host', 'Content-Length', 'transfer-encoding', 'Connection', 'TE']) refused([name], new RegExp(`cannot name ${name.toLowerCase()}: the transport's fetch and connection own it`));
+  refused(['authorization'], /authorization is in both headers and forwardHeaders/, { Authorization: 'Bearer hop' });
+  refused(['bad name'], /forwardHeaders holds "bad name", which is not a header name/);
+  refused([42], /forwardHeaders holds 42, which is not a header name/);
+  refused('authorization', /forwardHeaders must be an array of header names/);
 });
 
 test("a remote reply the provider cut short keeps its truncated mark through the hop (JSON chat and the envelope's)", async (t) => {
