@@ -14,7 +14,7 @@ export async function fetchWithinOrigin(send: (url: URL) => Promise<Response>, u
     const response = await send(url);
     const location = response.headers.get('location');
     if ((response.status !== 307 && response.status !== 308) || location === null || hops === MAX_REDIRECTS) return response;
-    const next = URL.canParse(location, url) ? new URL(location, url) : undefined;
+    const next = URL.canParse(location, url.href) ? new URL(location, url) : undefined;
     if (next === undefined || next.origin !== url.origin) return response;
     // The redirect's own body is not read: let its connection go back to the pool.
     await response.body?.cancel().catch(() => {});
