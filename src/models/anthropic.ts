@@ -91,6 +91,24 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
   };
 }
 
+/**
+ * The HTTP status of each error type Anthropic documents: an `event: error`
+ * mid-stream gets the code and retry that status would (a 529's
+ * `overloaded_error` is `model_unavailable`, retried before the first chunk).
+ */
+const ERROR_STATUS: ReadonlyMap<string, number> = new Map([
+  ['invalid_request_error', 400],
+  ['authentication_error', 401],
+  ['billing_error', 402],
+  ['permission_error', 403],
+  ['not_found_error', 404],
+  ['request_too_large', 413],
+  ['rate_limit_error', 429],
+  ['api_error', 500],
+  ['timeout_error', 504],
+  ['overloaded_error', 529],
+]);
+
 /** Stop reasons of a reply that is not whole. `tool_use` is not one: the text before the call is all the model says (see the README). */
 const TRUNCATED = new Set(['max_tokens', 'model_context_window_exceeded', 'pause_turn']);
 
@@ -142,12 +160,12 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
           done = true;
           return [];
         case 'error':
-          throw streamErrorEvent(context, data['error']);
+          throw streamErrorEvent(context, data['error'], ERROR_STATUS);
         default: {
           // A proxy's error in the OpenAI form, `data: {"error": {...}}` with no type (LiteLLM's /v1/messages):
           // skipped, its message was lost and the stream's end retried as a cut one, a 400 too.
           const error = data['error'];
-          if (type === undefined && (isObject(error) || (typeof error === 'string' && error !== ''))) throw streamErrorEvent(context, error);
+          if (type === undefined && (isObject(error) || (typeof error === 'string' && error !== ''))) throw streamErrorEvent(context, error, ERROR_STATUS);
           return []; // ping, content_block_start/stop, and event types added later
         }
       }

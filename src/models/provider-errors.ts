@@ -11,7 +11,7 @@
  * | `model_unavailable` | HTTP 5xx (Anthropic's 529 overloaded too) |
  * | `model_request_rejected` | any other HTTP 4xx (but see `model_refused`) |
  * | `model_redirect` | HTTP 3xx other than a 307/308 on baseURL's origin (those are followed): the key goes to that origin only |
- * | `model_stream_error` | an error event inside a stream that began with 200 (one whose `code` is an HTTP status gets that status's code above) |
+ * | `model_stream_error` | an error event inside a stream that began with 200 (one whose `code` is an HTTP status, or an Anthropic error `type` such as `overloaded_error`, gets that status's code above) |
  * | `model_bad_response` | a 200 that is neither SSE nor a whole reply as JSON (a server that ignored `stream: true`), data that is not a JSON object, an oversized line, a reply past maxResponseSize, an answer that is not HTTP (a malformed status line or chunk, headers over fetch's 16 KiB), a body that does not decode as its `Content-Encoding` says |
  * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`), a content filter cut the reply (`finish_reason: "content_filter"`) or refused the prompt (Azure's HTTP 400 with `error.code: "content_filter"`) |
  * | `model_connection_failed` | no response at all (refused, DNS, TLS); not retried when TLS failed for good (a certificate not trusted here or not naming the host, an https baseURL to a plain HTTP port) |
@@ -124,16 +124,19 @@ export function notAStream(context: ProviderContext, status: number, text: strin
  * An error sent inside a stream that began with 200: Anthropic's
  * `event: error` (`{"type": "error", "error": {"type", "message"}}`), or an
  * OpenAI-compatible `data: {"error": {...}}`. One whose `code` is an HTTP
- * status (vLLM's and OpenRouter's `429`, LiteLLM's and Azure's `"429"`) is
- * the failure that status would be as the answer's: the same code and retry.
+ * status (vLLM's and OpenRouter's `429`, LiteLLM's and Azure's `"429"`), or
+ * whose `type` is one `typeStatus` names (Anthropic's `overloaded_error` is
+ * its 529), is the failure that status would be as the answer's: the same
+ * code and retry, so a client sees one code whether the provider failed
+ * before the stream or in it.
  */
-export function streamErrorEvent(context: ProviderContext, error: unknown): ModelProviderError {
+export function streamErrorEvent(context: ProviderContext, error: unknown, typeStatus?: ReadonlyMap<string, number>): ModelProviderError {
   const fields = isObject(error) ? error : { message: typeof error === 'string' ? error : undefined };
   const message = typeof fields['message'] === 'string' ? oneLine(fields['message']) : 'no message';
   const type = typeof fields['type'] === 'string' ? oneLine(fields['type']) : undefined;
   const code = fields['code'];
   const number = typeof code === 'number' ? code : typeof code === 'string' && /^\d{3}$/.test(code) ? Number(code) : undefined;
-  const status = number !== undefined && number >= 400 && number <= 599 ? number : undefined;
+  const status = number !== undefined && number >= 400 && number <= 599 ? number : type === undefined ? undefined : typeStatus?.get(type);
   const retryable = (type !== undefined && RETRYABLE_TYPES.has(type)) || (status !== undefined && shouldRetry(status));
   const detail = `${type === undefined ? '' : `${type}: `}${message}`;
   return new ModelProviderError(status === undefined ? 'model_stream_error' : statusCode(status)[0], redact(`${context.label}: the provider sent an error in the stream (${detail})`, context.secrets), {

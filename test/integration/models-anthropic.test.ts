@@ -174,13 +174,49 @@ test('maps each documented HTTP error to a typed error with the provider status 
   }
 });
 
-test('an error event after the first text fails the turn, without a retry', async (t) => {
+test('an error event after the first text fails the turn with the code its status would give, without a retry', async (t) => {
   const fake = await fakeProvider(t, () => ({ body: fixture('anthropic-stream-error.sse'), pieces: SPLITS }));
   const outcome = await collect(model(fake.url, { maxRetries: 2 }));
-  const error = providerError(outcome, 'model_stream_error');
+  const error = providerError(outcome, 'model_unavailable');
   assert.deepEqual(outcome.chunks, ['Hello']);
   assert.equal(error.providerType, 'overloaded_error');
+  assert.equal(error.retryable, true, 'retryable, but text was out: no retry');
   assert.match(error.message, /Overloaded/);
+  assert.equal(fake.requests.length, 1);
+});
+
+test("each documented error type in an event: error gets the code and retry of its HTTP status, as the same failure before the stream would", async (t) => {
+  const cases = [
+    ['invalid_request_error', 400, 'model_request_rejected'],
+    ['authentication_error', 401, 'model_auth_failed'],
+    ['billing_error', 402, 'model_request_rejected'],
+    ['permission_error', 403, 'model_auth_failed'],
+    ['not_found_error', 404, 'model_not_found'],
+    ['request_too_large', 413, 'model_request_rejected'],
+    ['rate_limit_error', 429, 'model_rate_limited'],
+    ['api_error', 500, 'model_unavailable'],
+    ['timeout_error', 504, 'model_unavailable'],
+    ['overloaded_error', 529, 'model_unavailable'],
+    // A type added later, unknown here: still an error in the stream.
+    ['some_future_error', undefined, 'model_stream_error'],
+  ] as const;
+  for (const [type, status, code] of cases) {
+    const event = `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type, message: `said ${type}` } })}\n\n`;
+    const fake = await fakeProvider(t, () => ({ body: PREAMBLE + event }));
+    const error = providerError(await collect(model(fake.url)), code);
+    assert.equal(error.providerStatus, status, type);
+    assert.equal(error.providerType, type);
+    assert.equal(error.retryable, status === 429 || (status ?? 0) >= 500, type);
+    assert.match(error.message, new RegExp(`said ${type}`));
+    // The same failure as the answer's status gets the same code.
+    if (status !== undefined) {
+      const answered = await fakeProvider(t, () => ({ status, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'error', error: { type, message: 'x' } }) }));
+      assert.equal(providerError(await collect(model(answered.url)), code).retryable, error.retryable, type);
+    }
+  }
+  // Before the first chunk, a type that is not retried (invalid_request_error) is sent once, with retries left.
+  const fake = await fakeProvider(t, () => ({ body: `${PREAMBLE}event: error\ndata: {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long"}}\n\n` }));
+  providerError(await collect(model(fake.url, { maxRetries: 2 })), 'model_request_rejected');
   assert.equal(fake.requests.length, 1);
 });
 

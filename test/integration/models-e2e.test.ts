@@ -472,3 +472,29 @@ test('anthropic: a gateway that ignores stream: true and answers a whole Message
     { role: 'assistant', content: 'Hello!', usage: { inputTokens: 15, outputTokens: 7, totalTokens: 22 } },
   ]);
 });
+
+test('anthropic: an overloaded or rate-limited failure gets the same code whether it came as the HTTP status or as event: error in the stream', async (t) => {
+  const stream = fixture('anthropic-stream.sse');
+  const preamble = stream.slice(0, stream.indexOf('event: content_block_delta'));
+  const firstText = stream.slice(0, stream.indexOf('event: content_block_stop'));
+  for (const [status, type, code] of [[529, 'overloaded_error', 'model_unavailable'], [429, 'rate_limit_error', 'model_rate_limited']] as const) {
+    const error = JSON.stringify({ type: 'error', error: { type, message: `said ${type}` } });
+    const replies: FakeReply[] = [
+      { status, headers: { 'content-type': 'application/json' }, body: error },
+      { body: `${preamble}event: error\ndata: ${error}\n\n` },
+      { body: `${firstText}event: error\ndata: ${error}\n\n` },
+    ];
+    const { logged, url } = await serve(t, anthropic, (index) => replies[index] as FakeReply);
+    // Before the stream, and in it before any text: 502 with the status's code.
+    for (let i = 0; i < 2; i++) {
+      const reply = await postJson(url, { message: 'Hello' });
+      assert.equal(reply.status, 502, type);
+      assert.deepEqual(reply.body, { error: 'Request failed', code }, type);
+    }
+    // After text reached the client: event: error with that code.
+    const sse = await collectSSE(await streamChat(url, 'Hello'));
+    assert.equal(sse.text, 'Hello!');
+    assert.deepEqual(JSON.parse(sse.events.at(-1)?.data ?? ''), { error: 'Request failed', code }, type);
+    assert.match(String((logged[2] as Error).message), new RegExp(`${type}: said ${type}`));
+  }
+});
