@@ -117,13 +117,17 @@ const TRUNCATED = new Set(['max_tokens', 'model_context_window_exceeded', 'pause
  * `text_delta`, `message_delta` (cumulative output usage; `stop_reason:
  * "refusal"` fails the turn as `model_refused`; `"max_tokens"`,
  * `"model_context_window_exceeded"` and `"pause_turn"` yield `{truncated: true}` at the end),
- * `message_stop`,
+ * `message_stop` (a clean end after a stop_reason without it is whole too),
  * `ping`, `error`. Other events and delta types (tool input, thinking) are
  * skipped, as the API's versioning policy asks of clients. A whole message
  * JSON from a gateway that ignored `stream: true` is read the same way.
  */
 function anthropicDecoder(context: ProviderContext): StreamDecoder {
   let done = false;
+  // The reply is whole once message_delta carried its stop_reason: a body that ends cleanly there,
+  // without message_stop (some gateways drop it), is accepted, as Anthropic's SDKs accept it and as
+  // an OpenAI stream that ends after its finish_reason without [DONE] is.
+  let stopped = false;
   // Each usage field is cumulative and optional in every event (the SDKs update each alone): one left out keeps its last value.
   let fresh: number | undefined;
   let cacheWrite = 0;
@@ -183,7 +187,7 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
       return out;
     },
     end() {
-      if (!done) throw streamInterrupted(context);
+      if (!done && !stopped) throw streamInterrupted(context);
       const out: ModelChunk[] = truncated ? [{ truncated: true }] : [];
       const input = fresh === undefined ? undefined : fresh + cacheWrite + cacheRead;
       if (input === undefined && output === undefined) return out;
@@ -195,6 +199,7 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
 
   /** A refusal fails the turn; a reply cut short is marked. */
   function stopReason(reason: unknown): void {
+    if (typeof reason === 'string' && reason !== '') stopped = true;
     // The API's refusals: the text so far is not an answer, and kept in the context it gets the next turns refused too.
     if (reason === 'refusal') throw refused(context, 'the model refused (stop_reason refusal)');
     // The reply reached max_tokens, or the model's context window, or the API paused a long server-tool turn

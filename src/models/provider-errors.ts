@@ -15,7 +15,7 @@
  * | `model_bad_response` | a 200 that is neither SSE nor a whole reply as JSON (a server that ignored `stream: true`), data that is not a JSON object, an oversized line, a reply past maxResponseSize, an answer that is not HTTP (a malformed status line or chunk, headers over fetch's 16 KiB), a body that does not decode as its `Content-Encoding` says |
  * | `model_refused` | the model refused (Anthropic's `stop_reason: "refusal"`, OpenAI's `delta.refusal`), a content filter cut the reply (`finish_reason: "content_filter"`) or refused the prompt (Azure's HTTP 400 with `error.code: "content_filter"`) |
  * | `model_connection_failed` | no response at all (refused, DNS, TLS); not retried when TLS failed for good (a certificate not trusted here or not naming the host, an https baseURL to a plain HTTP port) |
- * | `model_stream_interrupted` | the stream ended before its last event (a cut connection) |
+ * | `model_stream_interrupted` | the stream ended before its last event (a cut connection); a clean end after OpenAI's `finish_reason` or Anthropic's `stop_reason` is a whole reply |
  * | `model_timeout` | no headers or no bytes for `timeout` seconds (or for Node's fetch's own 300 s) |
  */
 import { ModelProviderError } from '../errors.ts';

@@ -256,9 +256,29 @@ test('a connection cut mid-stream fails the turn and is not retried after the fi
   assert.equal(fake.requests.length, 1);
 });
 
-test('a stream that ends without message_stop is interrupted', async (t) => {
-  const fake = await fakeProvider(t, () => ({ body: STREAM.slice(0, STREAM.indexOf('event: message_stop')) }));
-  providerError(await collect(model(fake.url)), 'model_stream_interrupted');
+test('a stream that ends cleanly after message_delta carried a stop_reason, without message_stop, is whole, as the SDKs read it', async (t) => {
+  const fake = await fakeProvider(t, () => ({ body: STREAM.slice(0, STREAM.indexOf('event: message_stop')), pieces: SPLITS }));
+  const outcome = await collect(model(fake.url));
+  assert.equal(outcome.error, undefined);
+  assert.deepEqual(outcome.chunks, ['Hello', '!']);
+  assert.deepEqual(outcome.usage, { inputTokens: 25, outputTokens: 15, totalTokens: 40 });
+  // The same end after a max_tokens stop keeps the truncated mark.
+  const maxTokens = STREAM.replace('"end_turn"', '"max_tokens"');
+  const cut = await fakeProvider(t, () => ({ body: maxTokens.slice(0, maxTokens.indexOf('event: message_stop')) }));
+  const truncated = await collect(model(cut.url));
+  assert.equal(truncated.error, undefined);
+  assert.equal(truncated.truncated, true);
+});
+
+test('a stream that ends before a stop_reason arrived is interrupted: after the text, or at a message_delta without one', async (t) => {
+  const nullStop = STREAM.replace('"stop_reason": "end_turn"', '"stop_reason": null');
+  const noStop = nullStop.slice(0, nullStop.indexOf('event: message_stop'));
+  for (const body of [STREAM.slice(0, STREAM.indexOf('event: message_delta')), noStop]) {
+    const fake = await fakeProvider(t, () => ({ body }));
+    const outcome = await collect(model(fake.url));
+    providerError(outcome, 'model_stream_interrupted');
+    assert.deepEqual(outcome.chunks, ['Hello', '!']);
+  }
 });
 
 test('retries a 429 with Retry-After: 0 before the first chunk, then streams', async (t) => {

@@ -498,3 +498,15 @@ test('anthropic: an overloaded or rate-limited failure gets the same code whethe
     assert.match(String((logged[2] as Error).message), new RegExp(`${type}: said ${type}`));
   }
 });
+
+test('anthropic: a gateway that ends the stream after message_delta with its stop_reason but no message_stop has its reply answered and kept', async (t) => {
+  const stream = fixture('anthropic-stream.sse');
+  const { storage, url } = await serve(t, anthropic, () => ({ body: stream.slice(0, stream.indexOf('event: message_stop')) }));
+  const sse = await collectSSE(await streamChat(url, 'Hi'));
+  assert.equal(sse.text, 'Hello!');
+  assert.equal(sse.events.at(-1)?.event, 'done');
+  assert.deepEqual(await storage.load('bot-1').then((record) => record?.messages), [
+    { role: 'user', content: 'Hi' },
+    { role: 'assistant', content: 'Hello!', usage: { inputTokens: 25, outputTokens: 15, totalTokens: 40 } },
+  ]);
+});
