@@ -14,7 +14,8 @@ export interface AnthropicModelOptions extends ProviderHTTPOptions {
   /** @defaultValue `https://api.anthropic.com/v1` */
   baseURL?: string | undefined;
   /**
-   * The reply's token limit (`max_tokens`, which the API requires).
+   * The reply's token limit (`max_tokens`, which the API requires). `body: { max_tokens }` sets it too;
+   * giving both throws. Raise it above a thinking `budget_tokens`, which it includes.
    * @defaultValue 4096
    */
   maxTokens?: number | undefined;
@@ -45,9 +46,17 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
   if (typeof apiKey !== 'string' || apiKey === '') {
     throw new TypeError('anthropicModel: pass apiKey, e.g. anthropicModel({ model, apiKey: process.env.ANTHROPIC_API_KEY })');
   }
-  const maxTokens = options.maxTokens ?? 4096;
-  if (!Number.isInteger(maxTokens) || maxTokens < 1) {
-    throw new TypeError('anthropicModel: maxTokens must be a whole number >= 1, e.g. maxTokens: 1024');
+  // `body: { max_tokens }` is how the API spells it (and how a thinking budget's examples set it): it was
+  // silently replaced by the default, so a budget_tokens above 4096 got a provider 400. Either spelling
+  // counts; both at once could only disagree, so they are refused rather than one quietly winning.
+  const bodyMaxTokens = options.body?.['max_tokens'];
+  if (options.maxTokens !== undefined && bodyMaxTokens !== undefined) {
+    throw new TypeError('anthropicModel: pass maxTokens or body.max_tokens, not both; they set the same max_tokens field');
+  }
+  const maxTokens = options.maxTokens ?? (bodyMaxTokens === undefined ? 4096 : bodyMaxTokens);
+  if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1) {
+    const option = options.maxTokens === undefined ? 'body.max_tokens' : 'maxTokens';
+    throw new TypeError(`anthropicModel: ${option} must be a whole number >= 1, e.g. maxTokens: 1024`);
   }
   const url = joinURL(options.baseURL ?? 'https://api.anthropic.com/v1', 'messages');
   const name = `anthropic:${model}`;

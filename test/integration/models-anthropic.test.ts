@@ -135,6 +135,29 @@ test('leaves system out without a system prompt and defaults max_tokens', async 
   assert.equal(fake.requests[0]?.body['max_tokens'], 4096);
 });
 
+test('body.max_tokens is sent as given, not replaced by the default (a thinking budget above 4096 needs it); giving maxTokens too throws naming both', async (t) => {
+  // As the API answers a thinking budget that max_tokens does not exceed.
+  const fake = await fakeProvider(t, (_, request) => {
+    const budget = (request.body['thinking'] as { budget_tokens?: number } | undefined)?.budget_tokens ?? 0;
+    if (budget < Number(request.body['max_tokens'])) return { body: STREAM };
+    const error = { type: 'error', error: { type: 'invalid_request_error', message: '`max_tokens` must be greater than `thinking.budget_tokens`' } };
+    return { status: 400, headers: { 'content-type': 'application/json' }, body: JSON.stringify(error) };
+  });
+  const thinking = { type: 'enabled', budget_tokens: 10000 };
+  const outcome = await collect(model(fake.url, { body: { max_tokens: 16000, thinking } }));
+  assert.equal(outcome.error, undefined);
+  assert.deepEqual(outcome.chunks, ['Hello', '!']);
+  assert.equal(fake.requests[0]?.body['max_tokens'], 16000);
+  assert.deepEqual(fake.requests[0]?.body['thinking'], thinking);
+  // A field set to undefined is left out, as for any body field: the default then applies.
+  await collect(model(fake.url, { body: { max_tokens: undefined } }));
+  assert.equal(fake.requests[1]?.body['max_tokens'], 4096);
+  assert.throws(() => model(fake.url, { maxTokens: 1024, body: { max_tokens: 16000 } }), /pass maxTokens or body\.max_tokens, not both/);
+  for (const max_tokens of [0, 1.5, '16000', null]) {
+    assert.throws(() => model(fake.url, { body: { max_tokens } }), /body\.max_tokens must be a whole number >= 1/, String(max_tokens));
+  }
+});
+
 test('sends x-api-key, anthropic-version and JSON headers, never a bearer token', async (t) => {
   const fake = await fakeProvider(t, () => ({ body: STREAM }));
   await collect(model(fake.url, { headers: { 'anthropic-beta': 'some-beta' } }));
