@@ -1,6 +1,6 @@
 import { checkKnownOptions } from '../options.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
-import { count, isObject, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
+import { count, headerSecrets, isObject, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
 import { checkCommonOptions, DEFAULT_MAX_RESPONSE_SIZE, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
 
 /** The Messages API version this adapter speaks (sent as `anthropic-version`). */
@@ -60,7 +60,7 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
   }
   const url = joinURL(options.baseURL ?? 'https://api.anthropic.com/v1', 'messages');
   const name = `anthropic:${model}`;
-  const context: ProviderContext = { provider: 'anthropic', label: name, secrets: [apiKey] };
+  const context: ProviderContext = { provider: 'anthropic', label: name, secrets: [apiKey, ...headerSecrets(options.headers)] };
 
   return {
     name,

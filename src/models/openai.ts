@@ -1,7 +1,7 @@
 import { checkKnownOptions } from '../options.ts';
 import type { TokenUsage } from '../types.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
-import { count, isObject, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
+import { count, headerSecrets, isObject, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
 import { checkCommonOptions, DEFAULT_MAX_RESPONSE_SIZE, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
 
 export interface OpenAIModelOptions extends ProviderHTTPOptions {
@@ -42,7 +42,8 @@ export function openAIModel(options: OpenAIModelOptions): Model {
   const apiKey = options.apiKey?.trim();
   const url = joinURL(options.baseURL ?? 'https://api.openai.com/v1', 'chat/completions');
   const name = `openai:${model}`;
-  const context: ProviderContext = { provider: 'openai', label: name, secrets: apiKey === undefined ? [] : [apiKey] };
+  const secrets = [...(apiKey === undefined ? [] : [apiKey]), ...headerSecrets(options.headers)];
+  const context: ProviderContext = { provider: 'openai', label: name, secrets };
 
   return {
     name,

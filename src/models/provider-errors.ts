@@ -26,7 +26,7 @@ export interface ProviderContext {
   provider: string;
   /** Names the model in messages, e.g. `openai:gpt-4o-mini`. */
   label: string;
-  /** Strings cut out of every provider message (the API key). */
+  /** Strings cut out of every provider message (the API key, credentials in `headers`). */
   secrets: readonly string[];
 }
 
@@ -374,6 +374,27 @@ export function redact(text: string, secrets: readonly string[]): string {
     return (token.length >= 12 && KEY_LIKE.test(token)) || keyStart || sharesWindow(lower, windows) ? '[redacted]' : token;
   });
 }
+
+/**
+ * The credentials in the caller's own `headers` (Azure's `api-key`, a
+ * hand-set `Authorization: Bearer ...`, a gateway's `x-api-key` or
+ * `X-Auth-Token`), to redact as the API key is: a provider echoes whichever
+ * key it was sent. An auth header's scheme (`Bearer`) is not the secret:
+ * kept as one, every "Bearer" in a message would be cut as a key's start.
+ */
+export function headerSecrets(headers: Readonly<Record<string, string>> | undefined): string[] {
+  const secrets: string[] = [];
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    const lower = name.toLowerCase();
+    if (!CREDENTIAL_HEADERS.has(lower) && !/key|token|secret/.test(lower)) continue;
+    const trimmed = value.trim();
+    const credentials = /^(?:authorization|proxy-authorization)$/.test(lower) ? /^[!#$%&'*+.^`|~\w-]+\s+(.+)$/.exec(trimmed)?.[1] : undefined;
+    secrets.push(credentials ?? trimmed);
+  }
+  return secrets;
+}
+
+const CREDENTIAL_HEADERS = new Set(['authorization', 'proxy-authorization', 'api-key', 'x-api-key']);
 
 const WINDOW = 8;
 /** Shorter "keys" are placeholders, not secrets (see redact). */

@@ -510,3 +510,35 @@ test('anthropic: a gateway that ends the stream after message_delta with its sto
     { role: 'assistant', content: 'Hello!', usage: { inputTokens: 25, outputTokens: 15, totalTokens: 40 } },
   ]);
 });
+
+test("a key passed through headers (Azure's api-key, a hand-set Authorization, a gateway's x-api-key or X-Auth-Token) that the provider echoes reaches neither the log nor the client", async (t) => {
+  const azureKey = '3f9a2c7e8b1d4f60a5c9e2b7d1f04a8c';
+  const jwt = 'eyJhbGciOiJIUzI1NiJ9.tok3nPAYLOAD.s1gnature';
+  const gatewayKey = 'gw-live-51HfA9bT2xQ0ZkLmN8pR';
+  const authToken = 'tkn-0c1d2e3f4a5b6c7d8e9f';
+  const status = (message: string): FakeReply => ({ status: 401, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: { message, type: 'authentication_error' } }) });
+  // What the log says instead: the message, the key cut out ("Bearer", the auth scheme, is no secret and stays).
+  const cases: Array<[Provider, FakeReply, string, RegExp]> = [
+    [{ ...openai, model: (url) => openAIModel({ model: 'gpt4o', baseURL: `${url}/v1`, headers: { 'api-key': azureKey }, maxRetries: 0 }) }, status(`Access denied: key ${azureKey} is not valid`), azureKey, /Access denied: key \[redacted\] is not valid/],
+    [{ ...openai, model: (url) => openAIModel({ model: 'gpt4o', baseURL: `${url}/v1`, headers: { Authorization: `Bearer ${jwt}` }, maxRetries: 0 }) }, status(`Bearer token ${jwt} expired`), jwt, /Bearer token \[redacted\] expired/],
+    // Masked as providers do: the start and the end of the key.
+    [{ ...anthropic, model: (url) => anthropicModel({ model: 'claude-sonnet-4-5', apiKey: 'placeholder', baseURL: `${url}/v1`, headers: { 'x-api-key': gatewayKey }, maxRetries: 0 }) }, status(`invalid x-api-key: ${gatewayKey.slice(0, 12)}...${gatewayKey.slice(-4)}`), gatewayKey.slice(0, 12), /invalid x-api-key: \[redacted\]/],
+    // In the stream, after text: the client gets event: error.
+    [{ ...openai, model: (url) => openAIModel({ model: 'gpt4o', baseURL: `${url}/v1`, headers: { 'X-Auth-Token': authToken }, maxRetries: 0 }) },
+      { body: openai.textEvent('Hi') + `data: ${JSON.stringify({ error: { message: `token ${authToken} revoked`, code: 401 } })}\n\n` }, authToken, /token \[redacted\] revoked/],
+  ];
+  for (const [provider, reply, secret, message] of cases) {
+    const { logged, url } = await serve(t, provider, () => reply);
+    const json = await postJson(url, { message: 'Hello' });
+    assert.equal(json.status, 502);
+    assert.deepEqual(json.body, { error: 'Request failed', code: 'model_auth_failed' });
+    const sse = await collectSSE(await streamChat(url, 'Hello'));
+    assert.equal(sse.events.at(-1)?.event, 'error');
+    assert.doesNotMatch(JSON.stringify(sse.events), new RegExp(secret.slice(0, 12)));
+    assert.equal(logged.length, 2);
+    for (const error of logged as Error[]) {
+      assert.match(error.message, message);
+      assert.doesNotMatch(`${error.message}\n${error.stack}`, new RegExp(secret.slice(0, 12).replace('.', '\\.')), error.message);
+    }
+  }
+});
