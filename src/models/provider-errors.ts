@@ -336,7 +336,9 @@ function topLevelMessage(json: unknown): { message: string | undefined; type: st
 
 /** `Retry-After` (seconds or an HTTP date) or `retry-after-ms`, in seconds. */
 export function parseRetryAfter(headers: Headers, now: number = Date.now()): number | undefined {
-  const ms = Number(headers.get('retry-after-ms') ?? Number.NaN);
+  // An empty retry-after-ms is no value (Number('') is 0): it must not override a valid Retry-After, as the SDKs' parseFloat would not.
+  const msValue = headers.get('retry-after-ms')?.trim();
+  const ms = msValue === undefined || msValue === '' ? Number.NaN : Number(msValue);
   if (Number.isFinite(ms) && ms >= 0) return ms / 1000;
   const value = headers.get('retry-after');
   if (value === null || value.trim() === '') return undefined;

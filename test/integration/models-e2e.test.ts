@@ -542,3 +542,20 @@ test("a key passed through headers (Azure's api-key, a hand-set Authorization, a
     }
   }
 });
+
+test("an empty or invalid retry-after-ms is ignored: the provider's valid Retry-After goes on to the client", async (t) => {
+  for (const ms of ['', 'soon', '-5']) {
+    const { url } = await serve(t, openai, () => ({
+      status: 429,
+      headers: { 'content-type': 'application/json', 'retry-after-ms': ms, 'retry-after': '7' },
+      body: openai.errorBody,
+    }));
+    const reply = await postJson(url, { message: 'Hello' });
+    assert.equal(reply.status, 502);
+    assert.equal(reply.body.code, 'model_rate_limited');
+    assert.equal(reply.headers.get('retry-after'), '7', JSON.stringify(ms));
+  }
+  // A valid one still wins, rounded up to whole seconds for the client.
+  const { url } = await serve(t, openai, () => ({ status: 429, headers: { 'retry-after-ms': '1500', 'retry-after': '7' }, body: openai.errorBody }));
+  assert.equal((await postJson(url, { message: 'Hello' })).headers.get('retry-after'), '2');
+});

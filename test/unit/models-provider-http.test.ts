@@ -44,6 +44,8 @@ test('parseRetryAfter reads seconds, an HTTP date and retry-after-ms', () => {
   assert.equal(parseRetryAfter(new Headers({ 'retry-after': '-1' }), now), undefined);
   assert.equal(parseRetryAfter(new Headers({ 'retry-after': 'soon' }), now), undefined);
   assert.equal(parseRetryAfter(new Headers({ 'retry-after': ' ' }), now), undefined);
+  assert.equal(parseRetryAfter(new Headers({ 'retry-after-ms': '', 'retry-after': '9' }), now), 9);
+  assert.equal(parseRetryAfter(new Headers({ 'retry-after-ms': 'soon', 'retry-after': '9' }), now), 9);
   assert.equal(parseRetryAfter(new Headers(), now), undefined);
 });
 
