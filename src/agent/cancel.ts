@@ -1,3 +1,5 @@
+import { stopWatching, whenAborted } from './signal-watch.ts';
+
 /**
  * A turn's cancellation: a flag, plain-function hooks, and an AbortSignal
  * made only when something asks for one (a model handing it to fetch, a
@@ -66,12 +68,12 @@ export class TurnCancel {
     else (this.#hooks ??= new Set()).add(hook);
     const outer = this.#outer;
     if (outer === undefined) return;
-    // One listener per hook on a caller's signal: it is theirs, and may outlive the turn.
+    // Watched per hook, and each stopped once done: the caller's signal is theirs, and may outlive the turn.
     const onOuterAbort = (): void => {
       if (this.#forget(hook)) hook(outer.reason);
     };
     (this.#outerListeners ??= new Map()).set(hook, onOuterAbort);
-    outer.addEventListener('abort', onOuterAbort, { once: true });
+    whenAborted(outer, onOuterAbort);
   }
 
   /** Stops calling `hook` (see onAbort). */
@@ -80,7 +82,7 @@ export class TurnCancel {
     const listener = this.#outerListeners?.get(hook);
     if (listener === undefined) return;
     this.#outerListeners?.delete(hook);
-    this.#outer?.removeEventListener('abort', listener);
+    if (this.#outer !== undefined) stopWatching(this.#outer, listener);
   }
 
   /** Removes `hook`; true if it was there. */

@@ -2,6 +2,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { Agent, cancelledBy, chatInto, committedState, type ChatSink } from '../agent/agent.ts';
 import { TurnCancel } from '../agent/cancel.ts';
+import { stopWatching, whenAborted } from '../agent/signal-watch.ts';
 import { AgentRouterError, httpErrors, statusOf, worthLogging } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';
 import { AgentPool, type AgentPoolOptions } from '../server/pool.ts';
@@ -582,7 +583,7 @@ export class AgentRouter {
       const onOuterAbort = (): void => cancel.abort(outer.reason);
       running.onOuterAbort = onOuterAbort;
       if (outer.aborted) onOuterAbort();
-      else outer.addEventListener('abort', onOuterAbort, { once: true });
+      else whenAborted(outer, onOuterAbort);
     }
     this.#turns.add(running);
     return running;
@@ -594,7 +595,7 @@ export class AgentRouter {
     if (running.streaming) this.#openStreams--;
     this.#turns.delete(running);
     res.off('close', running.onClose);
-    if (onOuterAbort !== undefined) outer?.removeEventListener('abort', onOuterAbort);
+    if (onOuterAbort !== undefined && outer !== undefined) stopWatching(outer, onOuterAbort);
     if (running.pooled) this.pool?.release(agentId);
   }
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import http from 'node:http';
 import { test } from 'node:test';
 import { gzipSync } from 'node:zlib';
@@ -373,6 +374,53 @@ test('a turn over turnTimeout is aborted with 504 and changes nothing', async (t
   assert.equal(reply.status, 504);
   assert.equal(reply.body.code, 'turn_timeout');
   assert.equal(router.pool?.peek('h')?.messages.length, 0);
+});
+
+test("one hint.signal shared by every handle() call (a host's shutdown signal) gets one listener however many turns run, and cuts them all", async (t) => {
+  const held = 30; // past the 10 listeners Node warns at
+  let running = 0;
+  const allRunning = deferred();
+  class Hang extends Agent {
+    constructor(id: string) {
+      super(id, {
+        model: scriptedModel(({ signal }) => {
+          if (++running === held) allRunning.resolve();
+          return new Promise<string>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
+        }),
+      });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Hang);
+  const router = new AgentRouter(registry, { logger: { error: () => {} } });
+  const shutdown = new AbortController();
+  const { url, close } = await listen((req, res) => void router.handle(req, res, { signal: shutdown.signal }));
+  t.after(close);
+  const warnings: Error[] = [];
+  const onWarning = (warning: Error): void => void warnings.push(warning);
+  process.on('warning', onWarning);
+  t.after(() => process.off('warning', onWarning));
+
+  const replies = Array.from({ length: held }, (_, i) => postJson(`${url}/shared-${i}/chat`, { message: 'hi' }));
+  await allRunning.promise;
+  assert.equal(getEventListeners(shutdown.signal, 'abort').length, 1);
+  shutdown.abort(new AgentRouterError(503, 'shutting_down', 'The server is shutting down', { expose: true }));
+  for (const reply of await Promise.all(replies)) assert.deepEqual([reply.status, reply.body.code], [503, 'shutting_down']);
+  // Node emits its warning a tick after the listener that crosses the line.
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning'), []);
+});
+
+test('one signal passed to many agents\' chat() gets one listener however many turns wait on it', async () => {
+  const signal = new AbortController().signal;
+  const gate = deferred();
+  const agents = Array.from({ length: 30 }, (_, i) => new Agent(`signal-shared-${i}`, { model: scriptedModel(() => gate.promise.then(() => 'done')), storage: new MemoryStorage() }));
+  const turns = agents.map((agent) => agent.chat('hi', { signal }));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.ok(getEventListeners(signal, 'abort').length <= 1, `${getEventListeners(signal, 'abort').length} listeners on the caller's signal`);
+  gate.resolve();
+  assert.deepEqual(await Promise.all(turns), Array(30).fill('done'));
+  assert.equal(getEventListeners(signal, 'abort').length <= 1, true);
 });
 
 test("handle()'s hint.signal cuts a running turn (JSON and stream) with its reason, and a signal aborted before refuses at once", async (t) => {
