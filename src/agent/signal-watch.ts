@@ -1,33 +1,38 @@
 /**
- * One 'abort' listener on a caller's signal, however many turns follow it. A
- * host that hands one shutdown signal to every `handle()` call, or a caller
- * passing one signal to many agents' `chat()`, would otherwise add a
- * listener per turn in flight: Node warns past ten
+ * One 'abort' listener on a caller's signal, however many turns follow it,
+ * and none once none does. A host that hands one shutdown signal to every
+ * `handle()` call, or a caller passing one signal to many agents' `chat()`,
+ * would otherwise add a listener per turn in flight: Node warns past ten
  * (MaxListenersExceededWarning, "possible memory leak"), and removing each
  * costs a scan of them all.
  */
-const watched = new WeakMap<AbortSignal, Set<() => void>>();
+interface Watch {
+  callbacks: Set<() => void>;
+  listener: () => void;
+}
+
+const watched = new WeakMap<AbortSignal, Watch>();
 
 /** Calls `callback` once when `signal` aborts (not if it already has: check `aborted` first). */
 export function whenAborted(signal: AbortSignal, callback: () => void): void {
-  let callbacks = watched.get(signal);
-  if (callbacks === undefined) {
-    const all = new Set<() => void>();
-    callbacks = all;
-    watched.set(signal, all);
-    signal.addEventListener(
-      'abort',
-      () => {
-        watched.delete(signal);
-        for (const each of all) each();
-      },
-      { once: true },
-    );
+  let watch = watched.get(signal);
+  if (watch === undefined) {
+    const callbacks = new Set<() => void>();
+    const listener = (): void => {
+      watched.delete(signal);
+      for (const each of callbacks) each();
+    };
+    watch = { callbacks, listener };
+    watched.set(signal, watch);
+    signal.addEventListener('abort', listener, { once: true });
   }
-  callbacks.add(callback);
+  watch.callbacks.add(callback);
 }
 
-/** Stops a `whenAborted` callback. */
+/** Stops a `whenAborted` callback; the signal keeps no listener once none is left. */
 export function stopWatching(signal: AbortSignal, callback: () => void): void {
-  watched.get(signal)?.delete(callback);
+  const watch = watched.get(signal);
+  if (watch === undefined || !watch.callbacks.delete(callback) || watch.callbacks.size > 0) return;
+  watched.delete(signal);
+  signal.removeEventListener('abort', watch.listener);
 }
