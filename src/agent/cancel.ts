@@ -1,4 +1,4 @@
-import { stopWatching, whenAborted } from './signal-watch.ts';
+import { stopWatching, whenAborted } from '../signal-watch.ts';
 
 /**
  * A turn's cancellation: a flag, plain-function hooks, and an AbortSignal

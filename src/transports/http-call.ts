@@ -3,6 +3,7 @@ import { mayHoldHugeNumber, nestingDepth } from '../http/body.ts';
 import { mediaType } from '../http/path.ts';
 import { createSSEParser, drainReader } from '../sse/parser.ts';
 import { fetchWithinOrigin } from '../fetch-within-origin.ts';
+import { stopWatching, whenAborted } from '../signal-watch.ts';
 import { describeRemote } from './remote-url.ts';
 import type { Slots } from './slots.ts';
 import { allSlotsBusy, badResponse, fetchFailed, incomplete, KEPT_STATUSES, readFailed, statusError, streamFailed, timedOut } from './upstream-errors.ts';
@@ -84,7 +85,7 @@ export class RemoteCall {
       this.#controller.abort(this.#holdsSlot ? timedOut(this.remote, settings.timeout) : allSlotsBusy(this.remote, settings.timeout)),
     );
     if (request.signal?.aborted === true) this.#controller.abort(request.signal.reason);
-    else request.signal?.addEventListener('abort', this.#onCallerAbort, { once: true });
+    else if (request.signal !== undefined) whenAborted(request.signal, this.#onCallerAbort);
     this.response = this.#send(request);
     this.response.catch(noop); // a stream nobody awaits must not crash the process
   }
@@ -186,7 +187,7 @@ export class RemoteCall {
     if (this.#finished) return;
     this.#finished = true;
     this.#watchdog.stop();
-    this.#callerSignal?.removeEventListener('abort', this.#onCallerAbort);
+    if (this.#callerSignal !== undefined) stopWatching(this.#callerSignal, this.#onCallerAbort);
     // Node's fetch keeps the signal it was given alive with its request; this listener would keep
     // the call, its errored body and through it the socket and the request: a cycle never collected.
     this.#controller.signal.removeEventListener('abort', this.#onAbort);

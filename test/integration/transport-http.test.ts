@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { EventEmitter, once } from 'node:events';
+import { EventEmitter, getEventListeners, once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import type http from 'node:http';
 import https from 'node:https';
@@ -846,6 +846,24 @@ test('aborting the signal cancels a pending call: the remote sees its request cl
   // An already-aborted signal sends nothing.
   await assert.rejects(transport.state('bot-1', { signal: AbortSignal.abort(reason) }), (error) => error === reason);
   assert.equal(remote.requests.length, 1);
+});
+
+test('one signal shared by many calls in flight gets one listener, cuts them all, and keeps none after', async (t) => {
+  const remote = await fakeRemote(t, () => {}); // holds every request
+  const transport = new HTTPTransport(remote.base);
+  const controller = new AbortController();
+  const calls = Array.from({ length: 20 }, (_, i) => transport.chat(`bot-${i}`, 'x', { signal: controller.signal }));
+  while (remote.requests.length < 20) await remote.next();
+  assert.equal(getEventListeners(controller.signal, 'abort').length, 1, 'not one per call (Node warns past ten)');
+  const reason = new Error('shutting down');
+  controller.abort(reason);
+  for (const call of calls) await assert.rejects(call, (error) => error === reason);
+  // Calls that end on their own leave nothing on a signal that outlives them.
+  const answering = await fakeRemote(t);
+  const shared = new AbortController().signal;
+  const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => new HTTPTransport(answering.base).chat(`bot-${i}`, 'hi', { signal: shared })));
+  assert.deepEqual(replies, Array(20).fill('echo: hi'));
+  assert.equal(getEventListeners(shared, 'abort').length, 0);
 });
 
 test('aborting a stream that nobody iterates cancels its body; the remote sees the close', async (t) => {

@@ -1,5 +1,5 @@
 /**
- * One 'abort' listener on a caller's signal, however many turns follow it,
+ * One 'abort' listener on a caller's signal, however many turns or calls follow it,
  * and none once none does. A host that hands one shutdown signal to every
  * `handle()` call, or a caller passing one signal to many agents' `chat()`,
  * would otherwise add a listener per turn in flight: Node warns past ten
@@ -19,8 +19,9 @@ export function whenAborted(signal: AbortSignal, callback: () => void): void {
   if (watch === undefined) {
     const callbacks = new Set<() => void>();
     const listener = (): void => {
-      watched.delete(signal);
+      // Live: one stopped by an earlier callback here is not called, as a listener removed mid-dispatch is not.
       for (const each of callbacks) each();
+      watched.delete(signal);
     };
     watch = { callbacks, listener };
     watched.set(signal, watch);
