@@ -834,7 +834,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     let unlock: Session | undefined;
     try {
       if (this.#abandoned > 0) await this.#abandonedToSettle(cancel);
-      if (!this.#loaded) await this.load();
+      if (!this.#loaded) await this.#loadUnlessCut(cancel);
       const storage = this.storage;
       unlock = storage.sync?.tryLock(this.id) ?? (await storage.lock?.(this.id, cancel.signal));
       await this.#refresh(false);
@@ -845,6 +845,21 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     }
     this.#inTurn = true;
     return unlock ?? NO_STORAGE_LOCK;
+  }
+
+  /**
+   * The first load, given up when the turn is cut: a storage that cannot reach
+   * its server (a Redis client queueing commands until it reconnects, a pool
+   * waiting for a connection) may not answer for a long time, and the turn's
+   * answer waits on it. The load goes on, shared with whoever asks next.
+   */
+  async #loadUnlessCut(cancel: TurnCancel): Promise<void> {
+    const watch = new AbortWatch(cancel);
+    try {
+      await watch.race(this.load());
+    } finally {
+      watch.dispose();
+    }
   }
 
   /** Resolves once no abandoned action runs; rejects if `cancel` aborts first. */
