@@ -68,6 +68,23 @@ export const LOAD_SINCE = lua(`
 return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]), redis.call('LRANGE', KEYS[3], tonumber(ARGV[1]), -1)}
 `);
 
+/**
+ * KEYS: lock. ARGV: token, lease ms. Takes the lock if it is free, or if it is
+ * this token's already: a command sent again after its reply was lost (as
+ * ioredis does on reconnecting) must not find the lock taken by itself and
+ * wait out its own lease. 1 when taken, 0 when another token holds it.
+ */
+export const ACQUIRE = lua(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`);
+
 /** KEYS: lock. ARGV: token, lease ms. Extends the lease only if this token still holds it; 1 or 0. */
 export const RENEW = lua(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then

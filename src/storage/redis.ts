@@ -5,10 +5,10 @@ import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkRecord, checkTurn, damagedRecord } from './check.ts';
 import { assertStorableId, leaseMilliseconds } from './ids.ts';
 import { firstVersion } from './record-version.ts';
-import { closedForGood, COMMIT, commandSender, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
+import { ACQUIRE, closedForGood, COMMIT, commandSender, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
 import type { LuaScript, RedisClientLike, SendCommand } from './redis-scripts.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
-import { backoff, delay } from './wait.ts';
+import { backoff, delay, untilAborted } from './wait.ts';
 
 export type { IoRedisLike, NodeRedisLike, RedisClientLike } from './redis-scripts.ts';
 
@@ -162,11 +162,20 @@ class RedisStorageImpl implements RedisStorage {
     const key = this.#lockKey(agentId);
     const token = randomBytes(16).toString('hex');
     const lease = String(this.#leaseMs);
-    for (let attempt = 0; ; attempt++) {
-      signal?.throwIfAborted();
-      const reply = await this.#send(['SET', key, token, 'NX', 'PX', lease]);
-      if (reply !== null && reply !== undefined) break;
-      await delay(backoff(attempt), signal);
+    try {
+      for (let attempt = 0; ; attempt++) {
+        signal?.throwIfAborted();
+        // Given up when the turn is: a client that cannot reach Redis may queue the command for ever.
+        const taken = await untilAborted(runScript(this.#send, ACQUIRE, [key], [token, lease]), signal);
+        if (Number(taken) === 1) break;
+        await delay(backoff(attempt), signal);
+      }
+    } catch (error) {
+      // The lock may be this token's all the same: its reply was lost, or the client still holds the
+      // command and sends it once it reconnects. A release sent now follows it (a client sends in
+      // order) and frees it; left alone, it would keep the id from every process for the whole lease.
+      runScript(this.#send, RELEASE, [key], [token]).catch(() => undefined);
+      throw error;
     }
     let timer: NodeJS.Timeout | undefined;
     if (this.#renew) {

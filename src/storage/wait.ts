@@ -23,6 +23,29 @@ export function delay(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 /**
+ * Settles as `work` does, or rejects with the signal's reason as soon as it
+ * aborts; `work` itself goes on, and what it settles with later is dropped.
+ */
+export function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return work;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    if (signal.aborted) onAbort();
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/**
  * Poll interval for a lock held elsewhere: quick at first (a turn usually
  * takes milliseconds), then capped, with jitter so waiting processes do not
  * retry in lockstep.
