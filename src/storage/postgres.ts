@@ -68,6 +68,8 @@ interface HeldLock {
   broken: Error | undefined;
   /** The client went back to the pool (unlock or close); never release it twice. */
   released: boolean;
+  /** A commit runs on the client: other reads go to the pool, not behind it (it may wait on its row for long). */
+  committing: boolean;
 }
 
 /** How long a commit whose answer was lost waits to learn whether it was stored. */
@@ -77,6 +79,12 @@ const LANDED_CHECK_MS = 5000;
 function reportedByServer(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
+}
+
+/** The server ended the session (57P01 pg_terminate_backend, 57P02 crash, 57P05 idle timeout, ...): its lock went with it. */
+function sessionEnded(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('57P0');
 }
 
 // Serializes the DDL of concurrent first uses: CREATE TABLE IF NOT EXISTS
@@ -178,15 +186,18 @@ class PostgresStorageImpl implements PostgresStorage {
     // The lock's session, which the commit runs on: its backend is ended before a lost answer is checked.
     const held = this.#held.get(agentId);
     let rows: Array<Record<string, unknown>>;
+    const statement = turn.expectedVersion === 0
+      ? this.#query(agentId, this.#sql.commitFirst, [key, agentId, state, append, version])
+      : this.#query(agentId, this.#sql.commitNext, [key, turn.expectedVersion, state, append]);
+    if (held !== undefined) held.committing = true;
     try {
-      ({ rows } = turn.expectedVersion === 0
-        ? await this.#query(agentId, this.#sql.commitFirst, [key, agentId, state, append, version])
-        : await this.#query(agentId, this.#sql.commitNext, [key, turn.expectedVersion, state, append]));
+      ({ rows } = await statement);
     } catch (error) {
-      // The connection broke after the statement went out: it may have been applied. Reporting the
-      // turn failed then would break "a failed turn changes nothing", and a client's retry would
-      // apply it twice; so the record is read again on another connection.
-      if (reportedByServer(error)) throw error;
+      // The connection broke, or the server ended the session (an operator's pg_terminate_backend), after
+      // the statement went out: it may have been applied. Reporting the turn failed then would break "a
+      // failed turn changes nothing", and a client's retry would apply it twice; so the record is read
+      // again on another connection.
+      if (reportedByServer(error) && !sessionEnded(error)) throw error;
       // Its connection is broken: its pool slot goes back now, or a pool this lock filled could not run the check.
       if (held !== undefined && !held.released) {
         held.released = true;
@@ -194,7 +205,11 @@ class PostgresStorageImpl implements PostgresStorage {
         held.client.release(error instanceof Error ? error : true);
       }
       if (await this.#landed(key, version, state, append, held?.session)) return version;
+      // Not stored, and the lock went with its session, as when that ends mid-turn.
+      if (held !== undefined && sessionEnded(error)) throw new LockLostError(agentId, 'postgresStorage', `its session ended: ${(error as Error).message}`);
       throw error;
+    } finally {
+      if (held !== undefined) held.committing = false;
     }
     if (rows[0] !== undefined) return Number(rows[0]['version']);
     const actual = await this.head(agentId).catch(() => undefined);
@@ -228,7 +243,7 @@ class PostgresStorageImpl implements PostgresStorage {
     signal?.throwIfAborted();
     const withLease = await this.#init();
     const client = await connectUnlessAborted(this.#pool, signal);
-    const held: HeldLock = { client, session: undefined, broken: undefined, released: false };
+    const held: HeldLock = { client, session: undefined, broken: undefined, released: false, committing: false };
     // A checked-out pg client that errors with no listener crashes the process:
     // that is what a lease expiry (the server ends the session) looks like.
     const onError = (error: Error): void => {
@@ -381,10 +396,13 @@ class PostgresStorageImpl implements PostgresStorage {
     return this.#ready;
   }
 
-  /** Through the lock's own session while this storage holds the id, so a turn never waits for a second connection. */
+  /**
+   * Through the lock's own session while this storage holds the id, so a turn never waits for a second
+   * connection; but not behind its commit (a GET state meanwhile): the turn itself reads nothing then.
+   */
   #query(agentId: string, text: string, values: unknown[]): Promise<PgQueryResultLike> {
     const held = this.#held.get(agentId);
-    if (held !== undefined && held.broken === undefined) return held.client.query(text, values);
+    if (held !== undefined && held.broken === undefined && !held.committing) return held.client.query(text, values);
     return this.#pool.query(text, values);
   }
 
@@ -415,7 +433,8 @@ class PostgresStorageImpl implements PostgresStorage {
 
   #startPings(held: HeldLock): NodeJS.Timeout {
     const timer = setInterval(() => {
-      if (held.broken !== undefined) return;
+      // A session running a commit is not idle, so the server keeps it; a ping would only queue behind it.
+      if (held.broken !== undefined || held.committing) return;
       held.client.query(this.#sql.ping).catch((error: unknown) => {
         held.broken ??= error instanceof Error ? error : new Error(String(error));
       });
