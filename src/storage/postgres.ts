@@ -103,7 +103,9 @@ const DDL_LOCK_KEY = '7225371954390861409';
  *
  * @example
  * import pg from 'pg';
- * const storage = postgresStorage(new pg.Pool({ connectionString: process.env.DATABASE_URL }));
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * pool.on('error', (error) => console.error('postgres:', error.message)); // unheard, a lost idle connection ends the process
+ * const storage = postgresStorage(pool);
  */
 const POSTGRES_OPTIONS: { readonly [K in keyof Required<PostgresStorageOptions>]: true } = { schema: true, tablePrefix: true, leaseSeconds: true, createTables: true, renewLease: true };
 

@@ -50,7 +50,9 @@ export type RedisStorage = SharedStorage;
  *
  * @example
  * import { createClient } from 'redis';
- * const client = await createClient({ url: process.env.REDIS_URL }).connect();
+ * const client = createClient({ url: process.env.REDIS_URL });
+ * client.on('error', (error) => console.error('redis:', error.message)); // unheard, a lost connection ends the process
+ * await client.connect();
  * const storage = redisStorage(client);
  */
 const REDIS_OPTIONS: { readonly [K in keyof Required<RedisStorageOptions>]: true } = { prefix: true, leaseSeconds: true, renewLease: true };

@@ -1,0 +1,143 @@
+/**
+ * The README's Postgres and Redis examples, run as pasted against the real
+ * servers, then the connection under them lost (Postgres ending its
+ * sessions, as a restart does; the Redis connection cut): the process must
+ * go on serving, not die of an unhandled 'error' event from the driver.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import type { TestContext } from 'node:test';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+import { PG_CONFIG, REDIS_URL, runTag } from '../helpers/storage-backends.ts';
+import { tcpProxy } from '../helpers/tcp-proxy.ts';
+
+const root = process.cwd();
+const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+
+/** The first js block of the README section `### <title>`. */
+function example(title: string): string {
+  const start = readme.indexOf(`\n### ${title}\n`);
+  assert.notEqual(start, -1, `README has a "### ${title}" section`);
+  const code = /```js\n([\s\S]*?)```/.exec(readme.slice(start))?.[1];
+  assert.ok(code !== undefined, `README's ${title} section has a js block`);
+  return code;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+/** Runs `code` as a user's project would (agent-router and the drivers installed), resolving once `port` accepts connections. */
+async function runExample(t: TestContext, code: string, port: number, env: NodeJS.ProcessEnv): Promise<{ exited: () => number | null; stderr: () => string }> {
+  const project = mkdtempSync(path.join(tmpdir(), 'agent-router-readme-'));
+  t.after(() => rmSync(project, { recursive: true, force: true }));
+  mkdirSync(path.join(project, 'node_modules'));
+  symlinkSync(root, path.join(project, 'node_modules', 'agent-router'), 'dir');
+  for (const driver of ['pg', 'redis']) symlinkSync(path.join(root, 'node_modules', driver), path.join(project, 'node_modules', driver), 'dir');
+  writeFileSync(path.join(project, 'server.mjs'), code);
+  const child = spawn(process.execPath, ['server.mjs'], { cwd: project, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  t.after(() => {
+    child.kill('SIGTERM');
+    return exited;
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  for (let i = 0; i < 200; i++) {
+    const up = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => resolve(socket.end() !== undefined)).on('error', () => resolve(false));
+    });
+    if (up) break;
+    assert.equal(child.exitCode, null, `server.mjs exited: ${stderr}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { exited: () => child.exitCode ?? (child.signalCode === null ? null : -1), stderr: () => stderr };
+}
+
+async function chat(port: number, id: string, message: string): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(`http://127.0.0.1:${port}/agent/${id}/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message }) });
+  return { status: res.status, body: await res.json() };
+}
+
+test('the README Postgres example survives Postgres ending its idle connections (as a restart does), and serves on', async (t) => {
+  const schema = `ar_readme_${runTag()}`;
+  const name = `ar_readme_${runTag()}`;
+  const admin = new pg.Pool({ ...PG_CONFIG, max: 1 });
+  await admin.query(`CREATE SCHEMA "${schema}"`);
+  t.after(async () => {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+  });
+  const port = await freePort();
+  const options = encodeURIComponent(`-c search_path=${schema}`);
+  const url = `postgres://${PG_CONFIG.user}@${PG_CONFIG.host}:${PG_CONFIG.port}/${PG_CONFIG.database}?application_name=${name}&options=${options}`;
+  const server = await runExample(t, example('Postgres').replaceAll('8080', String(port)), port, { DATABASE_URL: url });
+  assert.equal((await chat(port, 'bot-1', 'hello')).status, 200);
+
+  const { rowCount } = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [name]);
+  assert.ok((rowCount ?? 0) > 0, 'the example had a pooled connection to end');
+  // Once the sessions are gone, their last word (the FATAL the driver emits as 'error') is on its way to the example.
+  for (let i = 0; (await admin.query('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [name])).rowCount !== 0; i++) {
+    assert.ok(i < 500, 'the ended sessions went away');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const after = await chat(port, 'bot-1', 'still there').catch((error: unknown) => ({ status: 0, body: String(error) }));
+  assert.equal(server.exited(), null, `the example died: ${server.stderr()}`);
+  assert.deepEqual(after, { status: 200, body: { agent_id: 'bot-1', response: 'still there' } });
+});
+
+test('the README Redis example survives its connection being cut, and serves on', async (t) => {
+  let cut: Array<() => void> = [];
+  let connections = 0;
+  const proxyPort = await tcpProxy(t, Number(new URL(REDIS_URL).port), {
+    accept: () => {
+      connections++;
+      return true;
+    },
+    toServer: (_bytes, link) => {
+      cut.push(() => link.cut());
+      return true;
+    },
+  });
+  const port = await freePort();
+  const id = `readme-${runTag()}`;
+  const admin = new Redis(REDIS_URL);
+  t.after(async () => {
+    const keys = await admin.keys(`myapp:agents:{${id}}*`);
+    if (keys.length > 0) await admin.del(...keys);
+    await admin.quit();
+  });
+  // The example makes the storage; a server of it, as the Postgres example has.
+  const serve = `
+import { Agent, AgentRegistry, AgentServer, echoModel } from 'agent-router';
+class Bot extends Agent { constructor(id) { super(id, { model: echoModel(), storage }); } }
+const registry = new AgentRegistry();
+registry.register('.*', Bot);
+const server = new AgentServer(registry);
+await server.serve(${port});
+process.on('SIGTERM', async () => { await server.close(); await storage.close(); await client.close(); });
+`;
+  const server = await runExample(t, example('Redis') + serve, port, { REDIS_URL: `redis://127.0.0.1:${proxyPort}` });
+  assert.equal((await chat(port, id, 'hello')).status, 200);
+
+  const before = connections;
+  for (const link of cut) link();
+  cut = [];
+  // A client that heard the close (and lived) connects again.
+  for (let i = 0; connections === before && server.exited() === null && i < 500; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  const after = await chat(port, id, 'still there').catch((error: unknown) => ({ status: 0, body: String(error) }));
+  assert.equal(server.exited(), null, `the example died: ${server.stderr()}`);
+  assert.deepEqual(after, { status: 200, body: { agent_id: id, response: 'still there' } });
+});
