@@ -144,6 +144,16 @@ export function closedForGood(client: RedisClientLike): boolean {
   return isOpen === false || status === 'end';
 }
 
+/**
+ * Whether the client is connected now, as far as it tells: false while it
+ * reconnects or once closed (node-redis `isReady`, ioredis `status`). A
+ * client with neither always is.
+ */
+export function connectedNow(client: RedisClientLike): boolean {
+  const { isReady, status } = client as { isReady?: unknown; status?: unknown };
+  return isReady !== false && (status === undefined || status === 'ready');
+}
+
 /** Runs a script by its SHA1, loading it with EVAL the first time a server has not seen it. */
 export async function runScript(send: SendCommand, script: LuaScript, keys: string[], args: string[]): Promise<unknown> {
   const tail = [String(keys.length), ...keys, ...args];

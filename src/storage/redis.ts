@@ -5,7 +5,7 @@ import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkRecord, checkTurn, damagedRecord } from './check.ts';
 import { assertStorableId, leaseMilliseconds } from './ids.ts';
 import { firstVersion } from './record-version.ts';
-import { ACQUIRE, closedForGood, COMMIT, commandSender, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
+import { ACQUIRE, closedForGood, COMMIT, commandSender, connectedNow, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
 import type { LuaScript, RedisClientLike, SendCommand } from './redis-scripts.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
 import { backoff, delay, untilAborted } from './wait.ts';
@@ -59,21 +59,23 @@ const REDIS_OPTIONS: { readonly [K in keyof Required<RedisStorageOptions>]: true
 
 export function redisStorage(client: RedisClientLike, options: RedisStorageOptions = {}): RedisStorage {
   checkKnownOptions(options, REDIS_OPTIONS, 'redisStorage');
-  return new RedisStorageImpl(commandSender(client), () => closedForGood(client), options);
+  return new RedisStorageImpl(commandSender(client), () => closedForGood(client), () => connectedNow(client), options);
 }
 
 class RedisStorageImpl implements RedisStorage {
   readonly #send: SendCommand;
   readonly #closed: () => boolean;
+  readonly #connected: () => boolean;
   readonly #prefix: string;
   readonly #leaseMs: number;
   readonly #renew: boolean;
   /** The locks this storage holds: each id's release, and the token the commit shows. */
   readonly #held = new Map<string, { unlock: () => Promise<void>; token: string }>();
 
-  constructor(send: SendCommand, closed: () => boolean, options: RedisStorageOptions) {
+  constructor(send: SendCommand, closed: () => boolean, connected: () => boolean, options: RedisStorageOptions) {
     this.#send = send;
     this.#closed = closed;
+    this.#connected = connected;
     const prefix = options.prefix ?? 'agent-router:';
     if (typeof prefix !== 'string') throw new TypeError('redisStorage: prefix must be a string, e.g. "myapp:agents:"');
     this.#prefix = prefix;
@@ -199,7 +201,20 @@ class RedisStorageImpl implements RedisStorage {
       if (this.#held.get(agentId)?.unlock === unlock) this.#held.delete(agentId);
       // Not rethrown: the turn has completed, and a lock this process fails
       // to delete expires after the lease anyway.
-      await runScript(this.#send, RELEASE, [key], [token]).catch(() => undefined);
+      const release = runScript(this.#send, RELEASE, [key], [token]).catch(() => undefined);
+      // The turn's answer waits on this, so not while the client cannot reach Redis (it sends the release
+      // once it can; ioredis may hold it for ever), nor past the lease, when the lock is gone anyway.
+      const until = Date.now() + this.#leaseMs;
+      let watch: NodeJS.Timeout | undefined;
+      const unreachable = new Promise<void>((resolve) => {
+        const check = (): void => {
+          if (!this.#connected() || Date.now() >= until) resolve();
+        };
+        check();
+        watch = setInterval(check, 50);
+      });
+      await Promise.race([release, unreachable]);
+      clearInterval(watch);
     };
     this.#held.set(agentId, { unlock, token });
     return unlock;

@@ -11,6 +11,7 @@ import { after, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
+import { COMMIT } from '../../src/storage/redis-scripts.ts';
 import { redisStorage } from '../../src/storage/redis.ts';
 import type { RedisClientLike } from '../../src/storage/redis.ts';
 import { counterOn, echoOn, serveAgents } from '../helpers/agents.ts';
@@ -157,4 +158,47 @@ test('a client that cannot reach Redis (ioredis queueing commands until it recon
   const counted = await withinWatchdog(postJson(`${url}/counter-1/invoke`, { method: 'increment' }), 'invoke once Redis is back');
   assert.deepEqual(counted.body, { agent_id: 'counter-1', result: 2 }, 'the increment answered 504 changed nothing');
   assert.deepEqual((await storage.load('known'))?.messages.map((message) => message.content), ['first', 'first', 'back', 'back']);
+});
+
+test('a turn stored just before Redis became unreachable is answered 200 at once, not once Redis is back (its lock release waits in the client)', async (t) => {
+  // Once armed, Redis goes down right after the commit's reply has passed: the release that follows cannot reach it.
+  let armed = false;
+  let down = false;
+  const links = new Set<ProxyLink>();
+  const commits = new WeakSet<ProxyLink>();
+  const port = await tcpProxy(t, 6379, {
+    accept: () => (down ? 'cut' : true),
+    toServer(bytes, link) {
+      links.add(link);
+      if (armed && bytes.includes(COMMIT.sha)) {
+        armed = false;
+        commits.add(link);
+      }
+      return !down;
+    },
+    toClient(_bytes, link) {
+      if (commits.has(link)) {
+        commits.delete(link);
+        down = true;
+        setImmediate(() => {
+          for (const each of links) each.cut();
+        });
+      }
+      return true;
+    },
+  });
+  const client = (await clientOn(t, 'ioredis', port, { maxRetriesPerRequest: null })) as Redis;
+  const storage = redisStorage(client, { prefix: `${prefix}stored-then-down:` });
+  const url = await serveAgents(t, echoOn(storage), { turnTimeout: 5 });
+  assert.equal((await postJson(`${url}/sam/chat`, { message: 'first' })).status, 200);
+
+  armed = true;
+  const reply = await withinWatchdog(postJson(`${url}/sam/chat`, { message: 'stored' }), 'a chat stored just before Redis went down');
+  assert.equal(armed, false, 'the commit went through the armed proxy');
+  assert.deepEqual(reply.body, { agent_id: 'sam', response: 'stored' });
+
+  down = false;
+  await withinWatchdog(once(client, 'ready'), 'ioredis reconnecting');
+  assert.equal((await postJson(`${url}/sam/chat`, { message: 'next' })).status, 200, 'the lock was given back once Redis was reachable');
+  assert.deepEqual((await storage.load('sam'))?.messages.map((message) => message.content), ['first', 'first', 'stored', 'stored', 'next', 'next']);
 });
