@@ -9,7 +9,7 @@ import { firstVersion, sameRecord } from './record-version.ts';
 import { postgresStorageDDL, statements, tableNames } from './postgres-sql.ts';
 import type { TableNames } from './postgres-sql.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
-import { backoff, delay } from './wait.ts';
+import { backoff, delay, untilAborted } from './wait.ts';
 
 export { postgresStorageDDL } from './postgres-sql.ts';
 
@@ -74,6 +74,9 @@ interface HeldLock {
 
 /** How long a commit whose answer was lost waits to learn whether it was stored. */
 const LANDED_CHECK_MS = 5000;
+
+/** How long unlock waits for the server; past that the connection is closed instead, which ends the lock too. */
+const UNLOCK_WAIT_MS = 5000;
 
 /** An error the server reported (it has a SQLSTATE): its statement was not applied. Otherwise the connection failed. */
 function reportedByServer(error: unknown): boolean {
@@ -454,8 +457,12 @@ class PostgresStorageImpl implements PostgresStorage {
       return;
     }
     try {
-      if (prior === undefined) await held.client.query(this.#sql.unlock, [lockKey]);
-      else await held.client.query(this.#sql.unlockAndRestore, [lockKey, prior]);
+      const unlocking = prior === undefined
+        ? held.client.query(this.#sql.unlock, [lockKey])
+        : held.client.query(this.#sql.unlockAndRestore, [lockKey, prior]);
+      // The turn's answer waits on this: a server that stopped answering would hold it for as long as TCP
+      // takes to give up (minutes), though the turn is stored.
+      await untilAborted(unlocking, AbortSignal.timeout(UNLOCK_WAIT_MS));
       held.client.release();
     } catch (error) {
       // Not rethrown: closing the connection ends the session, which releases

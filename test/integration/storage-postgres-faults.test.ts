@@ -12,6 +12,7 @@ import { postgresStorage } from '../../src/storage/postgres.ts';
 import { echoOn, serveAgents } from '../helpers/agents.ts';
 import { getJson, postJson } from '../helpers/http.ts';
 import { PG_CONFIG, runTag } from '../helpers/storage-backends.ts';
+import { tcpProxy } from '../helpers/tcp-proxy.ts';
 
 const admin = new pg.Pool({ ...PG_CONFIG, max: 3 });
 after(() => admin.end());
@@ -113,4 +114,41 @@ test('a turn whose session is ended while its commit runs is answered 409 lock_l
 
   assert.equal((await postJson(`${url}/ted/chat`, { message: 'next' })).status, 200);
   assert.deepEqual((await storage.load('ted'))?.messages.map((message) => message.content), ['first', 'first', 'next', 'next']);
+});
+
+test('a turn stored just before Postgres stopped answering is answered 200 within seconds, not when (if ever) the unlock is answered', async (t) => {
+  const { schema, pool: direct } = setUp(t);
+  // Once armed, the proxy goes silent (nothing carried either way, new connections never answered) right after the commit's answer.
+  let armed: 'commit' | 'answer' | undefined;
+  let silent = false;
+  const port = await tcpProxy(t, PG_CONFIG.port, {
+    accept: () => !silent,
+    toServer: (bytes) => {
+      if (armed === 'commit' && bytes.includes('SET version = version + 1')) armed = 'answer';
+      return !silent;
+    },
+    toClient: () => {
+      if (silent) return false;
+      if (armed === 'answer') {
+        armed = undefined;
+        setImmediate(() => (silent = true));
+      }
+      return true;
+    },
+  });
+  const pool = new pg.Pool({ ...PG_CONFIG, port, max: 4 });
+  pool.on('error', () => undefined);
+  t.after(() => pool.end());
+  const url = await serveAgents(t, echoOn(postgresStorage(pool, { schema })), { turnTimeout: 60 });
+  assert.equal((await postJson(`${url}/una/chat`, { message: 'first' })).status, 200);
+
+  armed = 'commit';
+  const reply = await withinWatchdog(postJson(`${url}/una/chat`, { message: 'stored' }), 'a chat stored just before Postgres went silent');
+  assert.equal(silent, true, 'the proxy went silent after the commit');
+  assert.deepEqual(reply.body, { agent_id: 'una', response: 'stored' });
+  assert.deepEqual((await postgresStorage(direct, { schema }).load('una'))?.messages.map((message) => message.content), ['first', 'first', 'stored', 'stored']);
+
+  silent = false;
+  const next = await withinWatchdog(postJson(`${url}/una/chat`, { message: 'next' }), 'the next chat once Postgres answers');
+  assert.equal(next.status, 200, `the lock's session was ended with its connection: ${JSON.stringify(next.body)}`);
 });
