@@ -44,8 +44,9 @@ export type RedisStorage = SharedStorage;
  *
  * A commit is one Lua script: compare the version, RPUSH the messages, SET
  * the state and the version, so its cost does not depend on the history's
- * length. `lock` is a lease, `SET key token NX PX lease`, renewed while held
- * and released by a compare-and-delete script; a writer whose lease expired
+ * length. `lock` is a lease, `SET key token NX PX lease` (a script that also
+ * takes a lock already its token's), renewed while held and released by a
+ * compare-and-delete script; a writer whose lease expired
  * is fenced by the version check at commit.
  *
  * @example
