@@ -26,6 +26,8 @@ export interface ChildConfig {
   prefix?: string | undefined;
   /** Postgres `application_name` of the child's connections, so a test can tell when a killed child's sessions are gone. */
   applicationName?: string | undefined;
+  /** The storage's lease (Redis: how long a killed child's lock holds its id). */
+  leaseSeconds?: number | undefined;
 }
 
 const config = JSON.parse(process.argv[2] ?? '{}') as ChildConfig;
@@ -34,27 +36,27 @@ const closers: Array<() => Promise<unknown>> = [];
 async function openStorage(): Promise<Storage> {
   switch (config.backend) {
     case 'file':
-      return new FileStorage(config.dir as string);
+      return new FileStorage(config.dir as string, { leaseSeconds: config.leaseSeconds });
     // Drivers load on demand: each is a few hundred milliseconds of startup, paid 20 times by the crash test.
     case 'postgres': {
       const { default: pg } = await import('pg');
       const pool = new pg.Pool({ host: '127.0.0.1', database: 'test', user: 'postgres', max: 8, application_name: config.applicationName });
       pool.on('error', () => undefined);
       closers.push(() => pool.end());
-      return postgresStorage(pool, { schema: config.schema });
+      return postgresStorage(pool, { schema: config.schema, leaseSeconds: config.leaseSeconds });
     }
     case 'node-redis': {
       const { createClient } = await import('redis');
       const client = createClient({ url: 'redis://127.0.0.1:6379' });
       await client.connect();
       closers.push(() => client.close());
-      return redisStorage(client, { prefix: config.prefix });
+      return redisStorage(client, { prefix: config.prefix, leaseSeconds: config.leaseSeconds });
     }
     case 'ioredis': {
       const { Redis } = await import('ioredis');
       const client = new Redis('redis://127.0.0.1:6379');
       closers.push(() => client.quit());
-      return redisStorage(client, { prefix: config.prefix });
+      return redisStorage(client, { prefix: config.prefix, leaseSeconds: config.leaseSeconds });
     }
     default:
       throw new Error(`storage-server-child: unknown backend ${JSON.stringify(config.backend)}`);
