@@ -60,9 +60,9 @@ export const turnsDone: unique symbol = Symbol('agent-router.turnsDone');
 const requestCancel = Symbol('agent-router.requestCancel');
 
 /**
- * `signal` of every model request: the caller's signal as it is, or one made
- * only if the model reads it, so stopping a turn early still aborts the
- * model. One accessor shared by all requests, defined on each as an own,
+ * `signal` of every model request: made only if the model reads it (see
+ * TurnCancel.signal), following the caller's signal if there is one, so
+ * stopping a turn early still aborts the model. One accessor shared by all requests, defined on each as an own,
  * enumerable property (so `{...request}` in a wrapping model keeps it): a
  * getter written in the object literal costs a closure and ~0.3 µs per turn.
  */
@@ -98,10 +98,16 @@ export interface ChatSink {
   failed(error: unknown): void;
 }
 
-/** A turn's cancel, and whether the turn made it (then nobody else can abort it). */
+/** A turn's cancel, and who else may abort it. */
 interface Cancellation {
   cancel: TurnCancel;
+  /** Made for this turn, with no caller's signal to follow: nobody else can abort it, so nothing watches it. */
   own: boolean;
+  /**
+   * Made for this turn (not the router's): aborted at the turn's end if it did not complete, so a model
+   * holding its signal stops (a stream's consumer that left its loop early, even with a caller's signal).
+   */
+  made: boolean;
 }
 
 /**
@@ -151,8 +157,8 @@ interface OpenStream {
 /** The turn's cancel: the router's, a caller's signal followed, or none (then `own` is made here). */
 function cancelOf(options: TurnOptions): Cancellation {
   const given = (options as { [turnCancel]?: TurnCancel })[turnCancel];
-  if (given !== undefined) return { cancel: given, own: false };
-  return { cancel: new TurnCancel(options.signal), own: options.signal === undefined };
+  if (given !== undefined) return { cancel: given, own: false, made: false };
+  return { cancel: new TurnCancel(options.signal), own: options.signal === undefined, made: true };
 }
 
 export type StateUpdate<S> = Partial<S> | ((state: S) => Partial<S>);
@@ -385,7 +391,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     if (this.#abandoned > 0) {
       throw new AgentRouterError(409, 'turn_ended', `Agent ${JSON.stringify(this.id)}: setState from an action whose turn was already cut`);
     }
-    return this.#turn({ cancel: new TurnCancel(), own: true }, async () => ({ result: this.#stage(update), append: [] }));
+    return this.#turn({ cancel: new TurnCancel(), own: true, made: true }, async () => ({ result: this.#stage(update), append: [] }));
   }
 
   /** One chat turn; resolves with the whole reply. */
@@ -662,7 +668,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   }
 
   /** A chat turn's start, once it holds the agent: the new message pushed onto the history. */
-  #openChat(model: Model, message: string, { cancel, own }: Cancellation, session: Session): ChatTurn {
+  #openChat(model: Model, message: string, { cancel, own, made }: Cancellation, session: Session): ChatTurn {
     // Frozen, as every message the agent writes: MemoryStorage can then keep it as it is instead of a copy.
     const user: ChatMessage = Object.freeze({ role: 'user', content: message });
     // The history with the new message last. Pushed in place, taken back in
@@ -674,7 +680,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     this.#pendingUser = true;
     const request = modelRequest(this.system, this.#window(history), cancel);
     return {
-      session, cancel, own, model, request, user,
+      session, cancel, own, made, model, request, user,
       chunks: undefined, finished: false, text: '', parts: undefined, usage: undefined, truncated: false, completed: false, closed: false,
     };
   }
@@ -759,7 +765,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       this.#pendingUser = false;
       if (this.#messages[this.#messages.length - 1] === turn.user) this.#messages.pop();
     }
-    if (!turn.completed && turn.own) turn.cancel.abort(new Error('turn ended before it completed'));
+    if (!turn.completed && turn.made) turn.cancel.abort(new Error('turn ended before it completed'));
     return this.#end(turn.session);
   }
 
@@ -910,7 +916,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
    * too.
    */
   #applyCarried(updates: Array<StateUpdate<S>>): void {
-    this.#turn({ cancel: new TurnCancel(), own: true }, async () => {
+    this.#turn({ cancel: new TurnCancel(), own: true, made: true }, async () => {
       this.#inCarriedTurn = true;
       for (const update of updates) {
         try {

@@ -20,6 +20,8 @@ export class TurnCancel {
   /** What each hook listens with on a caller's signal. */
   #outerListeners: Map<(reason: unknown) => void, () => void> | undefined;
   #controller: AbortController | undefined;
+  /** What `signal` handed out, once asked for. */
+  #signal: AbortSignal | undefined;
   /** A caller's signal this cancel follows (and hands out as its `signal`). */
   readonly #outer: AbortSignal | undefined;
 
@@ -35,14 +37,22 @@ export class TurnCancel {
     return this.#aborted ? this.#reason : this.#outer?.reason;
   }
 
-  /** The caller's signal if there is one; otherwise one made now, aborted with this cancel. */
+  /**
+   * A signal made now, aborted with this cancel, and with the caller's signal
+   * it follows, if any. Not the caller's own: this cancel also aborts by
+   * itself (a stream's consumer leaving its loop), and a model holding only
+   * the caller's signal, which never aborts then, would go on generating (a
+   * provider request running to its end). `AbortSignal.any` puts no
+   * listener on the caller's signal.
+   */
   get signal(): AbortSignal {
-    if (this.#outer !== undefined) return this.#outer;
-    if (this.#controller === undefined) {
-      this.#controller = new AbortController();
-      if (this.#aborted) this.#controller.abort(this.#reason);
+    if (this.#signal === undefined) {
+      const controller = new AbortController();
+      if (this.#aborted) controller.abort(this.#reason);
+      this.#controller = controller;
+      this.#signal = this.#outer === undefined ? controller.signal : AbortSignal.any([this.#outer, controller.signal]);
     }
-    return this.#controller.signal;
+    return this.#signal;
   }
 
   throwIfAborted(): void {

@@ -540,6 +540,34 @@ test('stopping a stream early aborts the model and commits nothing', async () =>
   assert.equal(agent.busy, false);
 });
 
+test('leaving a stream early with a caller\'s signal aborts the model too (a provider request stops), not the caller\'s signal', async () => {
+  let modelSignal: AbortSignal | undefined;
+  const agent = new Agent('stream-left-with-signal', {
+    model: scriptedModel(async function* ({ signal }) {
+      modelSignal = signal;
+      yield 'one';
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      yield 'two';
+    }),
+  });
+  const caller = new AbortController();
+  for await (const chunk of agent.stream('hi', { signal: caller.signal })) {
+    assert.equal(chunk, 'one');
+    break;
+  }
+  assert.equal(modelSignal?.aborted, true, 'the model is told to stop');
+  assert.equal(caller.signal.aborted, false);
+  assert.equal(agent.messages.length, 0);
+  // The caller's own abort still reaches the model.
+  const next = new AbortController();
+  const turn = agent.chat('again', { signal: next.signal });
+  await new Promise((resolve) => setImmediate(resolve));
+  next.abort(new Error('caller gave up'));
+  await assert.rejects(turn, /caller gave up/);
+  assert.equal(modelSignal?.aborted, true);
+  assert.match(String(modelSignal?.reason), /caller gave up/);
+});
+
 test('a stream cut by its signal while its consumer is not pulling gives the agent back at once, storing nothing', async () => {
   const agent = new Agent('cut-between-chunks', { model: scriptedModel([['one', 'two'], 'next']) });
   const controller = new AbortController();

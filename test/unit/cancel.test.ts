@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { test } from 'node:test';
 import { TurnCancel } from '../../src/agent/cancel.ts';
 import { Mailbox } from '../../src/agent/mailbox.ts';
@@ -42,10 +43,11 @@ test('TurnCancel: the first hook, later ones and a first one taken off all behav
   assert.deepEqual(calls, ['second', 'third']);
 });
 
-test('TurnCancel following a caller signal: hands that signal out, follows its abort, never aborts it', () => {
+test('TurnCancel following a caller signal: its signal follows the caller\'s abort and its own; it never aborts the caller\'s', () => {
   const controller = new AbortController();
   const cancel = new TurnCancel(controller.signal);
-  assert.equal(cancel.signal, controller.signal);
+  const signal = cancel.signal;
+  assert.equal(cancel.signal, signal, 'one signal per cancel');
   const calls: number[] = [];
   cancel.onAbort(() => calls.push(1));
   const stopped = (): void => void calls.push(2);
@@ -56,12 +58,18 @@ test('TurnCancel following a caller signal: hands that signal out, follows its a
   assert.deepEqual(calls, [1, 3]);
   assert.equal(cancel.aborted, true);
   assert.match(String(cancel.reason), /caller/);
+  assert.equal(signal.aborted, true);
+  assert.match(String(signal.reason), /caller/);
 
   const other = new AbortController();
   const own = new TurnCancel(other.signal);
+  const handedOut = own.signal;
   own.abort(new Error('turn ended'));
   assert.equal(own.aborted, true);
+  assert.equal(handedOut.aborted, true, 'a model holding it stops when the turn does');
+  assert.match(String(handedOut.reason), /turn ended/);
   assert.equal(other.signal.aborted, false, "the caller's signal is theirs");
+  assert.equal(getEventListeners(other.signal, 'abort').length, 0, 'and gets no listener for it');
 });
 
 test('Mailbox: a waiter aborted in the middle of the queue gives up its place; the rest keep their order', async () => {
