@@ -5,16 +5,13 @@
  * go on serving, not die of an unhandled 'error' event from the driver.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import type { TestContext } from 'node:test';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { PG_CONFIG, REDIS_URL, runTag } from '../helpers/storage-backends.ts';
+import { freePort, runExample } from '../helpers/readme-example.ts';
 import { tcpProxy } from '../helpers/tcp-proxy.ts';
 
 const root = process.cwd();
@@ -27,43 +24,6 @@ function example(title: string): string {
   const code = /```js\n([\s\S]*?)```/.exec(readme.slice(start))?.[1];
   assert.ok(code !== undefined, `README's ${title} section has a js block`);
   return code;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
-
-/** Runs `code` as a user's project would (agent-router and the drivers installed), resolving once `port` accepts connections. */
-async function runExample(t: TestContext, code: string, port: number, env: NodeJS.ProcessEnv): Promise<{ exited: () => number | null; stderr: () => string }> {
-  const project = mkdtempSync(path.join(tmpdir(), 'agent-router-readme-'));
-  t.after(() => rmSync(project, { recursive: true, force: true }));
-  mkdirSync(path.join(project, 'node_modules'));
-  symlinkSync(root, path.join(project, 'node_modules', 'agent-router'), 'dir');
-  for (const driver of ['pg', 'redis']) symlinkSync(path.join(root, 'node_modules', driver), path.join(project, 'node_modules', driver), 'dir');
-  writeFileSync(path.join(project, 'server.mjs'), code);
-  const child = spawn(process.execPath, ['server.mjs'], { cwd: project, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise((resolve) => child.on('exit', resolve));
-  t.after(() => {
-    child.kill('SIGTERM');
-    return exited;
-  });
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  for (let i = 0; i < 200; i++) {
-    const up = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1', () => resolve(socket.end() !== undefined)).on('error', () => resolve(false));
-    });
-    if (up) break;
-    assert.equal(child.exitCode, null, `server.mjs exited: ${stderr}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return { exited: () => child.exitCode ?? (child.signalCode === null ? null : -1), stderr: () => stderr };
 }
 
 async function chat(port: number, id: string, message: string): Promise<{ status: number; body: unknown }> {
@@ -83,7 +43,7 @@ test('the README Postgres example survives Postgres ending its idle connections 
   const port = await freePort();
   const options = encodeURIComponent(`-c search_path=${schema}`);
   const url = `postgres://${PG_CONFIG.user}@${PG_CONFIG.host}:${PG_CONFIG.port}/${PG_CONFIG.database}?application_name=${name}&options=${options}`;
-  const server = await runExample(t, example('Postgres').replaceAll('8080', String(port)), port, { DATABASE_URL: url });
+  const server = await runExample(t, example('Postgres').replaceAll('8080', String(port)), port, { drivers: ['pg', 'redis'], env: { DATABASE_URL: url } });
   assert.equal((await chat(port, 'bot-1', 'hello')).status, 200);
 
   const { rowCount } = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [name]);
@@ -129,7 +89,7 @@ const server = new AgentServer(registry);
 await server.serve(${port});
 process.on('SIGTERM', async () => { await server.close(); await storage.close(); await client.close(); });
 `;
-  const server = await runExample(t, example('Redis') + serve, port, { REDIS_URL: `redis://127.0.0.1:${proxyPort}` });
+  const server = await runExample(t, example('Redis') + serve, port, { drivers: ['pg', 'redis'], env: { REDIS_URL: `redis://127.0.0.1:${proxyPort}` } });
   assert.equal((await chat(port, id, 'hello')).status, 200);
 
   const before = connections;
