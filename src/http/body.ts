@@ -92,6 +92,11 @@ export function holdContinue(req: IncomingMessage, res: ServerResponse): void {
   res.shouldKeepAlive = false;
 }
 
+/** True while AgentServer holds the request's `100 Continue`: its client has sent no body. */
+export function awaitingContinue(req: IncomingMessage): boolean {
+  return req.headers.expect !== undefined && heldContinues.has(req);
+}
+
 function continueIfAsked(req: IncomingMessage): void {
   // Most requests expect nothing: no WeakMap lookup for them.
   if (req.headers.expect === undefined) return;

@@ -15,6 +15,7 @@ import { checkParsed, JsonText, readJsonBody, streamReset, untypedBody } from '.
 import { applyCors, checkCors, type CorsOptions } from './cors.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
 import { asObject, invokePayload, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
+import { lingerOnClose } from './linger.ts';
 import { closeWithConnection, sendError, sendJson } from './respond.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
 import { loggerOf, type Logger } from './logger.ts';
@@ -316,6 +317,7 @@ export class AgentRouter {
       } catch (error) {
         return this.#fail(res, error);
       }
+      lingerOnClose(req, res);
       sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
     };
     // The router reads and writes only what both APIs' requests and responses have (tested over each).
@@ -371,6 +373,7 @@ export class AgentRouter {
     const matched = this.#match(req.method, hint.path ?? req.url ?? '/', host !== undefined);
     if (matched === undefined) return false;
     closeWithConnection(req, res);
+    lingerOnClose(req, res);
     let started: Started;
     try {
       host?.claim?.();

@@ -6,6 +6,7 @@ import { authorizeRequest } from '../http/authorize.ts';
 import { holdContinue } from '../http/body.ts';
 import { applyCors } from '../http/cors.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
+import { lingerOnClose } from '../http/linger.ts';
 import { closeWithConnection, sendError, sendJson } from '../http/respond.ts';
 import { AgentRouter, serveRequest, shutTurns, type AgentRequestListener } from '../http/router.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
@@ -110,6 +111,7 @@ export class AgentServer {
   readonly listener: AgentRequestListener = ((req: IncomingMessage, res: ServerResponse): void => {
     // Before anything waits for its 'close' (InFlight, the router), in case it is queued behind another.
     closeWithConnection(req, res);
+    lingerOnClose(req, res);
     if (this.#closing !== undefined && !this.#lameDuck) {
       // With cors, a page reads this 503 as it reads the server's other answers (and its preflight is
       // answered), instead of a bare network error: a listener on a server of your own, or an HTTP/2
