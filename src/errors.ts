@@ -81,6 +81,32 @@ export class LockLostError extends AgentRouterError {
   }
 }
 
+/** Seconds a client is asked to wait after `storage_unavailable`: a server restarting or a client reconnecting takes a few. */
+const STORAGE_RETRY_AFTER = 5;
+
+/**
+ * A storage could not be reached or could not serve now (its server down or
+ * restarting, the connection lost, its disk full or failing): 503 with
+ * `Retry-After`, since the same request succeeds once the storage is back.
+ * The storage's own error is the `cause` and goes to the log; the caller is
+ * told only that storage is unavailable. The built-in storages throw it for
+ * the failures `src/storage/outage.ts` lists; a storage of your own may too.
+ */
+export class StorageUnavailableError extends AgentRouterError {
+  override name = 'StorageUnavailableError';
+  /** `backend` names the storage in the log, e.g. "postgresStorage"; `cause` is its own error. */
+  constructor(backend: string, cause: unknown) {
+    const detail = cause instanceof Error ? cause.message || cause.constructor.name : String(cause);
+    const code = (cause as { code?: unknown } | null)?.code;
+    super(503, 'storage_unavailable', `${backend}: storage unavailable: ${detail}${typeof code === 'string' && !detail.includes(code) ? ` (${code})` : ''}`, {
+      expose: true,
+      cause,
+      headers: { 'Retry-After': String(STORAGE_RETRY_AFTER) },
+      publicMessage: 'Storage is unavailable; retry shortly',
+    });
+  }
+}
+
 /** A remote target (HTTPTransport) or model provider failed; 502, or 504 for a timeout. */
 export class UpstreamError extends AgentRouterError {
   override name = 'UpstreamError';
@@ -105,12 +131,13 @@ export function statusOf(error: unknown): number {
  * Whether a failure goes to the operator's log: a 5xx, but for our own 503s
  * (shutting down, a stream cap), which are expected, and the 501 for a
  * client's transfer coding (its request, not a fault here). A remote's 503
- * is logged: a load balancer refusing for ever shows nowhere else.
+ * is logged: a load balancer refusing for ever shows nowhere else; so is a
+ * storage's, with the error it met.
  */
 export function worthLogging(error: unknown): boolean {
   const status = statusOf(error);
   if (status === 501 && (error as AgentRouterError).code === 'unsupported_transfer_encoding') return false;
-  return status >= 500 && (status !== 503 || error instanceof UpstreamError);
+  return status >= 500 && (status !== 503 || error instanceof UpstreamError || error instanceof StorageUnavailableError);
 }
 
 /** Shorthand constructors for the errors the HTTP layer raises. */

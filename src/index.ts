@@ -56,7 +56,7 @@ export { createSSEParser, readSSE } from './sse/parser.ts';
 export type { ReadSSEOptions, SSEEvent, SSEParser, SSEParserOptions } from './sse/parser.ts';
 
 // Errors
-export { AgentNotFoundError, AgentRouterError, LockLostError, ModelProviderError, UpstreamError, VersionConflictError, isAgentRouterError } from './errors.ts';
+export { AgentNotFoundError, AgentRouterError, LockLostError, ModelProviderError, StorageUnavailableError, UpstreamError, VersionConflictError, isAgentRouterError } from './errors.ts';
 
 // Shared types
 export type { ChatMessage, JsonCompatible, JsonObject, JsonPrimitive, JsonState, JsonValue, TokenUsage } from './types.ts';

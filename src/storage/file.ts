@@ -12,6 +12,7 @@ import { FileLease } from './file-lock.ts';
 import { sweepLeftovers } from './file-sweep.ts';
 import type { LeaseSettings } from './file-lock.ts';
 import { leaseMilliseconds } from './ids.ts';
+import { rethrowOutage } from './outage.ts';
 import { firstVersion } from './record-version.ts';
 import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
 import { KeyedMutex } from './wait.ts';
@@ -89,6 +90,8 @@ export class FileStorage implements Storage {
   readonly #renumber = new Set<string>();
   readonly #pending = new Set<Promise<unknown>>();
   #ready: Promise<void> | undefined;
+  /** What every operation's failure goes through: a disk that fails, is full or read-only becomes 503 storage_unavailable. */
+  readonly #outage = rethrowOutage('FileStorage');
 
   constructor(dir: string, options: FileStorageOptions = {}) {
     if (typeof dir !== 'string' || dir === '') throw new TypeError('FileStorage: dir must be a directory path, e.g. new FileStorage("./data")');
@@ -159,7 +162,11 @@ export class FileStorage implements Storage {
   }
 
   /** Takes this id's lock for a turn; see FileStorageOptions.leaseSeconds. */
-  async lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+  lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+    return this.#lock(agentId, signal).catch(this.#outage);
+  }
+
+  async #lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
     checkId(agentId);
     await this.#ensureDir();
     const releaseTurn = await this.#turns.acquire(agentId, signal);
@@ -275,7 +282,7 @@ export class FileStorage implements Storage {
       if (!(await this.#dirWasRemoved(error))) throw error;
       return run();
     };
-    return this.#track(run().catch(again));
+    return this.#track(run().catch(again).catch(this.#outage));
   }
 
   /**

@@ -5,6 +5,7 @@ import { checkKnownOptions } from '../options.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkRecord, checkTurn } from './check.ts';
 import { assertStorableId, idDigest, leaseMilliseconds } from './ids.ts';
+import { rethrowOutage } from './outage.ts';
 import { firstVersion, sameRecord } from './record-version.ts';
 import { postgresStorageDDL, statements, tableNames } from './postgres-sql.ts';
 import type { TableNames } from './postgres-sql.ts';
@@ -139,6 +140,8 @@ class PostgresStorageImpl implements PostgresStorage {
   readonly #held = new Map<string, HeldLock>();
   readonly #timers = new Set<NodeJS.Timeout>();
   #ready: Promise<boolean> | undefined;
+  /** What every public method's failure goes through: a lost or refused connection becomes 503 storage_unavailable. */
+  readonly #outage = rethrowOutage('postgresStorage');
 
   constructor(pool: PgPoolLike, options: PostgresStorageOptions) {
     this.#pool = pool;
@@ -149,19 +152,35 @@ class PostgresStorageImpl implements PostgresStorage {
     this.#renew = options.renewLease ?? true;
   }
 
-  async head(agentId: string): Promise<number> {
+  head(agentId: string): Promise<number> {
+    return this.#head(agentId).catch(this.#outage);
+  }
+
+  load(agentId: string): Promise<AgentRecord | undefined> {
+    return this.#read(agentId, this.#sql.load, []).catch(this.#outage);
+  }
+
+  loadSince(agentId: string, known: { version: number; messages: number }): Promise<AgentRecord | undefined> {
+    return this.#read(agentId, this.#sql.loadSince, [known.version]).catch(this.#outage);
+  }
+
+  commit(agentId: string, turn: TurnCommit): Promise<number> {
+    return this.#commit(agentId, turn).catch(this.#outage);
+  }
+
+  delete(agentId: string): Promise<void> {
+    return this.#delete(agentId).catch(this.#outage);
+  }
+
+  lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+    return this.#lock(agentId, signal).catch(this.#outage);
+  }
+
+  async #head(agentId: string): Promise<number> {
     const key = this.#key(agentId);
     await this.#init();
     const { rows } = await this.#query(agentId, this.#sql.head, [key]);
     return rows[0] === undefined ? 0 : Number(rows[0]['version']);
-  }
-
-  async load(agentId: string): Promise<AgentRecord | undefined> {
-    return this.#read(agentId, this.#sql.load, []);
-  }
-
-  async loadSince(agentId: string, known: { version: number; messages: number }): Promise<AgentRecord | undefined> {
-    return this.#read(agentId, this.#sql.loadSince, [known.version]);
   }
 
   async #read(agentId: string, sql: string, args: unknown[]): Promise<AgentRecord | undefined> {
@@ -177,7 +196,7 @@ class PostgresStorageImpl implements PostgresStorage {
     return checkRecord(record, agentId, 'postgresStorage');
   }
 
-  async commit(agentId: string, turn: TurnCommit): Promise<number> {
+  async #commit(agentId: string, turn: TurnCommit): Promise<number> {
     const key = this.#key(agentId);
     checkTurn(turn, 'postgresStorage');
     await this.#init();
@@ -217,11 +236,11 @@ class PostgresStorageImpl implements PostgresStorage {
       if (held !== undefined) held.committing = false;
     }
     if (rows[0] !== undefined) return Number(rows[0]['version']);
-    const actual = await this.head(agentId).catch(() => undefined);
+    const actual = await this.#head(agentId).catch(() => undefined);
     throw new VersionConflictError(agentId, turn.expectedVersion, actual);
   }
 
-  async delete(agentId: string): Promise<void> {
+  async #delete(agentId: string): Promise<void> {
     const key = this.#key(agentId);
     await this.#init();
     // The lock's own session while this storage holds the id (a turn deleting its agent), else a pooled one.
@@ -243,7 +262,7 @@ class PostgresStorageImpl implements PostgresStorage {
     }
   }
 
-  async lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+  async #lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
     const lockKey = this.#lockKey(agentId);
     signal?.throwIfAborted();
     const withLease = await this.#init();

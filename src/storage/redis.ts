@@ -4,6 +4,7 @@ import { checkKnownOptions } from '../options.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
 import { checkRecord, checkTurn, damagedRecord } from './check.ts';
 import { assertStorableId, leaseMilliseconds } from './ids.ts';
+import { rethrowOutage } from './outage.ts';
 import { firstVersion } from './record-version.ts';
 import { ACQUIRE, closedForGood, COMMIT, commandSender, connectedNow, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
 import type { LuaScript, RedisClientLike, SendCommand } from './redis-scripts.ts';
@@ -72,6 +73,8 @@ class RedisStorageImpl implements RedisStorage {
   readonly #renew: boolean;
   /** The locks this storage holds: each id's release, and the token the commit shows. */
   readonly #held = new Map<string, { unlock: () => Promise<void>; token: string }>();
+  /** What every public method's failure goes through: a client that cannot reach Redis becomes 503 storage_unavailable. */
+  readonly #outage = rethrowOutage('redisStorage');
 
   constructor(send: SendCommand, closed: () => boolean, connected: () => boolean, options: RedisStorageOptions) {
     this.#send = send;
@@ -84,18 +87,34 @@ class RedisStorageImpl implements RedisStorage {
     this.#renew = options.renewLease ?? true;
   }
 
-  async head(agentId: string): Promise<number> {
+  head(agentId: string): Promise<number> {
+    return this.#head(agentId).catch(this.#outage);
+  }
+
+  load(agentId: string): Promise<AgentRecord | undefined> {
+    return this.#read(agentId, LOAD, []).catch(this.#outage);
+  }
+
+  loadSince(agentId: string, known: { version: number; messages: number }): Promise<AgentRecord | undefined> {
+    return this.#read(agentId, LOAD_SINCE, [String(known.messages)]).catch(this.#outage);
+  }
+
+  commit(agentId: string, turn: TurnCommit): Promise<number> {
+    return this.#commit(agentId, turn).catch(this.#outage);
+  }
+
+  delete(agentId: string): Promise<void> {
+    return this.#delete(agentId).catch(this.#outage);
+  }
+
+  lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+    return this.#lock(agentId, signal).catch(this.#outage);
+  }
+
+  async #head(agentId: string): Promise<number> {
     const [version] = this.#keys(agentId);
     const value = await this.#send(['GET', version]);
     return value === null || value === undefined ? 0 : Number(value);
-  }
-
-  async load(agentId: string): Promise<AgentRecord | undefined> {
-    return this.#read(agentId, LOAD, []);
-  }
-
-  async loadSince(agentId: string, known: { version: number; messages: number }): Promise<AgentRecord | undefined> {
-    return this.#read(agentId, LOAD_SINCE, [String(known.messages)]);
   }
 
   async #read(agentId: string, script: LuaScript, args: string[]): Promise<AgentRecord | undefined> {
@@ -115,7 +134,7 @@ class RedisStorageImpl implements RedisStorage {
     return checkRecord(record, agentId, 'redisStorage');
   }
 
-  async commit(agentId: string, turn: TurnCommit): Promise<number> {
+  async #commit(agentId: string, turn: TurnCommit): Promise<number> {
     const keys = [...this.#keys(agentId), this.#lockKey(agentId)];
     checkTurn(turn, 'redisStorage');
     // The token makes the commit check, in the same script, that the lock is still this process's.
@@ -159,11 +178,11 @@ class RedisStorageImpl implements RedisStorage {
     }
   }
 
-  async delete(agentId: string): Promise<void> {
+  async #delete(agentId: string): Promise<void> {
     await this.#send(['DEL', ...this.#keys(agentId)]);
   }
 
-  async lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
+  async #lock(agentId: string, signal?: AbortSignal): Promise<Unlock> {
     const key = this.#lockKey(agentId);
     const token = randomBytes(16).toString('hex');
     const lease = String(this.#leaseMs);

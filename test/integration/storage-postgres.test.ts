@@ -317,7 +317,7 @@ test('a commit whose answer is lost while the server also refuses new connection
   assert.deepEqual(stored?.messages.map((message) => message.content), ['first', 'first', 'once', 'once']);
 });
 
-test('a lost commit that cannot be checked within 5 s is answered 500, and its check stops there: no connection or query after the answer', async (t) => {
+test('a lost commit that cannot be checked within 5 s is answered 503 storage_unavailable, and its check stops there: no connection or query after the answer', async (t) => {
   // The answer is lost and the server stays out of reach: every try of the check fails at once.
   const proxy = await commitCuttingProxy(t, Infinity);
   const schema = newSchema(t);
@@ -328,7 +328,9 @@ test('a lost commit that cannot be checked within 5 s is answered 500, and its c
   proxy.arm('on-answer');
   const reply = await withinWatchdog(postJson(`${url}/gus/chat`, { message: 'lost' }), 'chat whose answer was lost');
   assert.equal(proxy.armed(), false, 'the commit went through the armed proxy');
-  assert.equal(reply.status, 500, JSON.stringify(reply.body));
+  // The server stayed out of reach: the connection's loss is what the turn reports.
+  assert.equal(reply.status, 503, JSON.stringify(reply.body));
+  assert.equal(reply.body.code, 'storage_unavailable');
   const answeredAt = proxy.connects();
   assert.ok(answeredAt > 2, 'the check tried again while it could');
   // Longer than the check's longest pause between tries (200 ms): a check still running would try again.

@@ -258,8 +258,10 @@ for (const closing of closings) {
     const logged: unknown[] = [];
     const url = await serveAgents(t, Bot, { logger: { error: (_message: string, error: unknown) => logged.push(error) } });
     const reply = await postJson(`${url}/cid/chat`, { message: 'hi' });
-    assert.equal(reply.status, 500, JSON.stringify(reply.body));
-    assert.match(String(logged[0]), /closed/i, 'the client\'s own error is what failed the turn');
+    // A client closed is a storage that cannot be reached: 503, the client's own error as its cause.
+    assert.equal(reply.status, 503, JSON.stringify(reply.body));
+    assert.equal(reply.body.code, 'storage_unavailable');
+    assert.match(String((logged[0] as Error).cause), /closed/i, 'the client\'s own error is what failed the turn');
     const commits = sends.mock.calls.slice(closedAt).filter(({ arguments: args }) => args.flat().includes(COMMIT.sha));
     assert.equal(commits.length, 1, 'the commit was sent once after the client closed, not retried');
   });

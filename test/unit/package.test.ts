@@ -22,6 +22,7 @@ const RUNTIME_EXPORTS = [
   'LockLostError',
   'ModelProviderError',
   'MemoryStorage',
+  'StorageUnavailableError',
   'UpstreamError',
   'VersionConflictError',
   'createSSEParser',

@@ -48,6 +48,8 @@ async function fileHandlePrototype<T>(dir: string): Promise<T> {
 
 /** What a flush on a disk reporting an I/O error throws. */
 const flushError = (): Error => Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+/** What the storage throws for a disk that fails: storage_unavailable, with the file system's error as its cause. */
+const outage = (code: string) => (error: { code?: unknown; cause?: { code?: unknown } }): boolean => error.code === 'storage_unavailable' && error.cause?.code === code;
 
 /** Where an id's journal stands: its version (the first is random: record-version.ts) and how many `turns` it has. */
 interface Progress {
@@ -258,7 +260,7 @@ test('fsync: false still writes every commit (durable against a process crash, n
   assert.deepEqual(await open(t, dir).load('quick'), { state: { turn: 5, pad: '' }, messages: messagesUpTo(5), version });
 });
 
-test('a commit whose flush fails (EIO) is answered 500 and leaves no trace: its written line is taken back', async (t) => {
+test('a commit whose flush fails (EIO) is answered 503 storage_unavailable and leaves no trace: its written line is taken back', async (t) => {
   const dir = await tempDir(t);
   const url = await serveAgents(t, echoOn(open(t, dir)));
   assert.equal((await postJson(`${url}/fay/chat`, { message: 'kept' })).status, 200);
@@ -269,7 +271,8 @@ test('a commit whose flush fails (EIO) is answered 500 and leaves no trace: its 
     throw flushError();
   }, { times: 1 });
   const failed = await postJson(`${url}/fay/chat`, { message: 'failed' });
-  assert.equal(failed.status, 500);
+  assert.equal(failed.status, 503);
+  assert.equal(failed.body.code, 'storage_unavailable');
 
   assert.equal((await postJson(`${url}/fay/chat`, { message: 'next' })).status, 200);
   const contents = (await open(t, dir).load('fay'))?.messages.map((message) => message.content);
@@ -288,7 +291,7 @@ test('another process that read a failed commit\'s line before it was taken back
     seen = await reader.head('gus'); // between the write and the failed flush: the line is there
     throw flushError();
   }, { times: 1 });
-  await assert.rejects(writer.commit('gus', { expectedVersion: first.version, state: {}, append: [user('failed')] }), { code: 'EIO' });
+  await assert.rejects(writer.commit('gus', { expectedVersion: first.version, state: {}, append: [user('failed')] }), outage('EIO'));
   assert.equal(seen, first.version + 1);
   // Not that version again: the reader holds it as the failed turn's.
   const after = await writer.head('gus');
@@ -327,7 +330,7 @@ test('a failed commit does not take back the line of a process that took over it
       throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
     });
     const failed = retried ? turn : { expectedVersion: first.version, state: { pad: 'x'.repeat(100) }, append: [user('failed')] };
-    await assert.rejects(stalled.commit('hal', failed), { code: 'ENOSPC' });
+    await assert.rejects(stalled.commit('hal', failed), outage('ENOSPC'));
     await unlock();
     t.mock.restoreAll();
     assert.equal(committed, first.version + 1);
@@ -351,7 +354,7 @@ test('a failed commit that another process read before it was taken back does no
       if (flush.mock.callCount() === 0) seen = (await getJson(`${b}/cal/state`)).body.state;
       throw flushError();
     }, { times: failures });
-    assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment' })).status, 500);
+    assert.equal((await postJson(`${a}/cal/invoke`, { method: 'increment' })).status, 503);
     assert.equal(flush.mock.callCount(), failures);
     flush.mock.restore();
     assert.deepEqual(seen, { count: 2 }, `${failures}`);
@@ -378,8 +381,8 @@ test('a lock that cannot be written (disk full) fails the operation with the err
     t.mock.restoreAll();
     syncBuiltinESMExports();
   });
-  await assert.rejects(storage.lock('ned'), { code: 'ENOSPC' });
-  await assert.rejects(storage.commit('ned', { expectedVersion: 0, state: {}, append: [] }), { code: 'ENOSPC' });
+  await assert.rejects(storage.lock('ned'), outage('ENOSPC'));
+  await assert.rejects(storage.commit('ned', { expectedVersion: 0, state: {}, append: [] }), outage('ENOSPC'));
   assert.deepEqual(await readdir(dir), []);
 });
 
