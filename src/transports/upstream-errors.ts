@@ -291,16 +291,17 @@ function failedThere(remote: string, body: unknown, retryAfter: string | null): 
   return ownAnswer(502, body, OWN_FAILURES, retryAfterHeader(retryAfter)) ?? answered(remote, 502);
 }
 
-/** The 503s our own routers answer, relayed with their message: nothing in them names the remote. */
-const OWN_UNAVAILABLE: ReadonlySet<unknown> = new Set(['shutting_down', 'too_many_streams', 'upstream_busy', 'upstream_unavailable']);
+/** The 503s our own routers answer, relayed with their message: nothing in them names the remote (nor its storage). */
+const OWN_UNAVAILABLE: ReadonlySet<unknown> = new Set(['shutting_down', 'too_many_streams', 'upstream_busy', 'upstream_unavailable', 'storage_unavailable']);
 
 /**
- * A 503: the remote is shutting down (a rolling deploy), out of room, or a
- * load balancer before it has no healthy backend. All pass, and a 502 would
- * tell the caller the hop is broken, so it stays a 503, with the remote's
- * numeric Retry-After. Our routers' own 503s (`shutting_down`, ...) are
- * relayed as a stream relays them; any other body is `upstream_unavailable`,
- * never quoted (a 5xx body can name internal hosts).
+ * A 503: the remote is shutting down (a rolling deploy), out of room, its
+ * storage is unavailable, or a load balancer before it has no healthy
+ * backend. All pass, and a 502 would tell the caller the hop is broken, so
+ * it stays a 503, with the remote's numeric Retry-After. Our routers' own
+ * 503s (`shutting_down`, `storage_unavailable`, ...) are relayed as a
+ * stream relays them; any other body is `upstream_unavailable`, never
+ * quoted (a 5xx body can name internal hosts).
  */
 function unavailable(remote: string, body: unknown, retryAfter: string | null): UpstreamError {
   const headers = retryAfterHeader(retryAfter);

@@ -277,6 +277,23 @@ for (const flavor of ['node-redis', 'ioredis'] as const) {
   });
 }
 
+test('a remote router whose storage is unavailable: HTTPTransport relays its 503 storage_unavailable with Retry-After, and its stream error', async (t) => {
+  const pool = new pg.Pool({ ...PG_CONFIG, port: await closedPort(), max: 2 });
+  pool.on('error', () => undefined);
+  t.after(() => pool.end());
+  const remote = await serveOn(t, postgresStorage(pool, { schema: `ar_test_${runTag()}` }));
+  const registry = new AgentRegistry();
+  registry.register('.*', new HTTPTransport(remote.url));
+  const front = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
+  t.after(front.close);
+
+  assertUnavailable(await postJson(`${front.url}/far/chat`, { message: 'hi' }), 'relayed chat');
+  assertUnavailable(await getJson(`${front.url}/far/state`), 'relayed state');
+  const streamed = await collectSSE(await streamChat(`${front.url}/far/chat`, 'hi'));
+  assert.equal(streamed.events.at(-1)?.event, 'error');
+  assert.deepEqual(JSON.parse(streamed.events.at(-1)?.data ?? ''), PUBLIC);
+});
+
 // Next to the helpers: the .ts source under tsx, the compiled .js under the coverage run.
 const fromSource = import.meta.url.endsWith('.ts');
 const starvedChild = fileURLToPath(new URL(`../helpers/fd-starved-child.${fromSource ? 'ts' : 'js'}`, import.meta.url));
