@@ -170,6 +170,8 @@ interface Running extends RunningTurn {
   streaming: boolean;
   /** A stream's or a JSON action's: called once it is over, if the caller waits for that. */
   answered: (() => void) | undefined;
+  /** A state read (no turn): its timeout says so. */
+  reading: boolean;
 }
 
 /**
@@ -300,7 +302,10 @@ export class AgentRouter {
     this.#maxStreams = options.maxStreams ?? 10_000;
     const turnTimeout = this.#turnTimeout;
     this.#turns = new RunningTurns(turnTimeout, (running) => {
-      running.cancel.abort(new AgentRouterError(504, 'turn_timeout', `The turn did not complete within ${turnTimeout} s (waiting behind the agent's earlier turns included)`, { expose: true }));
+      const message = running.reading
+        ? `The state read did not complete within ${turnTimeout} s`
+        : `The turn did not complete within ${turnTimeout} s (waiting behind the agent's earlier turns included)`;
+      running.cancel.abort(new AgentRouterError(504, 'turn_timeout', message, { expose: true }));
     });
     this.#logger = loggerOf(options.logger);
     this.pool = this.#registry === undefined ? undefined : (options.pool ?? new AgentPool(options));
@@ -532,7 +537,7 @@ export class AgentRouter {
     }
     const target = this.#resolve(agentId, req);
     // Reading committed state needs no abort plumbing: no turn runs for it.
-    if (action === 'state' && 'agent' in target) return this.#answerState(res, target, agentId);
+    if (action === 'state' && 'agent' in target) return this.#answerState(exchange, target);
     const running = this.#begin(exchange, target);
     const cancel = running.cancel;
     try {
@@ -579,6 +584,7 @@ export class AgentRouter {
       timed: this.#turns.timing && 'agent' in target,
       streaming: false,
       answered: undefined,
+      reading: false,
       began: 0, listed: false, older: undefined, newer: undefined,
     };
     res.on('close', running.onClose);
@@ -622,8 +628,15 @@ export class AgentRouter {
     });
   }
 
-  /** The committed state; at once (no promise taken) when the agent can tell without asking storage. */
-  #answerState(res: ServerResponse, target: Resolved & { agent: Agent<any> }, agentId: string): Promise<void> | typeof ANSWERED {
+  /**
+   * The committed state; at once (no promise taken, nothing to time) when the agent can tell without
+   * asking storage. Else the read is bounded as a turn is: a storage that cannot be reached and does
+   * not say so (a client queueing commands until it reconnects, a pool waiting for a connection)
+   * held the request for good. It is answered 504 `turn_timeout` after `turnTimeout` (or 499 when the
+   * client leaves, or abortAll's reason); the read goes on, shared with whoever asks next.
+   */
+  #answerState(exchange: Exchange, target: Resolved & { agent: Agent<any> }): Started {
+    const { res, agentId } = exchange;
     const agent = target.agent;
     // Unless a subclass has its own snapshot() to go through.
     const now = agent.snapshot === Agent.prototype.snapshot ? agent[committedState]() : undefined;
@@ -636,25 +649,36 @@ export class AgentRouter {
       }
       return ANSWERED;
     }
+    const running = this.#begin(exchange, target);
+    running.reading = true;
+    running.answered = exchange.answered;
+    const cancel = running.cancel;
     let snapshot: Promise<unknown>;
     try {
       // Resolved, not assumed a promise: a subclass's snapshot() may answer synchronously (or throw).
       snapshot = Promise.resolve(agent.snapshot());
     } catch (error) {
-      this.#release(target, agentId);
+      this.#settle(running);
+      running.answered = undefined;
       throw error;
     }
-    return snapshot.then(
+    // The first of the read and the cut answers; what comes after finds the cancel aborted, or the hook gone.
+    const cut = (reason: unknown): void => this.#onEnd(running, { error: reason });
+    if (cancel.aborted) cut(cancel.reason);
+    else cancel.onAbort(cut);
+    snapshot.then(
       (state) => {
-        this.#release(target, agentId);
-        sendJson(res, 200, { agent_id: agentId, state });
-        cutIfLeftUnread(res, this.#unreadMs);
+        if (cancel.aborted) return;
+        cancel.offAbort(cut);
+        this.#reply(running, { agent_id: agentId, state: state as JsonObject });
       },
       (error: unknown) => {
-        this.#release(target, agentId);
-        throw error;
+        if (cancel.aborted) return;
+        cancel.offAbort(cut);
+        this.#onEnd(running, { error });
       },
     );
+    return ANSWERS_ITSELF;
   }
 
   /**

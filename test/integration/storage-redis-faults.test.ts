@@ -15,7 +15,7 @@ import { COMMIT } from '../../src/storage/redis-scripts.ts';
 import { redisStorage } from '../../src/storage/redis.ts';
 import type { RedisClientLike } from '../../src/storage/redis.ts';
 import { counterOn, echoOn, serveAgents } from '../helpers/agents.ts';
-import { postJson, streamChat } from '../helpers/http.ts';
+import { getJson, postJson, streamChat } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
 import { runTag } from '../helpers/storage-backends.ts';
 import { tcpProxy, type ProxyLink } from '../helpers/tcp-proxy.ts';
@@ -201,4 +201,24 @@ test('a turn stored just before Redis became unreachable is answered 200 at once
   await withinWatchdog(once(client, 'ready'), 'ioredis reconnecting');
   assert.equal((await postJson(`${url}/sam/chat`, { message: 'next' })).status, 200, 'the lock was given back once Redis was reachable');
   assert.deepEqual((await storage.load('sam'))?.messages.map((message) => message.content), ['first', 'first', 'stored', 'stored', 'next', 'next']);
+});
+
+test('GET state while Redis cannot be reached and the client waits for it (ioredis, maxRetriesPerRequest: null) is answered 504 at turnTimeout, as a turn is; then served', async (t) => {
+  const proxy = await failingProxy(t);
+  const client = (await clientOn(t, 'ioredis', proxy.port, { maxRetriesPerRequest: null })) as Redis;
+  const url = await serveAgents(t, echoOn(redisStorage(client, { prefix: `${prefix}state-waits:` })), { turnTimeout: 0.5 });
+  assert.equal((await postJson(`${url}/known/chat`, { message: 'first' })).status, 200);
+
+  proxy.down();
+  // An id this process has loaded (its version check waits) and one it never loaded (its first read waits).
+  for (const id of ['known', 'never-seen']) {
+    const reply = await withinWatchdog(getJson(`${url}/${id}/state`), `state of ${id} while Redis is down`);
+    assert.equal(reply.status, 504, JSON.stringify(reply.body));
+    assert.deepEqual(reply.body, { error: 'The state read did not complete within 0.5 s', code: 'turn_timeout' });
+  }
+
+  proxy.up();
+  await withinWatchdog(once(client, 'ready'), 'ioredis reconnecting');
+  assert.deepEqual((await withinWatchdog(getJson(`${url}/known/state`), 'state once Redis is back')).body, { agent_id: 'known', state: {} });
+  assert.deepEqual((await withinWatchdog(getJson(`${url}/never-seen/state`), 'state once Redis is back')).body, { agent_id: 'never-seen', state: {} });
 });
