@@ -133,11 +133,11 @@ const ERRORS: Record<string, { description: string; example: { error: string; co
   '413': { description: 'Request body over the limit (default 1 MiB), or a gateway before a remote target refused it as too large (upstream_body_too_large)', example: { error: 'Request body is larger than the limit of 1048576 bytes', code: 'body_too_large' } },
   '415': { description: 'The declared content type is not JSON', example: { error: 'Content-Type "text/plain" is not supported; send JSON with Content-Type: application/json', code: 'unsupported_media_type' } },
   '429': { description: 'maxAgents live agents, none idle enough to evict, or a gateway before a remote target is rate limiting (upstream_rate_limited)', example: { error: 'All 1000 live agents are busy; retry shortly', code: 'too_many_agents' }, headers: { 'Retry-After': header('Seconds to wait') } },
-  '500': { description: 'An agent or action threw; details only in the server log', example: { error: 'Internal error', code: 'internal_error' } },
+  '500': { description: 'An agent or action threw, or storage refused a statement or holds a damaged record; details only in the server log', example: { error: 'Internal error', code: 'internal_error' } },
   '501': { description: 'A Transfer-Encoding other than chunked (such as gzip, chunked)', example: { error: 'Transfer-Encoding "gzip, chunked" is not supported; send the body with chunked alone, or with a Content-Length', code: 'unsupported_transfer_encoding' } },
   '502': { description: 'A remote target or the model provider failed', example: { error: 'The remote agent could not be reached', code: 'upstream_unreachable' } },
-  '503': { description: 'The server is shutting down or at its stream cap, or a remote target is unavailable for now (with Retry-After when known)', example: { error: 'Server is shutting down', code: 'shutting_down' }, headers: { 'Retry-After': header('Seconds to wait, when known') } },
-  '504': { description: 'The turn, a remote target or the model provider timed out', example: { error: "The turn did not complete within 300 s (waiting behind the agent's earlier turns included)", code: 'turn_timeout' } },
+  '503': { description: 'The server is shutting down or at its stream cap, the agent\'s storage cannot be reached (storage_unavailable), or a remote target is unavailable for now (with Retry-After when known)', example: { error: 'Server is shutting down', code: 'shutting_down' }, headers: { 'Retry-After': header('Seconds to wait, when known') } },
+  '504': { description: 'The turn (or a state read waiting on storage), a remote target or the model provider timed out', example: { error: "The turn did not complete within 300 s (waiting behind the agent's earlier turns included)", code: 'turn_timeout' } },
 };
 
 /** Only a request with a body (a turn: chat, invoke, the generic envelope) can get these; GET state cannot. */

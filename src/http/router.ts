@@ -49,7 +49,7 @@ export interface AgentRouterOptions extends AgentPoolOptions {
   maxIdLength?: number | undefined;
   /** Seconds between `: ping` comments on an idle stream; 0 turns them off. @defaultValue 15 */
   pingInterval?: number | undefined;
-  /** Seconds a turn may take before it is aborted (504), counted from when the request asks for it: waiting behind the agent's earlier turns counts. Also how long a client may leave an answer (a stream, a JSON reply) unread before it is closed. 0 or Infinity for no limit. @defaultValue 300 */
+  /** Seconds a turn may take before it is aborted (504), counted from when the request asks for it: waiting behind the agent's earlier turns counts. Also how long a state read that asks storage may take, and how long a client may leave an answer (a stream, a JSON reply) unread before it is closed. 0 or Infinity for no limit. @defaultValue 300 */
   turnTimeout?: number | undefined;
   /** Runs before any agent is touched; see {@link Authorize}. */
   authorize?: Authorize | undefined;
