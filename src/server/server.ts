@@ -260,6 +260,8 @@ export class AgentServer {
   async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { path } = splitTarget(req.url ?? '/');
     if (path === '/healthz' || path === '/healthz/') {
+      // Liveness, not readiness: it stays ok while storage is unavailable (each request then says so, 503
+      // storage_unavailable); failing it with the storage all processes share would take every one out at once.
       if (this.#cors(req, res, 'GET') || !allowRead(req, res)) return;
       if (this.#lameDuck) refuse(res);
       else sendJson(res, 200, { status: 'ok' });
