@@ -55,11 +55,12 @@ const REDIS_MESSAGES = /^(Connection is closed\.|Stream isn't writeable|Command 
 const REDIS_REPLIES = /^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN|NOREPLICAS|OOM|MISCONF) /;
 
 /**
- * FileStorage: the disk failed, is full or read-only, the directory may not
- * be written, or the process has no file descriptor left. Not ENOTDIR,
- * EISDIR or ELOOP (a file, a directory or a link where it should not be).
+ * FileStorage: the disk failed, is full or read-only, or the process has no
+ * file descriptor left. Not EACCES or EPERM (the directory's permissions, a
+ * configuration as bad credentials are), nor ENOTDIR, EISDIR or ELOOP (a
+ * file, a directory or a link where it should not be): no retry gets past them.
  */
-const DISK_CODES: ReadonlySet<string> = new Set(['EIO', 'ENOSPC', 'EDQUOT', 'EROFS', 'EACCES', 'EPERM', 'EMFILE', 'ENFILE']);
+const DISK_CODES: ReadonlySet<string> = new Set(['EIO', 'ENOSPC', 'EDQUOT', 'EROFS', 'EMFILE', 'ENFILE']);
 
 export type Backend = 'postgresStorage' | 'redisStorage' | 'FileStorage';
 

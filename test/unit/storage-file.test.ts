@@ -279,6 +279,20 @@ test('a commit whose flush fails (EIO) is answered 503 storage_unavailable and l
   assert.deepEqual(contents, ['kept', 'kept', 'next', 'next'], 'the failed turn is in no history, this process\'s or a new one\'s');
 });
 
+test('a commit refused by the directory\'s permissions (EACCES) stays 500 internal_error: a retry meets it again until they are fixed', async (t) => {
+  const dir = await tempDir(t);
+  const url = await serveAgents(t, echoOn(open(t, dir)));
+  assert.equal((await postJson(`${url}/ida/chat`, { message: 'kept' })).status, 200);
+  // Root writes whatever the modes say, so the refusal is made where the disk's failures are.
+  const fileHandle = await fileHandlePrototype<{ datasync(): Promise<void> }>(dir);
+  t.mock.method(fileHandle, 'datasync', async () => {
+    throw Object.assign(new Error('EACCES: permission denied, fdatasync'), { code: 'EACCES' });
+  }, { times: 1 });
+  const refused = await postJson(`${url}/ida/chat`, { message: 'refused' });
+  assert.deepEqual([refused.status, refused.body.code], [500, 'internal_error']);
+  assert.equal((await postJson(`${url}/ida/chat`, { message: 'next' })).status, 200);
+});
+
 test('another process that read a failed commit\'s line before it was taken back reads on cleanly after a longer line replaced it', async (t) => {
   const dir = await tempDir(t);
   const writer = open(t, dir);
