@@ -2,6 +2,7 @@
  * The demo on Postgres or Redis, through the user's own driver. The CLI
  * creates the pool or client, so it also ends it (after the storage closes).
  */
+import { StorageUnavailableError } from '../errors.ts';
 import { postgresStorage, type PgPoolLike } from '../storage/postgres.ts';
 import { redisStorage, type RedisClientLike } from '../storage/redis.ts';
 import type { Storage } from '../storage/storage.ts';
@@ -173,6 +174,8 @@ const SYSTEM_ERRORS: Record<string, string> = {
 
 /** One line about a driver's error, with the URL's password (if the driver echoed it) masked. */
 export function describe(error: unknown, url: string): string {
+  // The driver's own error, which names what failed (refused, reset, timed out), as it did before storages wrapped it.
+  if (error instanceof StorageUnavailableError) error = error.cause;
   const found = error as { code?: unknown; message?: unknown; cause?: { code?: unknown } } | undefined;
   const code = typeof found?.code === 'string' ? found.code : typeof found?.cause?.code === 'string' ? found.cause.code : undefined;
   const message = String(found?.message ?? error).split('\n', 1)[0] as string;

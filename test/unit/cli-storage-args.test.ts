@@ -6,6 +6,7 @@ import { exportOf } from '../../src/cli/driver.ts';
 import { describe } from '../../src/cli/storage-remote.ts';
 import { demoStorage, parseStorageSpec, redact } from '../../src/cli/storage-spec.ts';
 import { parseFileConfig } from '../../src/server/config.ts';
+import { StorageUnavailableError } from '../../src/errors.ts';
 
 const usage = (message: RegExp | string) => ({ name: 'UsageError', message });
 
@@ -110,6 +111,8 @@ test("a driver's error is one line with system codes spelled out and the URL's p
   const url = 'postgres://u:p%40ss@h/db?password=other';
   assert.equal(describe(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }), url), 'connection refused (ECONNREFUSED)');
   assert.equal(describe(new Error('wrapped', { cause: Object.assign(new Error('x'), { code: 'ENOTFOUND' }) }), url), 'host not found (ENOTFOUND)');
+  // A storage's outage error names the driver's, as the driver's own error did before storages wrapped it.
+  assert.equal(describe(new StorageUnavailableError('postgresStorage', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' })), url), 'connection refused (ECONNREFUSED)');
   assert.equal(describe(new Error('auth failed for p@ss and other\nstack'), url), 'auth failed for *** and ***');
   assert.equal(describe(Object.assign(new AggregateError([], ''), { code: 'EPIPE' }), url), 'EPIPE', 'an empty message falls back to the code');
   assert.equal(describe('plain', 'not a url'), 'plain');
