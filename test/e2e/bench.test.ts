@@ -59,6 +59,14 @@ test('npm run bench refuses unknown options with its usage', async () => {
   assert.match(stderr, /Usage: npm run bench/);
 });
 
+test('npm run bench refuses a count that rounds to 0 (it would run no round, no sample)', async () => {
+  for (const flag of ['--rounds=0.4', '--samples=0.2']) {
+    const { code, stderr } = await run([flag]);
+    assert.equal(code, 2, `${flag}: exited ${code}\n${stderr}`);
+    assert.match(stderr, /must be a whole number above 0/);
+  }
+});
+
 const runAb = (args: string[]): ReturnType<typeof run> => run(args, 'scripts/bench/ab.ts');
 
 test('scripts/bench/ab.ts serves every load from the bare server, this checkout and a commit, and prints numbers for each', { timeout: 180_000 }, async () => {

@@ -70,19 +70,26 @@ export function parseSettings(argv: readonly string[]): Settings {
     if (!Number.isFinite(value) || value <= 0) throw new TypeError(`bench: --${name} must be a positive number, got ${JSON.stringify(raw)}`);
     return value;
   };
+  // Counts are rounded: checked after rounding, so --rounds=0.4 is refused instead of running no round at all.
+  const count = (name: keyof typeof FULL): number => {
+    const raw = flags.get(name);
+    const value = Math.round(number(name));
+    if (value < 1) throw new TypeError(`bench: --${name} must be a whole number above 0, got ${JSON.stringify(raw)}`);
+    return value;
+  };
   const settings: Settings = {
     quick,
     force: flags.has('force'),
     only: parseOnly(flags.get('only')),
-    rounds: Math.round(number('rounds')),
+    rounds: count('rounds'),
     seconds: number('seconds'),
     warmup: number('warmup'),
-    connections: Math.round(number('connections')),
-    samples: Math.round(number('samples')),
-    streams: Math.round(number('streams')),
+    connections: count('connections'),
+    samples: count('samples'),
+    streams: count('streams'),
     hold: number('hold'),
-    probes: Math.round(number('probes')),
-    agents: Math.round(number('agents')),
+    probes: count('probes'),
+    agents: count('agents'),
     runner: flags.get('runner') === 'tsx' ? 'tsx' : 'build',
     json: flags.get('json') || undefined,
     markdown: flags.get('markdown') || undefined,
