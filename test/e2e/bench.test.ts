@@ -67,6 +67,15 @@ test('npm run bench refuses a count that rounds to 0 (it would run no round, no 
   }
 });
 
+test('npm run bench refuses a --runner it does not know and a --json or --markdown without a file', async () => {
+  for (const [flag, message] of [['--runner=tsc', /--runner takes build or tsx/], ['--json', /--json needs a file/], ['--markdown=', /--markdown needs a file/]] as const) {
+    // A small run if the flag were accepted after all, so a regression costs seconds, not the full bench.
+    const { code, stderr } = await run(['--quick', '--only=agents', '--agents=1', flag]);
+    assert.equal(code, 2, `${flag}: exited ${code}\n${stderr}`);
+    assert.match(stderr, message);
+  }
+});
+
 const runAb = (args: string[]): ReturnType<typeof run> => run(args, 'scripts/bench/ab.ts');
 
 test('scripts/bench/ab.ts serves every load from the bare server, this checkout and a commit, and prints numbers for each', { timeout: 180_000 }, async () => {

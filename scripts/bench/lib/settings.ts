@@ -77,6 +77,14 @@ export function parseSettings(argv: readonly string[]): Settings {
     if (value < 1) throw new TypeError(`bench: --${name} must be a whole number above 0, got ${JSON.stringify(raw)}`);
     return value;
   };
+  // A value the bench would otherwise drop without a word: --runner=tsc ran the default, --json wrote nothing.
+  const runner = flags.get('runner') ?? 'build';
+  if (runner !== 'build' && runner !== 'tsx') throw new TypeError(`bench: --runner takes build or tsx, got ${JSON.stringify(runner)}\n\n${USAGE}`);
+  const file = (name: 'json' | 'markdown'): string | undefined => {
+    const value = flags.get(name);
+    if (value === '') throw new TypeError(`bench: --${name} needs a file, e.g. --${name}=out.${name === 'json' ? 'json' : 'md'}\n\n${USAGE}`);
+    return value;
+  };
   const settings: Settings = {
     quick,
     force: flags.has('force'),
@@ -90,9 +98,9 @@ export function parseSettings(argv: readonly string[]): Settings {
     hold: number('hold'),
     probes: count('probes'),
     agents: count('agents'),
-    runner: flags.get('runner') === 'tsx' ? 'tsx' : 'build',
-    json: flags.get('json') || undefined,
-    markdown: flags.get('markdown') || undefined,
+    runner,
+    json: file('json'),
+    markdown: file('markdown'),
   };
   for (const known of ['quick', 'force', 'only', 'runner', 'json', 'markdown', 'help']) flags.delete(known);
   if (flags.size > 0) throw new TypeError(`bench: unknown option --${[...flags.keys()][0]}\n\n${USAGE}`);
