@@ -84,6 +84,9 @@ async function measure(context: Context, contender: Contender, count: number, pr
     probe = await RawConnection.connect(contender.port);
     const firstChunks: number[] = [];
     for (let i = 0; i < probes; i++) firstChunks.push((await probe.request(probeRequest)).firstChunk);
+    // The baseline of the growth per chunk is taken after the probes: their turns stay in the probe agent's
+    // history (a library contender's, not bare's), which is not what the held streams' chunks leave behind.
+    const beforeHold = await contender.heap();
     const frames = held.frames();
     const paceStart = now();
     await sleep(hold * 1000);
@@ -100,7 +103,7 @@ async function measure(context: Context, contender: Contender, count: number, pr
       probe50: percentile(firstChunks, 50),
       probe99: percentile(firstChunks, 99),
       pace,
-      growthPerChunk: (later.heapUsed - after.heapUsed) / Math.max(1, delivered),
+      growthPerChunk: (later.heapUsed - beforeHold.heapUsed) / Math.max(1, delivered),
     };
     context.log(`  ${contender.name} (${prefix}): ${held.opened} open in ${openSeconds.toFixed(1)} s (${held.failed} failed), ${Math.round(sample.heapPerStream)} B heap/stream, probe p99 ${sample.probe99.toFixed(2)} ms, pace ${pace.toFixed(2)}/s, ${Math.round(sample.growthPerChunk)} B heap growth per chunk`);
     return sample;
