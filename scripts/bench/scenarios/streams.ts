@@ -78,6 +78,8 @@ async function measure(context: Context, contender: Contender, count: number, pr
   const held = await holdStreams(contender.port, count, target, body);
   const openSeconds = (now() - started) / 1000;
   try {
+    // Not one stream open is no measurement (its heap per stream would be the growth over 1): the row says why instead.
+    if (held.opened === 0) throw new Error(`no stream opened of ${count}: ${held.firstFailure ?? 'unknown'}`);
     // Lets the last streams' first turns settle (their agents' storage reads, timers armed).
     await sleep(context.settings.quick ? 200 : 1000);
     const after = await contender.heap();

@@ -44,6 +44,8 @@ export async function measureLoad(context: Context, contender: Contender, shape:
   const { seconds, warmup, connections } = context.settings;
   await runLoad(contender, shape, warmup, connections);
   const result = await runLoad(contender, shape, seconds, connections);
+  // No successful response is no measurement: as a number (0 req/s) it would count as measured and the run exit 0.
+  if (result.requests === 0) throw new Error(`${what}: no 2xx response in ${seconds} s (${result.failures} non-2xx / errors)`);
   context.log(`  ${contender.name} ${what}: ${Math.round(result.rate)}/s, ${result.cpuPerRequest.toFixed(1)} µs CPU/req (process CPU ${Math.round(result.serverCpu * 100)}%, CPU 0/1 busy ${Math.round(result.cpu0Busy * 100)}%/${Math.round(result.cpu1Busy * 100)}%)`);
   return result;
 }
