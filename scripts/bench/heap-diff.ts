@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { compile } from './lib/build.ts';
 import { Contender } from './lib/contender.ts';
-import { flag } from './lib/flag.ts';
+import { checkFlags, countFlag, flag } from './lib/flag.ts';
 import { inspectMachine } from './lib/machine.ts';
 import { sourcePlace } from './lib/source-place.ts';
 import { ABORTABLE_PREFIX, SLOW_MESSAGE, SLOW_PREFIX } from './lib/protocol.ts';
@@ -121,8 +121,16 @@ function tally(file: string, outDir: string): Tally {
   return { kinds, closures, literals };
 }
 
+const USAGE = `Usage: node --import tsx scripts/bench/heap-diff.ts [--contender=router] [--streams=1000] [--abortable] [--keep=DIR] [--top=40]
+  --contender  a streaming file of scripts/bench/contenders/ (bare, router, server, fastify-router, express-router, koa-router)
+  --streams    slow streams held open between the two heap snapshots
+  --abortable  streams whose model sleeps on the turn's signal (scenario 5's last row)
+  --keep=DIR   keep both heap snapshots in DIR
+  --top        rows of the table by kind`;
+checkFlags(USAGE, ['contender', 'streams', 'keep', 'top'], ['abortable']);
 const name = flag('contender', 'router');
-const count = Number(flag('streams', '1000'));
+const count = countFlag('streams', 1000, USAGE);
+countFlag('top', 40, USAGE);
 const machine = inspectMachine();
 const build = compile(root, machine.pinned);
 // --keep=DIR keeps the two snapshots there (before.heapsnapshot, after.heapsnapshot) for a closer look.

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { compile } from './lib/build.ts';
 import { Contender } from './lib/contender.ts';
-import { flag } from './lib/flag.ts';
+import { checkFlags, countFlag, flag } from './lib/flag.ts';
 import { runLoad, type LoadShape } from './lib/load.ts';
 import { inspectMachine } from './lib/machine.ts';
 import { sourcePlace } from './lib/source-place.ts';
@@ -109,18 +109,29 @@ function analyze(profile: Profile, outDir: string, top: number, requests: number
   ].join('\n');
 }
 
+const USAGE = `Usage: node --import tsx scripts/bench/profile.ts [--contender=router] [--load=chat] [--seconds=10] [--connections=32] [--top=25]
+  --contender  a file of scripts/bench/contenders/ (bare, router, server, fastify, fastify-router, express, ...)
+  --load       ${Object.keys(LOADS).join(', ')}
+  --seconds    seconds of load while the contender runs under --cpu-prof
+  --connections  load generator connections
+  --top        rows per table`;
+checkFlags(USAGE, ['contender', 'load', 'seconds', 'connections', 'top']);
 const contenderName = flag('contender', 'router');
 const loadName = flag('load', 'chat');
-const seconds = Number(flag('seconds', '10'));
-const top = Number(flag('top', '25'));
+const seconds = countFlag('seconds', 10, USAGE, true);
+const top = countFlag('top', 25, USAGE);
+const connections = countFlag('connections', 32, USAGE);
 const shape = LOADS[loadName];
-if (shape === undefined) throw new TypeError(`profile: --load must be one of ${Object.keys(LOADS).join(', ')}`);
+if (shape === undefined) {
+  process.stderr.write(`profile: --load must be one of ${Object.keys(LOADS).join(', ')}\n${USAGE}\n`);
+  process.exit(2);
+}
 const machine = inspectMachine();
 const build = compile(root, machine.pinned);
 const profileDir = mkdtempSync(path.join(os.tmpdir(), 'agent-router-profile-'));
 try {
   const contender = await Contender.start(build.runtime, contenderName, { extraNodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] });
-  const result = await runLoad(contender, shape, seconds, Number(flag('connections', '32')));
+  const result = await runLoad(contender, shape, seconds, connections);
   await contender.stop(10_000);
   const file = readdirSync(profileDir).find((name) => name.endsWith('.cpuprofile'));
   if (file === undefined) throw new Error(`profile: ${contenderName} wrote no .cpuprofile`);

@@ -104,3 +104,14 @@ test('scripts/bench/ab.ts refuses unknown options and revisions with its usage',
   assert.equal(empty.code, 2);
   assert.match(empty.stderr, /--base needs a revision/);
 });
+
+test('scripts/bench/profile.ts and heap-diff.ts answer --help and refuse unknown options, instead of starting a run', async () => {
+  for (const script of ['scripts/bench/profile.ts', 'scripts/bench/heap-diff.ts']) {
+    const help = await run(['--help'], script);
+    assert.equal(help.code, 0, `${script} --help exited ${help.code}\n${help.stderr}`);
+    assert.match(help.stdout, new RegExp(`^Usage: node --import tsx ${script.replace(/[./]/g, '\\$&')}`));
+    const unknown = await run(['--frobnicate'], script);
+    assert.equal(unknown.code, 2, `${script} --frobnicate exited ${unknown.code}\n${unknown.stderr}`);
+    assert.match(unknown.stderr, /unknown option --frobnicate/);
+  }
+});
