@@ -18,10 +18,11 @@ import { Contender } from './lib/contender.ts';
 import { checkFlags, countFlag, flag } from './lib/flag.ts';
 import { inspectMachine } from './lib/machine.ts';
 import { sourcePlace } from './lib/source-place.ts';
-import { ABORTABLE_PREFIX, SLOW_MESSAGE, SLOW_PREFIX } from './lib/protocol.ts';
+import { ABORTABLE_PREFIX, BURST_PREFIX, SLOW_MESSAGE, SLOW_PREFIX, SSE_CHUNKS, SSE_MESSAGE } from './lib/protocol.ts';
 import { RawConnection, requestBytes } from './lib/raw-http.ts';
 import { holdStreams } from './lib/streams.ts';
 import { sleep } from './lib/stats.ts';
+import { verifyStream } from './lib/verify.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -139,6 +140,14 @@ const dir = kept === '' ? mkdtempSync(path.join(os.tmpdir(), 'agent-router-heap-
 if (kept !== '') mkdirSync(dir, { recursive: true });
 try {
   const contender = await Contender.start(build.runtime, name);
+  // A contender that does not stream (a native framework route answers JSON) would never send the first
+  // chunk the held streams wait for: checked first, as the bench does, so it fails with why instead of hanging.
+  try {
+    await verifyStream(contender, `${BURST_PREFIX}verify`, SSE_MESSAGE, SSE_CHUNKS);
+  } catch (error) {
+    await contender.stop();
+    throw error;
+  }
   const prefix = process.argv.includes('--abortable') ? ABORTABLE_PREFIX : SLOW_PREFIX;
   const target = (i: number): string => `${contender.prefix}/${prefix}${i}/chat?stream=true`;
   const body = JSON.stringify({ message: SLOW_MESSAGE });

@@ -20,7 +20,8 @@ import { checkFlags, countFlag, flag } from './lib/flag.ts';
 import { runLoad, type LoadShape } from './lib/load.ts';
 import { inspectMachine } from './lib/machine.ts';
 import { sourcePlace } from './lib/source-place.ts';
-import { BURST_PREFIX, CHAT_MESSAGE, NO_TURN_PREFIX, SSE_MESSAGE, TURN_PREFIX } from './lib/protocol.ts';
+import { BURST_PREFIX, CHAT_MESSAGE, NO_TURN_PREFIX, SSE_CHUNKS, SSE_MESSAGE, TURN_PREFIX } from './lib/protocol.ts';
+import { verifyChat, verifyState, verifyStream } from './lib/verify.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -37,6 +38,15 @@ const LOADS: Record<string, LoadShape> = {
     method: 'POST', path: (id) => `/${id}/chat?stream=true`, id: (c, k) => `${TURN_PREFIX}${c}-${k}`,
     body: JSON.stringify({ message: SSE_MESSAGE }), accept: 'text/event-stream',
   },
+};
+
+/** Each load's reply checked once before profiling, as the bench does: a native route has no SSE, and would be profiled answering JSON. */
+const CHECKS: Record<string, (contender: Contender) => Promise<void>> = {
+  chat: (contender) => verifyChat(contender, 'verify-1'),
+  'chat-no-turn': (contender) => verifyChat(contender, `${NO_TURN_PREFIX}verify-1`),
+  state: (contender) => verifyState(contender, 'verify-1'),
+  'sse-burst': (contender) => verifyStream(contender, `${BURST_PREFIX}verify`, SSE_MESSAGE, SSE_CHUNKS),
+  'sse-turn': (contender) => verifyStream(contender, `${TURN_PREFIX}verify`, SSE_MESSAGE, SSE_CHUNKS),
 };
 
 interface ProfileNode {
@@ -131,6 +141,12 @@ const build = compile(root, machine.pinned);
 const profileDir = mkdtempSync(path.join(os.tmpdir(), 'agent-router-profile-'));
 try {
   const contender = await Contender.start(build.runtime, contenderName, { extraNodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] });
+  try {
+    await (CHECKS[loadName] as (contender: Contender) => Promise<void>)(contender);
+  } catch (error) {
+    await contender.stop();
+    throw error;
+  }
   const result = await runLoad(contender, shape, seconds, connections);
   await contender.stop(10_000);
   const file = readdirSync(profileDir).find((name) => name.endsWith('.cpuprofile'));

@@ -115,3 +115,12 @@ test('scripts/bench/profile.ts and heap-diff.ts answer --help and refuse unknown
     assert.match(unknown.stderr, /unknown option --frobnicate/);
   }
 });
+
+test('scripts/bench/heap-diff.ts and profile.ts check the contender\'s reply first: a native route that does not stream fails with why, instead of hanging or being profiled', { timeout: 60_000 }, async () => {
+  for (const [script, args] of [['scripts/bench/heap-diff.ts', ['--contender=fastify', '--streams=10']], ['scripts/bench/profile.ts', ['--contender=fastify', '--load=sse-burst', '--seconds=1']]] as const) {
+    const { code, stdout, stderr } = await run([...args], script);
+    assert.equal(code, 1, `${script} exited ${code}\n${stderr}`);
+    assert.match(stderr, /fastify: wrong stream reply/);
+    assert.equal(stdout, '');
+  }
+});
