@@ -107,6 +107,14 @@ async function main(): Promise<number> {
   for (const warning of machine.warnings) log(`bench: warning: ${warning}`);
   const build = settings.runner === 'tsx' ? tsxRuntime(root, machine.pinned, 'run through tsx (--runner=tsx)') : compile(root, machine.pinned);
   log(`bench: ${build.note}`);
+  // Ctrl-C or a kill skips the `finally` below: the compiled copy would stay in node_modules/.cache. (The
+  // contenders end themselves when this process goes: see contenders/ipc.ts.)
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      build.cleanup();
+      process.exit(130);
+    });
+  }
   const context: Context = { settings, runtime: build.runtime, machine, log };
   const results: ScenarioResult[] = [];
   let failed = false;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'node:test';
@@ -123,4 +123,25 @@ test('scripts/bench/heap-diff.ts and profile.ts check the contender\'s reply fir
     assert.match(stderr, /fastify: wrong stream reply/);
     assert.equal(stdout, '');
   }
+});
+
+test('npm run bench stopped with Ctrl-C removes its compiled copy of the contenders', { timeout: 60_000 }, async () => {
+  // --force so a busy machine does not refuse before compiling; a small scenario, interrupted once compiled.
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/bench/index.ts', '--force', '--only=streams', '--streams=20', '--rounds=1', '--hold=10'], { cwd: process.cwd() });
+  const outDir = path.join(process.cwd(), 'node_modules/.cache/agent-router-bench', String(child.pid));
+  let stderr = '';
+  child.stdout.resume();
+  await new Promise<void>((resolve) => {
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      stderr += text;
+      if (stderr.includes('streams: ')) resolve();
+    });
+  });
+  assert.ok(existsSync(outDir), `no compiled copy at ${outDir}\n${stderr}`);
+  const code = await new Promise<number | null>((resolve) => {
+    child.on('close', (exitCode) => resolve(exitCode));
+    child.kill('SIGINT');
+  });
+  assert.equal(code, 130);
+  assert.ok(!existsSync(outDir), `${outDir} was left behind`);
 });
