@@ -4,6 +4,7 @@
  * over IPC (port announcement, heap and CPU readings, eviction).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import os from 'node:os';
 import path from 'node:path';
 import type { Command, HeapReport, Reply } from './protocol.ts';
 
@@ -61,6 +62,9 @@ export class Contender {
   static async start(runtime: Runtime, file: string, options: { args?: string[]; extraNodeFlags?: string[]; timeoutMs?: number } = {}): Promise<Contender> {
     const script = path.join(runtime.contendersDir, file + runtime.extension);
     const node = [process.execPath, '--expose-gc', ...runtime.nodeFlags, ...(options.extraNodeFlags ?? []), script, ...(options.args ?? [])];
+    // A child inherits this process's affinity, CPU 1 once pinned: without widening it again, start-up would
+    // not use both CPUs as intended below. (os.cpus() lists every CPU; availableParallelism() only ours.)
+    if (runtime.pin) node.unshift('taskset', '-c', `0-${os.cpus().length - 1}`);
     // A shell raises the soft descriptor limit to the hard one (10,000 sockets need more than the usual 1024).
     const child = spawn('/bin/sh', ['-c', 'ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"', 'sh', ...node], {
       cwd: runtime.cwd,
