@@ -12,7 +12,7 @@
  * tables report medians. A busy machine (1-minute load average over
  * 0.5 x cores) makes it refuse to run, unless --force (or --quick).
  */
-import { writeFileSync } from 'node:fs';
+import { accessSync, constants, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { compile, tsxRuntime } from './lib/build.ts';
 import { currentLoad, inspectMachine, type Machine } from './lib/machine.ts';
@@ -90,6 +90,15 @@ async function main(): Promise<number> {
       return 0;
     }
     settings = parseSettings(process.argv.slice(2));
+    // Written only at the end: a folder that is not there would otherwise fail the run after its 12 minutes.
+    for (const [name, file] of [['json', settings.json], ['markdown', settings.markdown]] as const) {
+      if (file === undefined) continue;
+      try {
+        accessSync(path.dirname(path.resolve(file)), constants.W_OK);
+      } catch (error) {
+        throw new TypeError(`bench: --${name}=${file}: cannot write there (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+      }
+    }
   } catch (error) {
     log((error as Error).message);
     return 2;

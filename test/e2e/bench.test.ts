@@ -76,6 +76,14 @@ test('npm run bench refuses a --runner it does not know and a --json or --markdo
   }
 });
 
+test('npm run bench refuses a --json or --markdown file it could not write, before running', async () => {
+  for (const flag of ['--json=/nonexistent-dir/out.json', '--markdown=/nonexistent-dir/out.md']) {
+    const { code, stderr } = await run(['--quick', '--only=agents', '--agents=1', flag]);
+    assert.equal(code, 2, `${flag}: exited ${code}\n${stderr}`);
+    assert.match(stderr, /cannot write there \(ENOENT\)/);
+  }
+});
+
 const runAb = (args: string[]): ReturnType<typeof run> => run(args, 'scripts/bench/ab.ts');
 
 test('scripts/bench/ab.ts serves every load from the bare server, this checkout and a commit, and prints numbers for each', { timeout: 180_000 }, async () => {
