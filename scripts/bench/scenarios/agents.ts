@@ -9,7 +9,7 @@ import { CHAT_MESSAGE } from '../lib/protocol.ts';
 import type { Row, ScenarioResult } from '../lib/report.ts';
 import { median, sleep } from '../lib/stats.ts';
 import { verifyChat } from '../lib/verify.ts';
-import { inRounds, label, type Context } from './common.ts';
+import { inRounds, label, partialNotes, type Context } from './common.ts';
 
 const NAMES = ['bare', 'router'];
 
@@ -81,6 +81,7 @@ export async function agentsScenario(context: Context): Promise<ScenarioResult> 
     ],
     rows,
     notes: [
+      ...partialNotes(outcomes),
       `Each of ${count.toLocaleString('en-US')} ids gets one \`POST /{id}/chat\` turn (8 connections), then every live agent is evicted through the pool (\`pool.evict(id)\`, what the idle sweep does). Heap growth after two full GCs, divided by the agents, median of ${rounds} rounds.`,
       'After eviction the agent\'s record (state and the turn\'s two messages) stays in the default MemoryStorage by design (DESIGN.md: "its state stays in storage"): that record, and the registry\'s id cache (up to 10,000 ids), are what remains per agent.',
       'The bare row keeps one small state object per id and "evicts" by clearing its Map: a floor for per-id bookkeeping, not the same work.',

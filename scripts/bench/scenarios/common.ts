@@ -104,6 +104,15 @@ export async function inRounds<T>(
   return outcomes;
 }
 
+/**
+ * A note per contender that failed after completing some rounds: its row keeps the median of those, and
+ * without this the report would not say that it is over fewer rounds than the notes state, nor why.
+ */
+export function partialNotes<T>(outcomes: Map<string, Outcome<T>>): string[] {
+  return [...outcomes].filter(([, outcome]) => outcome.error !== undefined && outcome.samples.length > 0)
+    .map(([name, outcome]) => `${label(name)}: ${outcome.error ?? ''} in a later round; its numbers are the median of the ${outcome.samples.length} rounds it completed.`);
+}
+
 export function firstLine(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);
   return text.split('\n')[0] ?? text;

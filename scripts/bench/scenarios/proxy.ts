@@ -95,6 +95,8 @@ export async function proxyScenario(context: Context): Promise<ScenarioResult> {
     ],
     rows: [row('JSON chat, whole response', json), row(`SSE ${SSE_CHUNKS}-chunk stream, first chunk`, sse)],
     notes: [
+      // Its rounds stop at the first failure: the numbers above are then of fewer pairs than this note's next line says.
+      ...(error === undefined ? [] : [`**${error}** after ${json.direct.length} JSON and ${sse.direct.length} SSE pairs; the numbers above are of those.`]),
       `${samples} pairs per round x ${rounds} rounds on one keep-alive connection each (the proxy keeps its own to the backend through fetch); backend and proxy are separate processes, both on CPU 0, so a proxied request also pays the second process's share of that CPU. Added p50 is the median of (proxied - direct) over pairs.`,
     ],
     required: ['direct50', 'proxied50', 'added50'],

@@ -9,7 +9,7 @@ import { BURST_PREFIX, SSE_CHUNKS, SSE_MESSAGE, TURN_PREFIX } from '../lib/proto
 import { verdict, type Row, type ScenarioResult } from '../lib/report.ts';
 import { ratio } from '../lib/stats.ts';
 import { verifyStream } from '../lib/verify.ts';
-import { inRounds, label, type Context } from './common.ts';
+import { inRounds, label, partialNotes, type Context } from './common.ts';
 import { busyText, measureLoad, summarize } from './throughput.ts';
 
 const NAMES = ['bare', 'router', 'server'];
@@ -84,6 +84,7 @@ export async function sseScenario(context: Context): Promise<ScenarioResult> {
     ],
     rows,
     notes: [
+      ...partialNotes(outcomes),
       `chunks/s = completed streams/s x ${SSE_CHUNKS}; ${context.settings.connections} connections; each stream ends with \`event: done\`. The bare server writes the same frames and headers, without a model, agent or storage, one \`res.write\` per frame; the library writes the frames sent in one tick with one \`res.write\`, so in the burst it makes one write where bare makes 64 (the bytes of the events are the same). One per turn compares one write against one write. CPU µs/chunk: the contender's CPU time per chunk delivered (the stream's own request and reply included).`,
     ],
     required: ['burst', 'turn'],

@@ -13,7 +13,7 @@ import { verdict, type Row, type ScenarioResult } from '../lib/report.ts';
 import { holdStreams } from '../lib/streams.ts';
 import { median, now, percentile, sleep } from '../lib/stats.ts';
 import { verifyStream } from '../lib/verify.ts';
-import { inRounds, label, type Context } from './common.ts';
+import { inRounds, label, partialNotes, type Context } from './common.ts';
 import { streamRequest } from './latency.ts';
 
 const NAMES = ['bare', 'router', 'server', 'router-abortable'];
@@ -160,6 +160,7 @@ export async function streamsScenario(context: Context): Promise<ScenarioResult>
     };
   });
   notes.unshift(
+    ...partialNotes(outcomes),
     `${count.toLocaleString('en-US')} streams (\`POST /sse-slow-{i}/chat?stream=true\`, one chunk a second) held from one client process over raw sockets. Heap per stream = growth of \`heapUsed\` after two full GCs, from before opening to a moment (1 s) after all are open, divided by the streams open; every id's agent (or the bare server's per-id record) is created before the first heap reading, so this is the stream alone (scenario 6 has the agent's own cost). Probe: ${context.settings.probes} sequential 64-chunk streams while the others are open; chunks/stream/s: chunks received per open stream per second over ${context.settings.hold} s (1.00 = every stream on time); heap growth per chunk: heap after those ${context.settings.hold} s minus heap before them, over the chunks delivered meanwhile (about 0 when a delivered chunk leaves nothing behind). Median of ${rounds} rounds.`,
     `The slow streams' model sleeps on a plain timer, as the bare server does. The last row (\`POST /sse-abortable-{i}/chat?stream=true\`) is the same router with a model that sleeps on the turn's \`request.signal\`, as a model passing it to \`fetch\` would: reading the signal makes the turn's AbortController (Node's object, with the abortable timer's listener on it), which that model costs under any server. The goal is read on the row whose model does what bare does.`,
   );

@@ -11,7 +11,7 @@ import type { Row, ScenarioResult } from '../lib/report.ts';
 import { verdict } from '../lib/report.ts';
 import { median, ratio } from '../lib/stats.ts';
 import { verifyChat, verifyState } from '../lib/verify.ts';
-import { CONTENDERS, inRounds, label, type Context, type Outcome } from './common.ts';
+import { CONTENDERS, inRounds, label, partialNotes, type Context, type Outcome } from './common.ts';
 
 const ALL = Object.keys(CONTENDERS);
 /** Chat only: the router serving an agent whose chat() is its own, the serving work without the agent's turn. */
@@ -155,8 +155,7 @@ function table(context: Context, id: 'chat' | 'state', names: readonly string[],
     ],
     rows,
     notes: [
-      ...[...outcomes].filter(([, outcome]) => outcome.error !== undefined && outcome.samples.length > 0)
-        .map(([name, outcome]) => `${label(name)}: ${outcome.error ?? ''} in a later round; its numbers are the median of the ${outcome.samples.length} rounds it completed.`),
+      ...partialNotes(outcomes),
       ...(names.includes(NO_TURN)
         ? [`The last row serves \`POST /${NO_TURN_PREFIX}{i}/chat\` with the same router, through an Agent subclass whose chat() is its own (an echo, as the bare server's): the router's serving work (path, body, pool, turn timeout and cancel, JSON reply) without the agent's turn (queue, history, storage commit), which the bare server does not do either. The goal is read on the AgentRouter row, a real turn.`]
         : []),
