@@ -1,7 +1,7 @@
 /**
  * The benchmark suite: our router against a bare node:http server and the
  * frameworks, as ratios measured in one run. `npm run bench` (full, about
- * 15 minutes) or `npm run bench -- --quick` (every scenario briefly; the
+ * 12 minutes) or `npm run bench -- --quick` (every scenario briefly; the
  * test suite runs it so the benchmark never rots). BENCHMARKS.md explains
  * what runs, how, and what the numbers do not measure.
  *
