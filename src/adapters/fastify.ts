@@ -47,10 +47,7 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
      * The router's responses not yet closed, for fastify.close(): those in progress, and those answered
      * whose client has not read their last bytes yet (a stream's end, to a client that stopped reading).
      */
-    const open = new Set<ServerResponse>();
-    const forget = function (this: ServerResponse): void {
-      open.delete(this);
-    };
+    const open = new OpenResponses();
 
     // Not async: the promise handed back settles when the router calls back that the request is answered.
     const handler = (request: FastifyRequestLike, reply: FastifyReplyLike): Promise<void> | undefined => {
@@ -81,8 +78,9 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
         // host hook ran has had it already (over HTTP/2 its response has no `destroyed`: its stream tells),
         // and would stay in `open` for good.
         if (!reply.raw.destroyed && !streamReset(reply.raw)) {
-          open.add(reply.raw);
-          reply.raw.on('close', forget);
+          const raw = reply.raw;
+          const entry = open.add(raw);
+          raw.on('close', () => open.delete(entry));
         }
         return answering;
       }
@@ -101,13 +99,13 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
     let deadline: NodeJS.Timeout | undefined;
     let grace: NodeJS.Timeout | undefined;
     fastify.addHook('preClose', (done: () => void) => {
-      if (open.size > 0 && deadline === undefined) {
+      if (!open.empty && deadline === undefined) {
         deadline = setTimeout(() => {
           router.abortAll(httpErrors.unavailable());
           grace = setTimeout(() => {
             // Written to its end but not taken by the client. One not ended yet (a request still sending its
             // body at the deadline, whose turn began after it) is answered as usual, and close() waits for it.
-            for (const res of open) if (res.writableEnded) res.destroy();
+            for (const res of open.list()) if (res.writableEnded) res.destroy();
           }, ABORT_GRACE_MS);
           grace.unref();
         }, shutdownMs);
@@ -116,7 +114,7 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
         // server type from it, and type-check the plugin against HTTP/2 requests too.
         const server = (fastify as { server?: { closeIdleConnections?: () => void } }).server;
         const closeIdle = (): void => server?.closeIdleConnections?.();
-        for (const res of open) {
+        for (const res of open.list()) {
           if (!res.headersSent) res.shouldKeepAlive = false;
           else res.once('finish', closeIdle);
         }
@@ -161,6 +159,48 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
     // The bare prefix is a route only of a single-agent router without a prefix of its own (POST /).
     if (router.pool === undefined && router.prefix === '') fastify.route({ method: ['POST'], url: '/', handler });
   };
+}
+
+/** One response in OpenResponses: linked through its own record. */
+interface OpenResponse {
+  readonly res: ServerResponse;
+  older: OpenResponse | undefined;
+  newer: OpenResponse | undefined;
+}
+
+/**
+ * The plugin's responses not yet closed, as a list linked through records of their own rather than a
+ * Set: a Set keyed by a new response on every request makes V8 give each one an identity hash and a
+ * table slot (RunningTurns in the router does the same, for the same reason).
+ */
+class OpenResponses {
+  #newest: OpenResponse | undefined;
+
+  get empty(): boolean {
+    return this.#newest === undefined;
+  }
+
+  add(res: ServerResponse): OpenResponse {
+    const entry: OpenResponse = { res, older: this.#newest, newer: undefined };
+    if (this.#newest !== undefined) this.#newest.newer = entry;
+    this.#newest = entry;
+    return entry;
+  }
+
+  delete(entry: OpenResponse): void {
+    const { older, newer } = entry;
+    if (older !== undefined) older.newer = newer;
+    if (newer !== undefined) newer.older = older;
+    else if (this.#newest === entry) this.#newest = older;
+    entry.older = entry.newer = undefined;
+  }
+
+  /** Oldest first, as a Set's order; a copy, so that what a caller does to each response (destroying it) cannot unlink the walk. */
+  list(): ServerResponse[] {
+    const all: ServerResponse[] = [];
+    for (let entry = this.#newest; entry !== undefined; entry = entry.older) all.push(entry.res);
+    return all.reverse();
+  }
 }
 
 export interface FastifyAdapterOptions {
