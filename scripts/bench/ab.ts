@@ -33,9 +33,10 @@ import { median, percentile } from './lib/stats.ts';
 const root = path.resolve(import.meta.dirname, '../..');
 
 const USAGE = `Usage: node --import tsx scripts/bench/ab.ts [--base=REV] [--load=chat|chat-no-turn|state|sse-burst|sse-turn]
-       [--host=node|fastify] [--rounds=300] [--batch=500] [--warmup=20] [--connections=32]
+       [--host=node|fastify|server] [--rounds=300] [--batch=500] [--warmup=20] [--connections=32]
   --base=REV   also serve the router as it is at git revision REV (e.g. HEAD, HEAD~1, main)
   --host       fastify: the router inside Fastify 5 (toFastify), against Fastify's native routes instead of bare
+               server: AgentServer's listener (routes under /agent), against bare
                (chat and state loads only)
   --load       what each request is (default chat: POST /{id}/chat, a real turn; sse-*: a 64-chunk stream)
   --rounds     rounds; each runs one batch per side, the sides' order going through every permutation
@@ -79,7 +80,8 @@ function fail(message: string): never {
 
 const chatBody = JSON.stringify({ message: CHAT_MESSAGE });
 const sseBody = JSON.stringify({ message: SSE_MESSAGE });
-const idOf = (request: MemoryRequest): string => request.path.split('/')[1] as string;
+// AgentServer's paths (--host=server) start with /agent: the id follows it.
+const idOf = (request: MemoryRequest): string => request.path.split('/')[request.path.startsWith('/agent/') ? 2 : 1] as string;
 
 /** A JSON reply must be exactly this. */
 function jsonProblem(expected: (id: string) => string): ExpectedReply['problem'] {
@@ -132,7 +134,7 @@ const LOADS: Record<string, { request: (id: string) => MemoryRequest; id: (conne
 const loadName = flag('load', 'chat');
 const shape = LOADS[loadName] ?? fail(`--load must be one of ${Object.keys(LOADS).join(', ')}`);
 const host = flag('host', 'node');
-if (host !== 'node' && host !== 'fastify') fail('--host must be node or fastify');
+if (host !== 'node' && host !== 'fastify' && host !== 'server') fail('--host must be node, fastify or server');
 if (host === 'fastify' && loadName !== 'chat' && loadName !== 'state') fail('--host=fastify has native routes for the chat and state loads only');
 const rounds = Number(flag('rounds', '300'));
 const batch = Number(flag('batch', '500'));
@@ -156,8 +158,14 @@ async function importFrom(build: Build, file: string): Promise<any> {
   return import(pathToFileURL(path.join(out, file.replace(/\.ts$/, build.runtime.extension))).href);
 }
 
-/** A router over the bench's registry, from `build`'s src/: on node:http, or inside Fastify with --host=fastify. */
+/** A router over the bench's registry, from `build`'s src/: on node:http, inside Fastify with --host=fastify, AgentServer's with --host=server. */
 async function routerServer(build: Build): Promise<Server> {
+  if (host === 'server') {
+    const { AgentServer } = await importFrom(build, 'src/server/server.ts');
+    const { benchRegistry, CAPACITY } = await importFrom(build, 'scripts/bench/contenders/agents.ts');
+    // Its listener on a server of ours, as the bench's contender serves it (no serve(): no port to listen on here).
+    return http.createServer(new AgentServer(benchRegistry(), { maxAgents: CAPACITY, maxStreams: CAPACITY }).listener);
+  }
   const { AgentRouter } = await importFrom(build, 'src/http/router.ts');
   const { benchRegistry, CAPACITY } = await importFrom(build, 'scripts/bench/contenders/agents.ts');
   const router = new AgentRouter(benchRegistry(), { maxStreams: CAPACITY, maxAgents: CAPACITY });
@@ -168,7 +176,7 @@ async function routerServer(build: Build): Promise<Server> {
 
 /** The side the router is compared with: the bare server, or Fastify's native routes (as the bench's `fastify` contender). */
 async function referenceServer(current: Build): Promise<Server> {
-  if (host === 'node') return http.createServer((await importFrom(current, 'scripts/bench/lib/bare-listener.ts')).bareListener);
+  if (host !== 'fastify') return http.createServer((await importFrom(current, 'scripts/bench/lib/bare-listener.ts')).bareListener);
   const { BAD_MESSAGE, chatReply, stateReply } = await importFrom(current, 'scripts/bench/contenders/native-handlers.ts');
   return fastifyServer((app) => {
     app.post('/:id/chat', async (request: any, reply: any) => chatReply(request.params.id, request.body) ?? reply.code(400).send(BAD_MESSAGE));
@@ -240,7 +248,11 @@ async function measure(baseFirst: boolean, rounds: number): Promise<Measured> {
   try {
     const current = compile(root, false);
     builds.push(current);
-    const names = host === 'node' ? ['bare node:http', 'router (this checkout)'] : ['Fastify 5 native routes', 'router in Fastify (this checkout)'];
+    const names = {
+      node: ['bare node:http', 'router (this checkout)'],
+      fastify: ['Fastify 5 native routes', 'router in Fastify (this checkout)'],
+      server: ['bare node:http', 'AgentServer (this checkout)'],
+    }[host] as string[];
     let baseServer: Server | undefined;
     let built: Build | undefined;
     if (baseTree !== undefined) {
@@ -248,14 +260,20 @@ async function measure(baseFirst: boolean, rounds: number): Promise<Measured> {
       built = compile(baseTree.tree, false, 'base');
       builds.push(built);
       await sameIds(current, built);
-      names.push(`router${host === 'node' ? '' : ' in Fastify'} at ${base} (${rev})`);
+      names.push(`${{ node: 'router', fastify: 'router in Fastify', server: 'AgentServer' }[host] as string} at ${base} (${rev})`);
       if (baseFirst) baseServer = await routerServer(built);
     }
     const servers = [await referenceServer(current), await routerServer(current)];
     if (built !== undefined) servers.push(baseServer ?? (await routerServer(built)));
     const loads = servers.map((server) => new MemoryLoad(server, connections, shape.expected));
     const next = (c: number, k: number): MemoryRequest => shape.request(shape.id(c, k));
-    for (let i = 0; i < warmup; i++) for (const load of loads) await load.run(batch, next);
+    // AgentServer serves the same routes under /agent; the reference side (bare) at the root.
+    const underAgent = (c: number, k: number): MemoryRequest => {
+      const request = next(c, k);
+      return { ...request, path: `/agent${request.path}` };
+    };
+    const nextOf = (side: number): ((c: number, k: number) => MemoryRequest) => (host === 'server' && side > 0 ? underAgent : next);
+    for (let i = 0; i < warmup; i++) for (const [side, load] of loads.entries()) await load.run(batch, nextOf(side));
     const perRequest: number[][] = servers.map(() => []);
     const started = performance.now();
     // Every order of the sides in turn: a batch costs a few percent more right after some other side's
@@ -266,7 +284,7 @@ async function measure(baseFirst: boolean, rounds: number): Promise<Measured> {
     for (let round = 0; round < rounds; round++) {
       for (const side of orders[round % orders.length] as number[]) {
         const before = process.cpuUsage();
-        await (loads[side] as MemoryLoad).run(batch, next);
+        await (loads[side] as MemoryLoad).run(batch, nextOf(side));
         // What the last replies left for later (finish callbacks, socket upkeep) is this side's work too.
         await new Promise(setImmediate);
         const spent = process.cpuUsage(before);

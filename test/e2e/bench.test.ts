@@ -97,6 +97,21 @@ test('scripts/bench/ab.ts serves every load from the bare server, this checkout 
   }
 });
 
+test('scripts/bench/ab.ts --host=server and --host=fastify serve AgentServer and the router in Fastify beside their yardsticks', { timeout: 180_000 }, async () => {
+  // One load each (the other loads go through the same sides): the whole bench file is on the suite's clock.
+  const hosts = [
+    ['server', 'chat', 'bare node:http', 'AgentServer'],
+    ['fastify', 'state', 'Fastify 5 native routes', 'router in Fastify'],
+  ] as const;
+  for (const [host, load, reference, side] of hosts) {
+    const { code, stdout, stderr } = await runAb([`--host=${host}`, '--base=HEAD', `--load=${load}`, '--rounds=3', '--batch=20', '--warmup=1', '--connections=4']);
+    assert.equal(code, 0, `ab.ts --host=${host} --load=${load} exited ${code}\n${stderr}`);
+    for (const name of [reference, `${side} (this checkout)`, `${side} at HEAD`]) {
+      assert.match(stdout, new RegExp(`^\\| ${name.replace(/[()]/g, '\\$&')}[^|]* \\| \\d+\\.\\d\\d \\|`, 'm'), `${host} ${load}: no number for ${name}\n${stdout}`);
+    }
+  }
+});
+
 test('scripts/bench/ab.ts refuses unknown options and revisions with its usage', async () => {
   const unknown = await runAb(['--frobnicate']);
   assert.equal(unknown.code, 2);
