@@ -1,9 +1,9 @@
 /// <reference types="node" preserve="true" />
 // Node's types for these declarations, as in index.ts.
-import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { httpErrors } from '../errors.ts';
 import { streamReset } from '../http/body.ts';
+import { OpenResponses } from '../http/open-responses.ts';
 import { serveRequest, type AgentRouter } from '../http/router.ts';
 import { checkOptions } from '../options.ts';
 import { bodyFromParser, bodyLimitOf, checkRouter } from './common.ts';
@@ -99,7 +99,7 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
     let deadline: NodeJS.Timeout | undefined;
     let grace: NodeJS.Timeout | undefined;
     fastify.addHook('preClose', (done: () => void) => {
-      if (!open.empty && deadline === undefined) {
+      if (open.size > 0 && deadline === undefined) {
         deadline = setTimeout(() => {
           router.abortAll(httpErrors.unavailable());
           grace = setTimeout(() => {
@@ -159,48 +159,6 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
     // The bare prefix is a route only of a single-agent router without a prefix of its own (POST /).
     if (router.pool === undefined && router.prefix === '') fastify.route({ method: ['POST'], url: '/', handler });
   };
-}
-
-/** One response in OpenResponses: linked through its own record. */
-interface OpenResponse {
-  readonly res: ServerResponse;
-  older: OpenResponse | undefined;
-  newer: OpenResponse | undefined;
-}
-
-/**
- * The plugin's responses not yet closed, as a list linked through records of their own rather than a
- * Set: a Set keyed by a new response on every request makes V8 give each one an identity hash and a
- * table slot (RunningTurns in the router does the same, for the same reason).
- */
-class OpenResponses {
-  #newest: OpenResponse | undefined;
-
-  get empty(): boolean {
-    return this.#newest === undefined;
-  }
-
-  add(res: ServerResponse): OpenResponse {
-    const entry: OpenResponse = { res, older: this.#newest, newer: undefined };
-    if (this.#newest !== undefined) this.#newest.newer = entry;
-    this.#newest = entry;
-    return entry;
-  }
-
-  delete(entry: OpenResponse): void {
-    const { older, newer } = entry;
-    if (older !== undefined) older.newer = newer;
-    if (newer !== undefined) newer.older = older;
-    else if (this.#newest === entry) this.#newest = older;
-    entry.older = entry.newer = undefined;
-  }
-
-  /** Oldest first, as a Set's order; a copy, so that what a caller does to each response (destroying it) cannot unlink the walk. */
-  list(): ServerResponse[] {
-    const all: ServerResponse[] = [];
-    for (let entry = this.#newest; entry !== undefined; entry = entry.older) all.push(entry.res);
-    return all.reverse();
-  }
 }
 
 export interface FastifyAdapterOptions {

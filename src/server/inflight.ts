@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { OpenResponses } from '../http/open-responses.ts';
 
 /**
  * The requests a server is handling right now, so `close()` can wait for
@@ -8,16 +9,16 @@ import type { ServerResponse } from 'node:http';
  * pipelined response included).
  */
 export class InFlight {
-  readonly #responses = new Set<ServerResponse>();
+  readonly #responses = new OpenResponses();
   #waiters: Array<() => void> = [];
 
   get size(): number {
     return this.#responses.size;
   }
 
-  /** The responses still in flight. */
-  responses(): IterableIterator<ServerResponse> {
-    return this.#responses.values();
+  /** The responses still in flight, oldest first. */
+  responses(): ServerResponse[] {
+    return this.#responses.list();
   }
 
   /**
@@ -25,11 +26,11 @@ export class InFlight {
    * request is answered, a stream's turn committed) and `res` closes.
    */
   track(res: ServerResponse): () => void {
-    this.#responses.add(res);
+    const entry = this.#responses.add(res);
     let pending = 2;
     const done = (): void => {
       if (--pending > 0) return;
-      this.#responses.delete(res);
+      this.#responses.delete(entry);
       if (this.#responses.size === 0) this.#wake();
     };
     // `on`, not `once`: a response closes once, and once() wraps every request's listener in two more objects.
