@@ -36,8 +36,8 @@ const USAGE = `Usage: node --import tsx scripts/bench/ab.ts [--base=REV] [--load
        [--host=node|fastify|server] [--rounds=300] [--batch=500] [--warmup=20] [--connections=32]
   --base=REV   also serve the router as it is at git revision REV (e.g. HEAD, HEAD~1, main)
   --host       fastify: the router inside Fastify 5 (toFastify), against Fastify's native routes instead of bare
-               server: AgentServer's listener (routes under /agent), against bare
                (chat and state loads only)
+               server: AgentServer's listener (routes under /agent), against bare
   --load       what each request is (default chat: POST /{id}/chat, a real turn; sse-*: a 64-chunk stream)
   --rounds     rounds; each runs one batch per side, the sides' order going through every permutation
   --batch      requests per side per round
@@ -160,14 +160,13 @@ async function importFrom(build: Build, file: string): Promise<any> {
 
 /** A router over the bench's registry, from `build`'s src/: on node:http, inside Fastify with --host=fastify, AgentServer's with --host=server. */
 async function routerServer(build: Build): Promise<Server> {
+  const { benchRegistry, CAPACITY } = await importFrom(build, 'scripts/bench/contenders/agents.ts');
   if (host === 'server') {
     const { AgentServer } = await importFrom(build, 'src/server/server.ts');
-    const { benchRegistry, CAPACITY } = await importFrom(build, 'scripts/bench/contenders/agents.ts');
     // Its listener on a server of ours, as the bench's contender serves it (no serve(): no port to listen on here).
     return http.createServer(new AgentServer(benchRegistry(), { maxAgents: CAPACITY, maxStreams: CAPACITY }).listener);
   }
   const { AgentRouter } = await importFrom(build, 'src/http/router.ts');
-  const { benchRegistry, CAPACITY } = await importFrom(build, 'scripts/bench/contenders/agents.ts');
   const router = new AgentRouter(benchRegistry(), { maxStreams: CAPACITY, maxAgents: CAPACITY });
   if (host === 'node') return http.createServer(router.toRequestListener());
   const { toFastify } = await importFrom(build, 'src/adapters/fastify.ts');
@@ -236,6 +235,13 @@ interface Measured {
   notes: string[];
 }
 
+/** Each host's yardstick, and what it serves from this checkout (and from --base). */
+const SIDES: Record<string, [string, string]> = {
+  node: ['bare node:http', 'router'],
+  fastify: ['Fastify 5 native routes', 'router in Fastify'],
+  server: ['bare node:http', 'AgentServer'],
+};
+
 /** Builds the sides in this process, the base's router first when `baseFirst`, and runs `rounds` rounds. */
 async function measure(baseFirst: boolean, rounds: number): Promise<Measured> {
   const builds: Build[] = [];
@@ -248,11 +254,8 @@ async function measure(baseFirst: boolean, rounds: number): Promise<Measured> {
   try {
     const current = compile(root, false);
     builds.push(current);
-    const names = {
-      node: ['bare node:http', 'router (this checkout)'],
-      fastify: ['Fastify 5 native routes', 'router in Fastify (this checkout)'],
-      server: ['bare node:http', 'AgentServer (this checkout)'],
-    }[host] as string[];
+    const [reference, served] = SIDES[host] as [string, string];
+    const names = [reference, `${served} (this checkout)`];
     let baseServer: Server | undefined;
     let built: Build | undefined;
     if (baseTree !== undefined) {
@@ -260,7 +263,7 @@ async function measure(baseFirst: boolean, rounds: number): Promise<Measured> {
       built = compile(baseTree.tree, false, 'base');
       builds.push(built);
       await sameIds(current, built);
-      names.push(`${{ node: 'router', fastify: 'router in Fastify', server: 'AgentServer' }[host] as string} at ${base} (${rev})`);
+      names.push(`${served} at ${base} (${rev})`);
       if (baseFirst) baseServer = await routerServer(built);
     }
     const servers = [await referenceServer(current), await routerServer(current)];

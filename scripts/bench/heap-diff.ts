@@ -131,7 +131,7 @@ const USAGE = `Usage: node --import tsx scripts/bench/heap-diff.ts [--contender=
 checkFlags(USAGE, ['contender', 'streams', 'keep', 'top'], ['abortable']);
 const name = flag('contender', 'router');
 const count = countFlag('streams', 1000, USAGE);
-countFlag('top', 40, USAGE);
+const top = countFlag('top', 40, USAGE);
 const machine = inspectMachine();
 const build = compile(root, machine.pinned);
 // --keep=DIR keeps the two snapshots there (before.heapsnapshot, after.heapsnapshot) for a closer look.
@@ -172,7 +172,7 @@ try {
   const total = rows.reduce((sum, row) => sum + row.size, 0);
   const escape = (text: string): string => text.replace(/\|/g, '\\|');
   process.stdout.write(`### Heap per open stream, ${name}: ${held.opened} streams, ${total.toFixed(0)} B each (snapshot self sizes)\n\n| Kind | objects/stream | bytes/stream |\n|---|---:|---:|\n`);
-  for (const row of rows.slice(0, Number(flag('top', '40')))) process.stdout.write(`| ${escape(row.key)} | ${row.count.toFixed(2)} | ${row.size.toFixed(0)} |\n`);
+  for (const row of rows.slice(0, top)) process.stdout.write(`| ${escape(row.key)} | ${row.count.toFixed(2)} | ${row.size.toFixed(0)} |\n`);
   const closures = [...after.closures]
     .map(([key, value]) => ({ key, count: (value - (before.closures.get(key) ?? 0)) / held.opened }))
     .filter((row) => row.count >= 0.5)
