@@ -1,6 +1,6 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
-import { Agent, cancelledBy, chatInto, committedState, type ChatSink } from '../agent/agent.ts';
+import { Agent, cancelledBy, chatTurn, committedState, type ChatSink } from '../agent/agent.ts';
 import { TurnCancel } from '../agent/cancel.ts';
 import { stopWatching, whenAborted } from '../signal-watch.ts';
 import { AgentRouterError, httpErrors, statusOf, worthLogging } from '../errors.ts';
@@ -546,7 +546,7 @@ export class AgentRouter {
       running.answered = exchange.answered;
       // A local agent's chat turn, unless a subclass has its own chat() to go through, reports to a sink.
       if (action === 'chat' && 'agent' in target && target.agent.chat === Agent.prototype.chat) {
-        target.agent[chatInto](message, cancelledBy(cancel), new ChatReply(running, this.#onReply, this.#onEnd));
+        target.agent[chatTurn](message, cancelledBy(cancel), new ChatReply(running, this.#onReply, this.#onEnd));
         return ANSWERS_ITSELF;
       }
       this.#call(target, agentId, action, body, message, cancel).then(

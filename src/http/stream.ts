@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
-import { cancelledBy, chatInto, type Agent, type ChatSink } from '../agent/agent.ts';
+import { cancelledBy, chatTurn, type Agent, type ChatSink } from '../agent/agent.ts';
+import type { TurnEvent } from '../agent/turn.ts';
 import type { TurnCancel } from '../agent/cancel.ts';
 import { AgentRouterError, errorBody, statusOf, worthLogging } from '../errors.ts';
 import { DONE_FRAME, formatEvent } from '../sse/format.ts';
@@ -102,13 +103,20 @@ class ReplyStream<T> implements ChatSink {
   }
 
   #pump(source: ReplySource): void {
-    if ('agent' in source) return source.agent[chatInto](source.message, cancelledBy(this.#cancel), this);
+    if ('agent' in source) {
+      source.agent[chatTurn](source.message, cancelledBy(this.#cancel), this);
+      return;
+    }
     pull(source.chunks, this).then(() => this.#pulled(), (error: unknown) => this.failed(error));
   }
 
   /** False once the client is gone or the stream ended. */
   get open(): boolean {
     return this.#writer.open;
+  }
+
+  event(event: TurnEvent): Promise<void> | undefined {
+    return event.type === 'text' ? this.chunk(event.text) : undefined;
   }
 
   chunk(text: string): Promise<void> | undefined {
