@@ -43,7 +43,7 @@ import { Agent } from '../src/agent/agent.ts';
 import { toExpress } from '../src/adapters/express.ts';
 import { toFastify } from '../src/adapters/fastify.ts';
 import { toKoa } from '../src/adapters/koa.ts';
-import { AgentRouter } from '../src/http/router.ts';
+import { AgentRouter } from '../src/router/router.ts';
 import { echoModel } from '../src/models/echo.ts';
 import { AgentRegistry } from '../src/registry/registry.ts';
 import { MemoryStorage } from '../src/storage/memory.ts';

@@ -35,7 +35,7 @@ import type { AddressInfo } from 'node:net';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Agent } from '../src/agent/agent.ts';
-import { AgentRouter } from '../src/http/router.ts';
+import { AgentRouter } from '../src/router/router.ts';
 import { scriptedModel } from '../src/models/scripted.ts';
 import { AgentRegistry } from '../src/registry/registry.ts';
 import { MemoryStorage } from '../src/storage/memory.ts';

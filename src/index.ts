@@ -9,11 +9,11 @@ export { AgentRegistry } from './registry/registry.ts';
 export type { AgentClass, RegisterOptions, RegistryTarget } from './registry/registry.ts';
 
 // HTTP router
-export { AgentRouter } from './http/router.ts';
-export type { AgentRequestListener, AgentRouterOptions, Logger, RequestHint } from './http/router.ts';
+export { AgentRouter } from './router/router.ts';
+export type { AgentRequestListener, AgentRouterOptions, Logger, RequestHint } from './router/router.ts';
 export type { Authorize, AuthorizeContext } from './http/authorize.ts';
 export type { CorsOptions } from './http/cors.ts';
-export type { OpenAPIDocument, OpenAPIOperation, Schema } from './http/openapi.ts';
+export type { OpenAPIDocument, OpenAPIOperation, Schema } from './router/openapi.ts';
 
 // Standalone server
 export { AgentServer } from './server/server.ts';

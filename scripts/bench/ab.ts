@@ -166,7 +166,8 @@ async function routerServer(build: Build): Promise<Server> {
     // Its listener on a server of ours, as the bench's contender serves it (no serve(): no port to listen on here).
     return http.createServer(new AgentServer(benchRegistry(), { maxAgents: CAPACITY, maxStreams: CAPACITY }).listener);
   }
-  const { AgentRouter } = await importFrom(build, 'src/http/router.ts');
+  // Before the router got a folder of its own it lived in src/http/: a --base from then still runs.
+  const { AgentRouter } = await importFrom(build, 'src/router/router.ts').catch(() => importFrom(build, 'src/http/router.ts'));
   const router = new AgentRouter(benchRegistry(), { maxStreams: CAPACITY, maxAgents: CAPACITY });
   if (host === 'node') return http.createServer(router.toRequestListener());
   const { toFastify } = await importFrom(build, 'src/adapters/fastify.ts');

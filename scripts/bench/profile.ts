@@ -60,7 +60,7 @@ interface Profile {
   timeDeltas: number[];
 }
 
-/** `src/http/router.ts:120 handle` for a frame of the compiled copy; the frame's own url otherwise. */
+/** `src/router/router.ts:120 handle` for a frame of the compiled copy; the frame's own url otherwise. */
 function place(frame: ProfileNode['callFrame'], outDir: string): string {
   const name = frame.functionName || '(anonymous)';
   if (frame.url === '') return name;

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { AgentRouter } from '../http/router.ts';
+import type { AgentRouter } from '../router/router.ts';
 import { JsonText, otherCharset } from '../http/body.ts';
 import { mediaType } from '../http/path.ts';
 

@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream';
 import { httpErrors } from '../errors.ts';
 import { streamReset } from '../http/body.ts';
 import { OpenResponses } from '../http/open-responses.ts';
-import { serveRequest, type AgentRouter } from '../http/router.ts';
+import { serveRequest, type AgentRouter } from '../router/router.ts';
 import { checkOptions } from '../options.ts';
 import { bodyFromParser, bodyLimitOf, checkRouter } from './common.ts';
 import type { FastifyMethod, FastifyPlugin, FastifyReplyLike, FastifyRequestLike } from './shapes.ts';

@@ -1,6 +1,6 @@
 /// <reference types="node" preserve="true" />
 // Node's types for these declarations, as in index.ts.
-import type { AgentRouter } from '../http/router.ts';
+import type { AgentRouter } from '../router/router.ts';
 import { bodyLimitOf, checkRouter, parsedBody } from './common.ts';
 import type { KoaMiddleware } from './shapes.ts';
 export type { KoaContext, KoaMiddleware, KoaNext } from './shapes.ts';

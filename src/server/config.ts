@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { checkCors } from '../http/cors.ts';
-import { ROUTER_OPTION_KINDS, type AgentRouterOptions } from '../http/router.ts';
+import { ROUTER_OPTION_KINDS, type AgentRouterOptions } from '../router/options.ts';
 import { checkOption, checkOptions, nearest, type OptionKind } from '../options.ts';
 import type { AllowedHosts } from './allowed-hosts.ts';
 

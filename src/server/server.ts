@@ -8,7 +8,7 @@ import { applyCors } from '../http/cors.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { lingerOnClose } from '../http/linger.ts';
 import { closeWithConnection, sendError, sendJson } from '../http/respond.ts';
-import { AgentRouter, serveRequest, shutTurns, type AgentRequestListener } from '../http/router.ts';
+import { AgentRouter, serveRequest, shutTurns, type AgentRequestListener } from '../router/router.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
 import { AgentRegistry, type AgentClass } from '../registry/registry.ts';
 import { hostCheck, type AllowedHosts, type HostCheck } from './allowed-hosts.ts';

@@ -1,5 +1,5 @@
 import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter, type AgentRouterOptions } from '../../src/http/router.ts';
+import { AgentRouter, type AgentRouterOptions } from '../../src/router/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { AgentRegistry, type AgentClass } from '../../src/registry/registry.ts';
 import type { Storage } from '../../src/storage/storage.ts';

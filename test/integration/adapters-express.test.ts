@@ -8,7 +8,7 @@ import express4 from 'express4';
 import express5 from 'express5';
 import { toExpress } from '../../src/adapters/express.ts';
 import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter } from '../../src/router/router.ts';
 import { AgentRouterError } from '../../src/errors.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';

@@ -10,7 +10,7 @@ import fastify4 from 'fastify4';
 import fastify5, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify5';
 import { toFastify } from '../../src/adapters/fastify.ts';
 import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter } from '../../src/router/router.ts';
 import type { Model } from '../../src/models/model.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';

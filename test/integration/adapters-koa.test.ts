@@ -6,7 +6,7 @@ import { bodyParser } from '@koa/bodyparser';
 import Koa2 from 'koa2';
 import Koa3 from 'koa3';
 import { toKoa } from '../../src/adapters/koa.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter } from '../../src/router/router.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { listen } from '../helpers/listen.ts';
 import { assertError, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post } from './adapters-shared.ts';

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter, type AgentRouterOptions } from '../../src/http/router.ts';
+import { AgentRouter, type AgentRouterOptions } from '../../src/router/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import type { Model } from '../../src/models/model.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { test, type TestContext } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter } from '../../src/router/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { AgentServer } from '../../src/server/server.ts';

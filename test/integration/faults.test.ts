@@ -6,7 +6,7 @@ import express from 'express5';
 import { toExpress } from '../../src/adapters/express.ts';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouterError } from '../../src/errors.ts';
-import { AgentRouter, type AgentRouterOptions } from '../../src/http/router.ts';
+import { AgentRouter, type AgentRouterOptions } from '../../src/router/router.ts';
 import { scriptedModel, type ScriptedFunction } from '../../src/models/scripted.ts';
 import { AgentRegistry, type AgentClass } from '../../src/registry/registry.ts';
 import { AgentServer } from '../../src/server/server.ts';

@@ -12,7 +12,7 @@ import { setImmediate as turn } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter } from '../../src/router/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { listen } from '../helpers/listen.ts';

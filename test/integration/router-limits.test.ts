@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter, type AgentRouterOptions } from '../../src/http/router.ts';
+import { AgentRouter, type AgentRouterOptions } from '../../src/router/router.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { deferred, postJson, streamChat } from '../helpers/http.ts';

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouterError } from '../../src/errors.ts';
-import { AgentRouter, serveRequest } from '../../src/http/router.ts';
+import { AgentRouter, serveRequest } from '../../src/router/router.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';

@@ -24,7 +24,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createClient } from 'redis';
 import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter } from '../../src/router/router.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { postgresStorage } from '../../src/storage/postgres.ts';

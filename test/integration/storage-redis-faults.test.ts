@@ -20,7 +20,7 @@ import { collectSSE } from '../helpers/sse.ts';
 import { runTag } from '../helpers/storage-backends.ts';
 import { tcpProxy, type ProxyLink } from '../helpers/tcp-proxy.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter } from '../../src/router/router.ts';
 import { listen } from '../helpers/listen.ts';
 
 const admin = new Redis('redis://127.0.0.1:6379');

@@ -6,7 +6,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import test, { type TestContext } from 'node:test';
 import { AgentRouterError, UpstreamError } from '../../src/errors.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter } from '../../src/router/router.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
 import { settledHeap } from '../helpers/fuzz-heap.ts';

@@ -3,7 +3,7 @@ import http from 'node:http';
 import test, { type TestContext } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouterError, ModelProviderError } from '../../src/errors.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter } from '../../src/router/router.ts';
 import { scriptedModel, type ScriptedFunction } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';

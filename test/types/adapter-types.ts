@@ -2,7 +2,7 @@
 // assignable to its framework's own middleware type, as a user annotates it.
 import type { Middleware } from 'koa';
 import { toKoa } from '../../src/adapters/koa.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter } from '../../src/router/router.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 
 export const koaMiddleware: Middleware = toKoa(new AgentRouter(new AgentRegistry()));

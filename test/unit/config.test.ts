@@ -8,7 +8,7 @@ import { parseFileConfig, readConfigFile, resolveServerConfig } from '../../src/
 import { AgentPool } from '../../src/server/pool.ts';
 import { AgentServer } from '../../src/server/server.ts';
 import { Agent } from '../../src/agent/agent.ts';
-import { AgentRouter } from '../../src/http/router.ts';
+import { AgentRouter } from '../../src/router/router.ts';
 import { anthropicModel } from '../../src/models/anthropic.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { openAIModel } from '../../src/models/openai.ts';

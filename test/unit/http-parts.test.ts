@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { checkContentType, parseJson } from '../../src/http/body.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from '../../src/http/path.ts';
-import { matchRegistry, matchSingle, normalizePrefix, stripPrefix } from '../../src/http/routes.ts';
+import { matchRegistry, matchSingle, normalizePrefix, stripPrefix } from '../../src/router/routes.ts';
 import { formatComment, formatEvent } from '../../src/sse/format.ts';
 import { AgentRouterError, errorBody } from '../../src/errors.ts';
 

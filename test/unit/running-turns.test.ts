@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it, mock } from 'node:test';
-import { RunningTurns, type RunningTurn } from '../../src/http/running-turns.ts';
+import { RunningTurns, type RunningTurn } from '../../src/router/running-turns.ts';
 
 interface Turn extends RunningTurn {
   readonly name: string;

@@ -1,7 +1,7 @@
 /** Our router inside Express 5: `app.use(toExpress(router))` (the router reads the body itself). */
 import http from 'node:http';
 import { toExpress } from '../../../src/adapters/express.ts';
-import { AgentRouter } from '../../../src/http/router.ts';
+import { AgentRouter } from '../../../src/router/router.ts';
 import { benchRegistry, CAPACITY } from './agents.ts';
 import { loadExpress } from './frameworks.ts';
 import { announce, listen } from './ipc.ts';

@@ -1,7 +1,7 @@
 /** Our router inside Fastify 5: `app.register(toFastify(router))`. */
 import Fastify from 'fastify5';
 import { toFastify } from '../../../src/adapters/fastify.ts';
-import { AgentRouter } from '../../../src/http/router.ts';
+import { AgentRouter } from '../../../src/router/router.ts';
 import { benchRegistry, CAPACITY } from './agents.ts';
 import { announce } from './ipc.ts';
 

@@ -1,7 +1,7 @@
 /** Our router inside Koa 3: `app.use(toKoa(router))` (the router reads the body itself). */
 import http from 'node:http';
 import { toKoa } from '../../../src/adapters/koa.ts';
-import { AgentRouter } from '../../../src/http/router.ts';
+import { AgentRouter } from '../../../src/router/router.ts';
 import { benchRegistry, CAPACITY } from './agents.ts';
 import { loadKoa } from './frameworks.ts';
 import { announce, listen } from './ipc.ts';

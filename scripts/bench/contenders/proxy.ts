@@ -3,7 +3,7 @@
  * base URL is the first argument (scenario 7, one proxy hop).
  */
 import http from 'node:http';
-import { AgentRouter } from '../../../src/http/router.ts';
+import { AgentRouter } from '../../../src/router/router.ts';
 import { AgentRegistry } from '../../../src/registry/registry.ts';
 import { HTTPTransport } from '../../../src/transports/http.ts';
 import { CAPACITY } from './agents.ts';

@@ -1,6 +1,6 @@
 /** Our router on plain node:http: `http.createServer(router.toRequestListener())`. */
 import http from 'node:http';
-import { AgentRouter } from '../../../src/http/router.ts';
+import { AgentRouter } from '../../../src/router/router.ts';
 import { benchRegistry, CAPACITY } from './agents.ts';
 import { announce, listen } from './ipc.ts';
 

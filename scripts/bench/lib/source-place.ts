@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 const root = path.resolve(import.meta.dirname, '../../..');
 const maps = new Map<string, SourceMap | undefined>();
 
-/** `src/http/router.ts:120` for a 0-based line and column of `url` (a file URL, a path or `node:` name). */
+/** `src/router/router.ts:120` for a 0-based line and column of `url` (a file URL, a path or `node:` name). */
 export function sourcePlace(url: string, line0: number, column0: number, outDir: string): string {
   let file = url.startsWith('file:') ? fileURLToPath(url) : url;
   let line = line0 + 1;

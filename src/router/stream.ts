@@ -7,7 +7,7 @@ import { DONE_FRAME, formatEvent } from '../sse/format.ts';
 import { ChunkSeam } from '../sse/seams.ts';
 import { SSEWriter } from '../sse/writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
-import type { Logger } from './router.ts';
+import type { Logger } from '../http/logger.ts';
 
 /** Where a streamed reply comes from: chunks to pull, or a local agent's turn, which pushes them into the stream. */
 export type ReplySource = { chunks: AsyncIterable<string> | ChunkStream } | { agent: Agent<any>; message: string };
@@ -24,22 +24,18 @@ export interface StreamOptions {
   logger: Logger;
 }
 
-/**
- * Called once a streamed reply is over, with the `owner` streamReply was
- * given (one function shared by all streams, rather than a closure per
- * stream; the router's JSON actions end through it too). `refused` carries
- * what is still to be answered as a JSON status (a remote refusing a stream
- * before any byte went out, a JSON action's failure); undefined when the
- * request itself was answered, however it ended.
- */
-export type StreamEnd<T> = (owner: T, refused: { error: unknown } | undefined) => void;
+/** Where a stream reports its end: `done` once it answered, however it ended; `fail` when it never began and a JSON status still answers. */
+export interface StreamOwner {
+  done(): void;
+  fail(error: unknown): void;
+}
 
 /**
  * Streams one chat reply as SSE (DESIGN.md section 3): one event per chunk,
  * then `event: done` + `data: [DONE]`; a failure after the stream began ends
  * it with `event: error`. With `typed`, frames are the typed event stream
  * (`turn.started`, `text.delta`, `turn.finished` / `turn.failed`), each
- * payload carrying its own `type`. Calls `onEnd(owner, ...)` once, and never throws.
+ * payload carrying its own `type`. Tells `owner` once, and never throws.
  *
  * A remote stream is awaited (`ready`) before the SSE headers go out, so a
  * remote 404 or 502 is still answered as a JSON status.
@@ -47,47 +43,45 @@ export type StreamEnd<T> = (owner: T, refused: { error: unknown } | undefined) =
  * No promise is kept for the stream's life: a held stream is this module's
  * one object (plus its writer) and what the turn itself holds.
  */
-export function streamReply<T>(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, onEnd: StreamEnd<T>, owner: T): void {
+export function streamReply(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, owner: StreamOwner): void {
   if ('chunks' in source && 'ready' in source.chunks) {
     source.chunks.ready.then(
-      () => begin(res, agentId, source, options, onEnd, owner),
-      (error: unknown) => onEnd(owner, { error }),
+      () => begin(res, agentId, source, options, owner),
+      (error: unknown) => owner.fail(error),
     );
     return;
   }
-  begin(res, agentId, source, options, onEnd, owner);
+  begin(res, agentId, source, options, owner);
 }
 
-function begin<T>(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, onEnd: StreamEnd<T>, owner: T): void {
-  let stream: ReplyStream<T>;
+function begin(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, owner: StreamOwner): void {
+  let stream: ReplyStream;
   try {
-    stream = new ReplyStream(res, agentId, options, onEnd, owner);
+    stream = new ReplyStream(res, agentId, options, owner);
   } catch (error) {
-    return onEnd(owner, { error }); // nothing was written (the headers could not be set)
+    return owner.fail(error); // nothing was written (the headers could not be set)
   }
   stream.start(source);
 }
 
 /** One reply on its way out: the turn's sink, so the turn calls it directly (see Agent's ChatSink). */
-class ReplyStream<T> implements ChatSink {
+class ReplyStream implements ChatSink {
   readonly #writer: SSEWriter;
   readonly #agentId: string;
   readonly #typed: boolean;
   readonly #cancel: TurnCancel;
   readonly #logger: Logger;
-  readonly #onEnd: StreamEnd<T>;
-  readonly #owner: T;
+  readonly #owner: StreamOwner;
   /** The reply so far (the typed stream's `turn.finished` carries it). */
   #text = '';
   /** The plain stream's watch on a pair or a CRLF split between chunks; made by the first chunk that splits one. */
   #seam: ChunkSeam | undefined;
 
-  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger }: StreamOptions, onEnd: StreamEnd<T>, owner: T) {
+  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
     this.#typed = typed;
     this.#cancel = cancel;
     this.#logger = logger;
-    this.#onEnd = onEnd;
     this.#owner = owner;
     this.#writer = new SSEWriter(res, { pingInterval, stallTimeout });
   }
@@ -166,7 +160,7 @@ class ReplyStream<T> implements ChatSink {
     } catch (error) {
       this.#logger.error(`AgentRouter: ending the stream for agent ${JSON.stringify(this.#agentId)} failed`, error);
     }
-    this.#onEnd(this.#owner, undefined);
+    this.#owner.done();
   }
 }
 

@@ -1,0 +1,165 @@
+import type { IncomingMessage } from 'node:http';
+import { cancelledBy, chatTurn, committedState, servesDirectly, type Agent, type ChatSink } from '../agent/agent.ts';
+import type { TurnCancel } from '../agent/cancel.ts';
+import { AgentRouterError, httpErrors } from '../errors.ts';
+import { streamReset } from '../http/body.ts';
+import { parseStreamFlag, queryParam } from '../http/path.ts';
+import { chatReply, HTTPTransport } from '../transports/http.ts';
+import type { AgentTransport, TransportCallOptions } from '../transports/transport.ts';
+import type { JsonObject } from '../types.ts';
+import type { Exchange, ExchangeHost } from './exchange.ts';
+import { invokePayload, requireMessage } from './payload.ts';
+import type { RouteAction } from './routes.ts';
+import { streamReply, type ReplySource, type StreamOptions } from './stream.ts';
+
+/** Where a request lands: a local instance, or a remote agent behind a transport. */
+export type Target = { agent: Agent<any>; pooled: boolean } | RemoteTarget;
+
+type RemoteTarget = { transport: AgentTransport; requestId: string | undefined; requestHeaders: IncomingMessage['headers'] };
+
+/** What dispatching needs of its router, beyond what an exchange does. */
+export interface DispatchHost extends ExchangeHost {
+  /** Why no turn may begin any more (AgentServer's close() at its deadline). */
+  shut: { reason: unknown } | undefined;
+  /** The turn timeout is on. */
+  readonly timing: boolean;
+  /** Refuses a stream when every stream is in use; counts it otherwise. */
+  openStream(): void;
+  /** Checks a stream could be opened, without counting it. */
+  checkStreams(): void;
+  readonly streamOptions: Omit<StreamOptions, 'typed' | 'cancel'>;
+  resolve(agentId: string, req: IncomingMessage): Target;
+}
+
+/**
+ * Runs the request's action on its agent: a chat turn (JSON or streamed),
+ * an action, or a state read. It answers through the exchange, now or once
+ * the turn ends; a request refused before any turn starts throws.
+ */
+export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request'>, body: Record<string, unknown>): void {
+  const { req, res, agentId } = exchange;
+  // Gone while an async authorize hook ran: no 'close' will come again to cut the turn, so it must not start.
+  if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
+  if (host.shut !== undefined) throw host.shut.reason;
+  let stream: boolean | 'events' = false;
+  let message = '';
+  if (action === 'chat') {
+    message = requireMessage(body);
+    stream = parseStreamFlag(queryParam(exchange.query, 'stream'), req.headers.accept);
+    // Before the agent is looked up: a refused stream must not make (or evict for) an instance.
+    if (stream !== false) host.checkStreams();
+  }
+  const target = host.resolve(agentId, req);
+  exchange.pooled = 'agent' in target && target.pooled;
+  if (action === 'state' && 'agent' in target) return answerState(host, exchange, target.agent);
+  // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
+  const cancel = exchange.begin(host.timing && 'agent' in target);
+  if (stream !== false) {
+    host.openStream();
+    exchange.streaming = true;
+    const options = { ...host.streamOptions, typed: stream === 'events', cancel };
+    return streamReply(res, agentId, sourceOf(target, agentId, message, cancel), options, exchange);
+  }
+  if (action === 'chat' && 'agent' in target && target.agent[servesDirectly]) {
+    target.agent[chatTurn](message, cancelledBy(cancel), new ChatReply(exchange));
+    return;
+  }
+  call(target, agentId, action, body, message, cancel).then(
+    (reply) => exchange.finish(reply),
+    (error: unknown) => exchange.fail(error),
+  );
+}
+
+/** A local agent's JSON chat turn reports here, and the reply is sent from the turn's end. */
+class ChatReply implements ChatSink {
+  readonly #exchange: Exchange;
+
+  constructor(exchange: Exchange) {
+    this.#exchange = exchange;
+  }
+
+  done(text: string, truncated: boolean): void {
+    const agentId = this.#exchange.agentId;
+    this.#exchange.finish(truncated ? { agent_id: agentId, response: text, truncated } : { agent_id: agentId, response: text });
+  }
+
+  failed(error: unknown): void {
+    this.#exchange.fail(error);
+  }
+}
+
+/**
+ * The committed state: at once when the agent can tell without asking
+ * storage; else a read bounded as a turn is (504 after turnTimeout, 499 when
+ * the client leaves), since a storage that cannot be reached may not say so.
+ * The read goes on, shared with whoever asks next.
+ */
+function answerState(host: DispatchHost, exchange: Exchange, agent: Agent<any>): void {
+  const agentId = exchange.agentId;
+  const now = agent[servesDirectly] ? agent[committedState]() : undefined;
+  if (now !== undefined) return exchange.finish({ agent_id: agentId, state: now });
+  exchange.reading = true;
+  const cancel = exchange.begin(host.timing);
+  // Resolved, not assumed a promise: a subclass's snapshot() may answer synchronously (or throw).
+  const snapshot = new Promise((resolve) => resolve(agent.snapshot()));
+  const cut = (reason: unknown): void => exchange.fail(reason);
+  if (cancel.aborted) return cut(cancel.reason);
+  cancel.onAbort(cut);
+  snapshot.then(
+    (state) => {
+      cancel.offAbort(cut);
+      exchange.finish({ agent_id: agentId, state: state as JsonObject });
+    },
+    (error: unknown) => {
+      cancel.offAbort(cut);
+      exchange.fail(error);
+    },
+  );
+}
+
+function sourceOf(target: Target, agentId: string, message: string, cancel: TurnCancel): ReplySource {
+  if (!('agent' in target)) return { chunks: target.transport.stream(agentId, message, callOptions(target, cancel)) };
+  const agent = target.agent;
+  // Pushed straight to the writer, unless a subclass has its own stream() to go through.
+  return agent[servesDirectly] ? { agent, message } : { chunks: agent.stream(message, cancelledBy(cancel)) };
+}
+
+function callOptions(target: RemoteTarget, cancel: TurnCancel): TransportCallOptions {
+  return { signal: cancel.signal, requestId: target.requestId, requestHeaders: target.requestHeaders };
+}
+
+/**
+ * A JSON action on a local agent or a remote (a local agent's own chat turn
+ * reports to a ChatReply instead). Resolved, not assumed promises: a
+ * transport or subclass of the user's may answer synchronously.
+ */
+function call(target: Target, agentId: string, action: RouteAction, body: Record<string, unknown>, message: string, cancel: TurnCancel): Promise<JsonObject> {
+  const remote = 'transport' in target ? target.transport : undefined;
+  const options = 'transport' in target ? callOptions(target, cancel) : undefined;
+  const agent = 'agent' in target ? target.agent : undefined;
+  switch (action) {
+    case 'chat': {
+      // An HTTPTransport passes on the remote's truncated mark too, unless a subclass has its own chat().
+      if (remote instanceof HTTPTransport && remote.chat === HTTPTransport.prototype.chat) {
+        return remote[chatReply](agentId, message, options).then(({ response, truncated }) =>
+          truncated ? { agent_id: agentId, response, truncated } : { agent_id: agentId, response },
+        );
+      }
+      const replying = remote !== undefined ? remote.chat(agentId, message, options) : (agent as Agent<any>).chat(message, cancelledBy(cancel));
+      return Promise.resolve(replying).then((response) => ({ agent_id: agentId, response }));
+    }
+    case 'invoke': {
+      const payload = invokePayload(body);
+      const method = payload['method'];
+      if (typeof method !== 'string' || method === '') {
+        throw httpErrors.badRequest('missing_method', 'Invoke needs a "method" string, e.g. {"method": "increment", "params": {"by": 2}}');
+      }
+      const params = payload['params'];
+      const result = remote !== undefined ? remote.invoke(agentId, method, params, options) : (agent as Agent<any>).invoke(method, params, cancelledBy(cancel));
+      return Promise.resolve(result).then((value) => ({ agent_id: agentId, result: (value ?? null) as JsonObject }));
+    }
+    default:
+      // A local agent's state is answered by answerState, before any turn starts.
+      return Promise.resolve((remote as AgentTransport).state(agentId, options)).then((state) => ({ agent_id: agentId, state }));
+  }
+}

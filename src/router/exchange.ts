@@ -1,0 +1,138 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { TurnCancel } from '../agent/cancel.ts';
+import { AgentRouterError, statusOf, worthLogging } from '../errors.ts';
+import type { Logger } from '../http/logger.ts';
+import { sendError, sendJson } from '../http/respond.ts';
+import { cutIfLeftUnread } from '../http/unread.ts';
+import { stopWatching, whenAborted } from '../signal-watch.ts';
+import type { JsonObject } from '../types.ts';
+import type { RunningTurn, RunningTurns } from './running-turns.ts';
+
+/** What an exchange needs of its router. */
+export interface ExchangeHost {
+  readonly logger: Logger;
+  /** How long a client may leave an answer unread before it is cut (Infinity: no limit). */
+  readonly unreadMs: number;
+  /** The requests running now: what abortAll() and the turn timeout reach. */
+  readonly turns: RunningTurns<Exchange>;
+  /** A stream this exchange opened is over. */
+  streamClosed(): void;
+  /** The exchange's use of a pooled agent is over. */
+  release(agentId: string): void;
+}
+
+/**
+ * One request, from its route match to its answer. It answers exactly once,
+ * with `finish` (a JSON reply), `fail` (a JSON error, or nothing more where a
+ * stream already answered) or `done` (answered by someone else), and then
+ * undoes what `begin` set up for its turn and tells its caller.
+ */
+export class Exchange implements RunningTurn {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly #host: ExchangeHost;
+  /** Aborts the request's turn (RequestHint.signal). */
+  readonly #outer: AbortSignal | undefined;
+  #answered: (() => void) | undefined;
+  agentId = '';
+  query = '';
+  /** The turn's cancel, once `begin` started one. */
+  cancel: TurnCancel | undefined;
+  /** The agent is the pool's, to give back at the end. */
+  pooled = false;
+  /** Counted in the router's open streams. */
+  streaming = false;
+  /** A state read (no turn): its timeout says so. */
+  reading = false;
+  #onClose: (() => void) | undefined;
+  #onOuterAbort: (() => void) | undefined;
+  #over = false;
+  // RunningTurns' links
+  timed = false;
+  began = 0;
+  listed = false;
+  older: this | undefined;
+  newer: this | undefined;
+
+  constructor(host: ExchangeHost, req: IncomingMessage, res: ServerResponse, outer: AbortSignal | undefined, answered: (() => void) | undefined) {
+    this.#host = host;
+    this.req = req;
+    this.res = res;
+    this.#outer = outer;
+    this.#answered = answered;
+  }
+
+  /**
+   * Starts the request's turn: a cancel that the client leaving, the
+   * caller's signal and (when `timed`) the turn timeout abort.
+   */
+  begin(timed: boolean): TurnCancel {
+    const cancel = (this.cancel = new TurnCancel());
+    const res = this.res;
+    // Not `writableFinished`: node:http2's compatibility response reports it once a cancelled stream closes, ended or not.
+    this.#onClose = () => {
+      if (!res.writableEnded) cancel.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
+    };
+    res.on('close', this.#onClose);
+    const outer = this.#outer;
+    if (outer !== undefined) {
+      const onOuterAbort = (): void => cancel.abort(outer.reason);
+      this.#onOuterAbort = onOuterAbort;
+      if (outer.aborted) onOuterAbort();
+      else whenAborted(outer, onOuterAbort);
+    }
+    this.timed = timed;
+    this.#host.turns.add(this);
+    return cancel;
+  }
+
+  /** Answers with a JSON reply. */
+  finish(reply: JsonObject): void {
+    if (this.#over) return;
+    try {
+      sendJson(this.res, 200, reply);
+      cutIfLeftUnread(this.res, this.#host.unreadMs);
+    } catch (error) {
+      // A reply that cannot be sent (a remote's result JSON cannot hold): answered as the failure.
+      return this.fail(error);
+    }
+    this.done();
+  }
+
+  /**
+   * Answers with the failure as a JSON error; once the turn was cut, the
+   * cut's reason is the answer (a timeout's 504 rather than the model's abort).
+   */
+  fail(error: unknown): void {
+    if (this.#over) return;
+    const cancel = this.cancel;
+    const cause = cancel?.aborted === true ? cancel.reason : error;
+    if (worthLogging(cause)) this.#host.logger.error(`AgentRouter: request failed with ${statusOf(cause)}`, cause);
+    // Writes nothing to a client that is gone; an action's own 499 reaches a client still there like any status.
+    sendError(this.res, cause);
+    this.done();
+  }
+
+  /** The request was answered (a stream ended, a preflight): undo what began its turn, and tell the caller, once. */
+  done(): void {
+    if (this.#over) return;
+    this.#over = true;
+    const host = this.#host;
+    try {
+      if (this.streaming) host.streamClosed();
+      host.turns.delete(this);
+      if (this.#onClose !== undefined) this.res.off('close', this.#onClose);
+      if (this.#onOuterAbort !== undefined && this.#outer !== undefined) stopWatching(this.#outer, this.#onOuterAbort);
+      if (this.pooled) host.release(this.agentId);
+    } finally {
+      // Never thrown into what ended the request (the agent's turn, or a cancel.abort()).
+      const answered = this.#answered;
+      this.#answered = undefined;
+      try {
+        answered?.();
+      } catch (error) {
+        host.logger.error("AgentRouter: the host's callback for an answered request threw", error);
+      }
+    }
+  }
+}
