@@ -7,10 +7,13 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import path from 'node:path';
 
 let tsc;
 try {
-  tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  // typescript's exports map hides bin/, so go through its package.json.
+  const manifest = createRequire(import.meta.url).resolve('typescript/package.json');
+  tsc = path.join(path.dirname(manifest), 'bin', 'tsc');
 } catch {
   if (existsSync('dist/index.js')) process.exit(0);
   console.error('agent-router: dist/ is not built and TypeScript is not installed here; run `npm ci` in the agent-router folder, then install it again');

@@ -50,7 +50,7 @@ async function usesIt(dir: string): Promise<void> {
   symlinkSync(path.join(root, 'node_modules', '@types', 'node'), path.join(dir, 'node_modules', '@types', 'node'), 'dir');
   writeFileSync(path.join(dir, 'use.ts'), USE);
   writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'nodenext', target: 'es2022', strict: true, noEmit: true, types: ['node'], skipLibCheck: false }, files: ['use.ts'] }));
-  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+  const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');  // the repository's, shared rather than installed again
   await run(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: dir }).catch((error: { stdout?: string }) => assert.fail(`tsc against the installed package: ${error.stdout}`));
 
   const help = await run('npx', ['--no-install', 'agent-router', '--help'], { cwd: dir });
