@@ -27,10 +27,9 @@ const registry = new AgentRegistry();
 registry.register('bot-[0-9]+', Bot);
 const middleware = toExpress(new AgentRouter(registry));
 const server = new AgentServer(registry);
-await server.serve(0);
-const port: number = server.port;
+const { port, url }: { port: number; url: string } = await server.serve(0);
 await server.close();
-export { middleware, port };
+export { middleware, port, url };
 `;
 
 function project(t: TestContext, name: string): string {
