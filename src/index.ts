@@ -16,7 +16,7 @@ export type { CorsOptions } from './http/cors.ts';
 export type { OpenAPIDocument, OpenAPIOperation, Schema } from './router/openapi.ts';
 
 // Standalone server
-export { AgentServer } from './server/server.ts';
+export { AgentServer, type ServingAgentServer } from './server/server.ts';
 export type { AgentServerConfig, FileConfig, ServerSettings } from './server/config.ts';
 export { readConfigFile } from './server/config.ts';
 export { AgentPool } from './server/pool.ts';

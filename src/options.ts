@@ -56,7 +56,7 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
     // Checked here, not at the first failure: a logger without `error` would lose that failure's report.
     logger: () => typeof value === 'object' && value !== null && typeof (value as { error?: unknown }).error === 'function',
     strings: () => Array.isArray(value) && value.every((item) => typeof item === 'string'),
-    cors: () => typeof value === 'object' && value !== null && !Array.isArray(value),
+    cors: () => value === '*' || Array.isArray(value) || (typeof value === 'object' && value !== null),
     string: () => typeof value === 'string' && value !== '',
     path: () => typeof value === 'string',
     origins: () => value === '*' || (Array.isArray(value) && value.every((origin) => typeof origin === 'string')),
@@ -79,7 +79,7 @@ export function checkOption(value: unknown, kind: OptionKind, label: string): vo
     object: 'an object',
     logger: 'an object with an error(message, error) method, such as console or a pino logger',
     strings: 'a list of strings, e.g. ["agents"]',
-    cors: 'an object such as { origins: ["https://app.example.com"] }',
+    cors: 'a list of origins such as ["https://app.example.com"], \'*\', or an object such as { origins: [...], credentials: true }',
     string: 'a non-empty string',
     path: 'a string such as "/agents"',
     origins: '"*" or a list of origins such as ["https://app.example.com"]',

@@ -17,7 +17,7 @@ Options:
                       (default: $PORT, else 8080)
       --host <addr>   address to listen on (default: 127.0.0.1, this machine
                       only; 0.0.0.0 for every interface)
-  -c, --config <file> JSON config with the spec's names: idle_timeout,
+  -c, --config <file> JSON config file's snake_case keys: idle_timeout,
                       max_agents, enable_list_agents, allowed_hosts,
                       shutdown_timeout, drain_delay, keep_alive_timeout,
                       headers_timeout, request_timeout, body_limit,

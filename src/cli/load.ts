@@ -7,7 +7,7 @@ import { AgentServer } from '../server/server.ts';
 
 /** Something the CLI can serve: ours, or a server from another copy of the library (it only needs these). */
 export interface Servable {
-  serve(port?: number, host?: string): Promise<void>;
+  serve(port?: number, host?: string): Promise<unknown>;
   close(): Promise<void>;
   readonly url: string | undefined;
 }

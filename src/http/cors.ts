@@ -2,8 +2,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describeValue } from '../errors.ts';
 import { checkKnownOptions, checkOption } from '../options.ts';
 
-/** Cross-origin access for browsers; off unless given. */
-export interface CorsOptions {
+/**
+ * Cross-origin access for browsers; off unless given. A list of origins or
+ * `'*'` alone is shorthand for `{ origins: ... }`, as the config file's `cors_origins` takes it.
+ * @example cors: ['http://localhost:3000']
+ */
+export type CorsOptions = CorsPolicy | readonly string[] | '*';
+
+/** The cors option written out. */
+export interface CorsPolicy {
   /** Allowed origins: a list (`https://app.example.com`), `'*'` for any, or a predicate. */
   origins: readonly string[] | '*' | ((origin: string) => boolean);
   /** Request headers a browser may send. @defaultValue content-type, authorization, accept, last-event-id, x-request-id */
@@ -21,7 +28,20 @@ const DEFAULT_HEADERS = 'content-type, authorization, accept, last-event-id, x-r
 const HEADER_NAMES = /^[\w!#$%&'*+.^`|~-]+(?:[ \t]*,[ \t]*[\w!#$%&'*+.^`|~-]+)*$/;
 
 /** Every key of CorsOptions, so a misspelt one (`origin`, the cors package's name) is refused, not dropped. */
-const CORS_KEYS: { readonly [K in keyof Required<CorsOptions>]: true } = { origins: true, allowHeaders: true, credentials: true, maxAge: true };
+const CORS_KEYS: { readonly [K in keyof Required<CorsPolicy>]: true } = { origins: true, allowHeaders: true, credentials: true, maxAge: true };
+
+const ANY_ORIGIN: CorsPolicy = { origins: '*' };
+// One policy per shorthand list, made once: applyCors runs on every request.
+const policies = new WeakMap<readonly string[], CorsPolicy>();
+
+function policyOf(cors: CorsOptions): CorsPolicy {
+  if (cors === '*') return ANY_ORIGIN;
+  if (!Array.isArray(cors)) return cors as CorsPolicy;
+  let policy = policies.get(cors);
+  if (policy === undefined) policies.set(cors, (policy = { origins: cors }));
+  return policy;
+}
+
 
 /**
  * Checks the cors option when the router is made, so a mistake in it is a
@@ -34,7 +54,8 @@ const CORS_KEYS: { readonly [K in keyof Required<CorsOptions>]: true } = { origi
  * `'https://app.example.com'`). And refuses a listed origin no browser sends
  * (a path or trailing slash, a default port, capitals), which would never match.
  */
-export function checkCors(cors: CorsOptions, where: string): void {
+export function checkCors(options: CorsOptions, where: string): void {
+  const cors = policyOf(options);
   checkKnownOptions(cors, CORS_KEYS, `${where}: cors`);
   // Unknown: from plain JavaScript (or a config file) it may be anything, a string above all (the cors package's habit).
   const origins: unknown = cors.origins;
@@ -102,7 +123,7 @@ function addToList(res: ServerResponse, header: string, value: string, covered: 
   res.setHeader(header, `${list}, ${value}`);
 }
 
-function allowed(cors: CorsOptions, origin: string): boolean {
+function allowed(cors: CorsPolicy, origin: string): boolean {
   if (cors.origins === '*') return true;
   if (typeof cors.origins === 'function') return cors.origins(origin);
   return cors.origins.includes(origin);
@@ -114,7 +135,8 @@ function allowed(cors: CorsOptions, origin: string): boolean {
  * exposed to the page). Returns true when the request was a preflight, which
  * it has then answered.
  */
-export function applyCors(cors: CorsOptions, req: IncomingMessage, res: ServerResponse, method: string): boolean {
+export function applyCors(options: CorsOptions, req: IncomingMessage, res: ServerResponse, method: string): boolean {
+  const cors = policyOf(options);
   const origin = req.headers.origin;
   addToList(res, 'Vary', 'Origin', ['origin', '*']);
   const ok = origin !== undefined && allowed(cors, origin);

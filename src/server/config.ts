@@ -89,7 +89,7 @@ const OPTIONS: { readonly [K in keyof Required<AgentServerConfig>]: OptionKind }
   requestTimeout: 'seconds',
 };
 
-/** The snake_case names of a config file (the spec's names) and the option each sets. */
+/** The config file's snake_case keys and the option each sets. */
 const FILE_KEYS: Record<string, string> = {
   idle_timeout: 'idleTimeout',
   max_agents: 'maxAgents',
@@ -145,7 +145,7 @@ export function resolveServerConfig(config: AgentServerConfig, where = 'AgentSer
 }
 
 /**
- * Reads a JSON config file written with the spec's snake_case names, e.g.
+ * Reads a JSON config file written with snake_case keys, e.g.
  * `{"idle_timeout": 300, "max_agents": 1000, "enable_list_agents": true, "port": 8080}`.
  * Throws a TypeError naming the file and the bad key.
  */
@@ -199,8 +199,9 @@ export function parseFileConfig(data: unknown, where: string): FileConfig {
       else if (key === 'storage') result.storage = value as string;
       else server['cors'] = { origins: value };
     } else {
-      const known = [...Object.keys(FILE_KEYS), ...Object.keys(FILE_EXTRA)].join(', ');
-      throw new TypeError(`${where}: unknown key ${JSON.stringify(key)}; known keys: ${known}`);
+      // nearest() ignores case and `_`, so the constructor's idleTimeout points at idle_timeout too.
+      const hint = nearest(key, [...Object.keys(FILE_KEYS), ...Object.keys(FILE_EXTRA)]).replace('; known options:', '; known keys:');
+      throw new TypeError(`${where}: unknown key ${JSON.stringify(key)}${hint}`);
     }
   }
   const snake = Object.fromEntries(Object.entries(FILE_KEYS).map(([file, option]) => [option, file]));

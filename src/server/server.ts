@@ -31,6 +31,9 @@ const ABORT_GRACE_MS = 1000;
  * await server.serve(8080);            // POST http://127.0.0.1:8080/agent/{agent_id}/chat
  * process.on('SIGTERM', () => server.close());
  */
+/** An AgentServer once `serve()` resolved: its port, url and http.Server are known. */
+export type ServingAgentServer = AgentServer & { readonly port: number; readonly url: string; readonly httpServer: Server };
+
 export class AgentServer {
   /** The registry served (for a single Agent, one made around it). */
   readonly registry: AgentRegistry;
@@ -149,12 +152,13 @@ export class AgentServer {
   }) as AgentRequestListener;
 
   /**
-   * Starts listening; resolves once it does, then `port` and `url` are set.
+   * Starts listening; resolves once it does, to this server, whose `port` and `url` are then set
+   * (`const { port } = await server.serve(0)` types `port` as a number).
    * Rejects with a clear error (its `code`, e.g. `EADDRINUSE`, kept) when it cannot.
    * @param port @defaultValue 8080; 0 picks a free port
    * @param host @defaultValue '127.0.0.1' (only this machine); '0.0.0.0' for every interface
    */
-  async serve(port = 8080, host = '127.0.0.1'): Promise<void> {
+  async serve(port = 8080, host = '127.0.0.1'): Promise<ServingAgentServer> {
     if (this.#closing !== undefined) throw new Error('AgentServer.serve: this server was closed; create a new AgentServer');
     if (this.#http !== undefined) throw new Error(`AgentServer.serve: already serving${this.url === undefined ? '' : ` on ${this.url}`}`);
     if (!Number.isInteger(port) || port < 0 || port > 65535) {
@@ -207,6 +211,7 @@ export class AgentServer {
     this.#hostAllowed = hostCheck(this.#allowedHosts, bound.address);
     this.#host = host;
     this.#port = bound.port;
+    return this as ServingAgentServer;
   }
 
   /** Drops one live agent on purpose (its state stays in storage); false if it is not live or is busy. */

@@ -1,5 +1,5 @@
 /**
- * The README's Postgres and Redis examples, run as pasted against the real
+ * examples/postgres.mjs and examples/redis.mjs (shown in docs/guide/storage.md), run as written against the real
  * servers, then the connection under them lost (Postgres ending its
  * sessions, as a restart does; the Redis connection cut): the process must
  * go on serving, not die of an unhandled 'error' event from the driver.
@@ -15,23 +15,15 @@ import { freePort, runExample } from '../helpers/readme-example.ts';
 import { tcpProxy } from '../helpers/tcp-proxy.ts';
 
 const root = process.cwd();
-const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
-
-/** The first js block of the README section `### <title>`. */
-function example(title: string): string {
-  const start = readme.indexOf(`\n### ${title}\n`);
-  assert.notEqual(start, -1, `README has a "### ${title}" section`);
-  const code = /```js\n([\s\S]*?)```/.exec(readme.slice(start))?.[1];
-  assert.ok(code !== undefined, `README's ${title} section has a js block`);
-  return code;
-}
+/** An example file, as docs/guide/storage.md shows it (docs-examples.test.ts keeps the two equal). */
+const example = (name: string): string => readFileSync(path.join(root, 'examples', name), 'utf8');
 
 async function chat(port: number, id: string, message: string): Promise<{ status: number; body: unknown }> {
   const res = await fetch(`http://127.0.0.1:${port}/agent/${id}/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message }) });
   return { status: res.status, body: await res.json() };
 }
 
-test('the README Postgres example survives Postgres ending its idle connections (as a restart does), and serves on', async (t) => {
+test('examples/postgres.mjs survives Postgres ending its idle connections (as a restart does), and serves on', async (t) => {
   const schema = `ar_readme_${runTag()}`;
   const name = `ar_readme_${runTag()}`;
   const admin = new pg.Pool({ ...PG_CONFIG, max: 1 });
@@ -43,7 +35,7 @@ test('the README Postgres example survives Postgres ending its idle connections 
   const port = await freePort();
   const options = encodeURIComponent(`-c search_path=${schema}`);
   const url = `postgres://${PG_CONFIG.user}@${PG_CONFIG.host}:${PG_CONFIG.port}/${PG_CONFIG.database}?application_name=${name}&options=${options}`;
-  const server = await runExample(t, example('Postgres').replaceAll('8080', String(port)), port, { drivers: ['pg', 'redis'], env: { DATABASE_URL: url } });
+  const server = await runExample(t, example('postgres.mjs').replaceAll('8080', String(port)), port, { drivers: ['pg', 'redis'], env: { DATABASE_URL: url } });
   assert.equal((await chat(port, 'bot-1', 'hello')).status, 200);
 
   const { rowCount } = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [name]);
@@ -58,7 +50,7 @@ test('the README Postgres example survives Postgres ending its idle connections 
   assert.deepEqual(after, { status: 200, body: { agent_id: 'bot-1', response: 'still there' } });
 });
 
-test('the README Redis example survives its connection being cut, and serves on', async (t) => {
+test('examples/redis.mjs survives its connection being cut, and serves on', async (t) => {
   let cut: Array<() => void> = [];
   let connections = 0;
   const proxyPort = await tcpProxy(t, Number(new URL(REDIS_URL).port), {
@@ -79,17 +71,7 @@ test('the README Redis example survives its connection being cut, and serves on'
     if (keys.length > 0) await admin.del(...keys);
     await admin.quit();
   });
-  // The example makes the storage; a server of it, as the Postgres example has.
-  const serve = `
-import { Agent, AgentRegistry, AgentServer, echoModel } from 'agent-router';
-class Bot extends Agent { constructor(id) { super(id, { model: echoModel(), storage }); } }
-const registry = new AgentRegistry();
-registry.register('.*', Bot);
-const server = new AgentServer(registry);
-await server.serve(${port});
-process.on('SIGTERM', async () => { await server.close(); await storage.close(); await client.close(); });
-`;
-  const server = await runExample(t, example('Redis') + serve, port, { drivers: ['pg', 'redis'], env: { REDIS_URL: `redis://127.0.0.1:${proxyPort}` } });
+  const server = await runExample(t, example('redis.mjs').replaceAll('8080', String(port)), port, { drivers: ['pg', 'redis'], env: { REDIS_URL: `redis://127.0.0.1:${proxyPort}` } });
   assert.equal((await chat(port, id, 'hello')).status, 200);
 
   const before = connections;

@@ -15,17 +15,27 @@ import type { TestContext } from 'node:test';
 const root = process.cwd();
 
 export interface RunningExample {
+  /** The scratch project's folder, the example's working directory. */
+  project: string;
   /** The exit code, -1 if a signal ended it, null while it runs. */
   exited: () => number | null;
   stderr: () => string;
 }
 
-export async function runExample(t: TestContext, code: string, port: number, options: { drivers?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<RunningExample> {
+/**
+ * `drivers` are linked from this checkout's node_modules under their own name; `aliases` maps the name the
+ * example imports to the one installed here (`{ express: 'express5' }`).
+ */
+export async function runExample(t: TestContext, code: string, port: number, options: { drivers?: string[]; aliases?: Record<string, string>; env?: NodeJS.ProcessEnv } = {}): Promise<RunningExample> {
   const project = mkdtempSync(path.join(tmpdir(), 'agent-router-readme-'));
   t.after(() => rmSync(project, { recursive: true, force: true }));
   mkdirSync(path.join(project, 'node_modules'));
   symlinkSync(root, path.join(project, 'node_modules', 'agent-router'), 'dir');
-  for (const driver of options.drivers ?? []) symlinkSync(path.join(root, 'node_modules', driver), path.join(project, 'node_modules', driver), 'dir');
+  const links: Array<[string, string]> = [...(options.drivers ?? []).map((driver): [string, string] => [driver, driver]), ...Object.entries(options.aliases ?? {})];
+  for (const [name, installed] of links) {
+    mkdirSync(path.dirname(path.join(project, 'node_modules', name)), { recursive: true });
+    symlinkSync(path.join(root, 'node_modules', installed), path.join(project, 'node_modules', name), 'dir');
+  }
   writeFileSync(path.join(project, 'server.mjs'), code);
   const child = spawn(process.execPath, ['server.mjs'], { cwd: project, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise((resolve) => child.on('exit', resolve));
@@ -43,7 +53,7 @@ export async function runExample(t: TestContext, code: string, port: number, opt
     assert.equal(child.exitCode, null, `server.mjs exited: ${stderr}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  return { exited: () => child.exitCode ?? (child.signalCode === null ? null : -1), stderr: () => stderr };
+  return { project, exited: () => child.exitCode ?? (child.signalCode === null ? null : -1), stderr: () => stderr };
 }
 
 /** A port nothing listens on now, for an example that takes its port as written. */

@@ -1,0 +1,103 @@
+/**
+ * Every file in examples/ runs as a user's project would run it (dist/ installed as `agent-router`,
+ * the frameworks and drivers it imports beside it), and answers the requests its comments promise.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { freePort, runExample } from '../helpers/readme-example.ts';
+import { listen } from '../helpers/listen.ts';
+
+const root = process.cwd();
+const source = (name: string): string => readFileSync(path.join(root, 'examples', name), 'utf8');
+
+async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  return { status: res.status, text: await res.text() };
+}
+
+/** Runs `name` with its port (8000 or 8080, as written) swapped for a free one; returns that port. */
+async function run(t: TestContext, name: string, options: Parameters<typeof runExample>[3] = {}, swap: Record<string, number> = {}): Promise<number> {
+  const port = await freePort();
+  let code = source(name).replaceAll(/\b80[08]0\b/g, String(port));
+  for (const [from, to] of Object.entries(swap)) code = code.replaceAll(from, String(to));
+  await runExample(t, code, port, options);
+  return port;
+}
+
+test('examples/: every runnable file has a test here', () => {
+  // postgres.mjs and redis.mjs run against the real servers in readme-storage.test.ts.
+  const covered = readFileSync(new URL(import.meta.url), 'utf8') + readFileSync(new URL('readme-storage.test.ts', import.meta.url), 'utf8');
+  for (const file of readdirSync(path.join(root, 'examples')).filter((f) => f.endsWith('.mjs'))) {
+    assert.ok(covered.includes(`'${file}'`), `test/e2e/examples.test.ts runs examples/${file}`);
+  }
+});
+
+test('node-http.mjs: chat, invoke, state and a stream', async (t) => {
+  const port = await run(t, 'node-http.mjs');
+  const base = `http://127.0.0.1:${port}/counter-1`;
+  assert.equal((await post(`${base}/chat`, { message: 'hello' })).text, '{"agent_id":"counter-1","response":"hello"}');
+  assert.equal((await post(`${base}/invoke`, { method: 'increment', params: { by: 2 } })).text, '{"agent_id":"counter-1","result":2}');
+  assert.equal(await (await fetch(`${base}/state`)).text(), '{"agent_id":"counter-1","state":{"count":2}}');
+  assert.equal((await post(`${base}/chat?stream=true`, { message: 'hi there' })).text, 'data: hi\n\ndata:  there\n\nevent: done\ndata: [DONE]\n\n');
+});
+
+test('standalone-server.mjs: serves /agent/{id}/chat and /healthz', async (t) => {
+  const port = await run(t, 'standalone-server.mjs');
+  assert.equal((await post(`http://127.0.0.1:${port}/agent/bot-1/chat`, { message: 'hello' })).text, '{"agent_id":"bot-1","response":"hello"}');
+  assert.equal(await (await fetch(`http://127.0.0.1:${port}/healthz`)).text(), '{"status":"ok"}');
+});
+
+for (const [file, aliases] of [
+  ['express.mjs', { express: 'express5' }],
+  ['koa.mjs', { koa: 'koa3', '@koa/bodyparser': '@koa/bodyparser' }],
+  ['fastify.mjs', { fastify: 'fastify5' }],
+] as const) {
+  test(`${file}: the router under /api, and the app's own route beside it`, async (t) => {
+    const port = await run(t, file, { aliases });
+    assert.equal((await post(`http://127.0.0.1:${port}/api/bot-1/chat`, { message: 'hello' })).text, '{"agent_id":"bot-1","response":"hello"}');
+    assert.equal((await post(`http://127.0.0.1:${port}/api/bot-1/chat?stream=true`, { message: 'a b' })).text, 'data: a\n\ndata:  b\n\nevent: done\ndata: [DONE]\n\n');
+    assert.equal(await (await fetch(`http://127.0.0.1:${port}/api/health`)).text(), 'ok');
+  });
+}
+
+test('remote-back.mjs and remote-front.mjs: a remote-* id is served by the back, through the front', async (t) => {
+  // remote-back.mjs listens on 8001 as written; run it on a free port and point the front at that one.
+  const back = await freePort();
+  await runExample(t, source('remote-back.mjs').replaceAll('8001', String(back)), back);
+  const front = await run(t, 'remote-front.mjs', {}, { '8001': back });
+  assert.equal((await post(`http://127.0.0.1:${front}/remote-1/chat`, { message: 'from afar' })).text, '{"agent_id":"remote-1","response":"from afar"}');
+  assert.equal((await post(`http://127.0.0.1:${back}/agent/remote-1/chat`, { message: 'direct' })).text, '{"agent_id":"remote-1","response":"direct"}');
+  assert.equal((await post(`http://127.0.0.1:${front}/remote-1/chat?stream=true`, { message: 'x y' })).text, 'data: x\n\ndata:  y\n\nevent: done\ndata: [DONE]\n\n');
+  assert.equal((await post(`http://127.0.0.1:${front}/local-1/chat`, { message: 'here' })).text, '{"agent_id":"local-1","response":"here"}');
+});
+
+test('file-storage.mjs: the conversation is a journal file under ./data/agents', async (t) => {
+  const port = await freePort();
+  const example = await runExample(t, source('file-storage.mjs').replaceAll('8080', String(port)), port);
+  assert.equal((await post(`http://127.0.0.1:${port}/agent/bot-1/chat`, { message: 'remember me' })).status, 200);
+  const files = readdirSync(path.join(example.project, 'data', 'agents'));
+  assert.ok(files.some((f) => readFileSync(path.join(example.project, 'data', 'agents', f), 'utf8').includes('remember me')), files.join());
+});
+
+test('openai-compatible.mjs: chats with the server at OPENAI_BASE_URL', async (t) => {
+  let received: { url?: string | undefined; body?: { model?: string } } = {};
+  const provider = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      received = { url: req.url, body: JSON.parse(body) };
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end('data: {"choices":[{"delta":{"content":"Hi from"}}]}\n\ndata: {"choices":[{"delta":{"content":" the model"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n');
+    });
+  };
+  const { url, close } = await listen(provider);
+  t.after(close);
+  const port = await freePort();
+  await runExample(t, source('openai-compatible.mjs').replaceAll('8080', String(port)), port, { env: { OPENAI_BASE_URL: `${url}/v1`, OPENAI_MODEL: 'tiny' } });
+  assert.equal((await post(`http://127.0.0.1:${port}/agent/assistant-1/chat`, { message: 'hello' })).text, '{"agent_id":"assistant-1","response":"Hi from the model"}');
+  assert.equal(received.url, '/v1/chat/completions');
+  assert.equal(received.body?.model, 'tiny');
+});
