@@ -5,10 +5,11 @@ import { MemoryStorage } from '../storage/memory.ts';
 import { sameRecord } from '../storage/record-version.ts';
 import type { Storage } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject, JsonState, TokenUsage } from '../types.ts';
+import { AbortWatch } from '../lib/abort-watch.ts';
+import { TurnCancel } from '../lib/cancel.ts';
+import { Mailbox } from '../lib/mailbox.ts';
 import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
-import { TurnCancel } from './cancel.ts';
 import { assertJson, assertJsonState } from './json-check.ts';
-import { AbortWatch, Mailbox } from './mailbox.ts';
 
 export interface AgentOptions<S extends JsonObject | JsonState<S> = JsonObject> {
   /** What writes the replies; `echoModel()` for an offline demo. */

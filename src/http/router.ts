@@ -1,8 +1,8 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { Agent, cancelledBy, chatInto, committedState, type ChatSink } from '../agent/agent.ts';
-import { TurnCancel } from '../agent/cancel.ts';
-import { stopWatching, whenAborted } from '../signal-watch.ts';
+import { TurnCancel } from '../lib/cancel.ts';
+import { stopWatching, whenAborted } from '../lib/signal-watch.ts';
 import { AgentRouterError, httpErrors, statusOf, worthLogging } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';
 import { AgentPool, type AgentPoolOptions } from '../server/pool.ts';

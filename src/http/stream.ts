@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { cancelledBy, chatInto, type Agent, type ChatSink } from '../agent/agent.ts';
-import type { TurnCancel } from '../agent/cancel.ts';
+import type { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, errorBody, statusOf, worthLogging } from '../errors.ts';
 import { DONE_FRAME, formatEvent } from '../sse/format.ts';
 import { ChunkSeam } from '../sse/seams.ts';

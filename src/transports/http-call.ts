@@ -3,7 +3,7 @@ import { mayHoldHugeNumber, nestingDepth } from '../http/body.ts';
 import { mediaType } from '../http/path.ts';
 import { createSSEParser, drainReader } from '../sse/parser.ts';
 import { fetchWithinOrigin } from '../fetch-within-origin.ts';
-import { stopWatching, whenAborted } from '../signal-watch.ts';
+import { stopWatching, whenAborted } from '../lib/signal-watch.ts';
 import { describeRemote } from './remote-url.ts';
 import type { Slots } from './slots.ts';
 import { allSlotsBusy, badResponse, fetchFailed, incomplete, KEPT_STATUSES, readFailed, statusError, streamFailed, timedOut } from './upstream-errors.ts';
