@@ -1,4 +1,5 @@
 import type { Cancellable } from './cancel.ts';
+import { LinkedList } from './linked-list.ts';
 
 interface Waiter {
   /** Hands the mailbox to this waiter; undefined once it was handed over or gave up. */
@@ -6,8 +7,8 @@ interface Waiter {
   /** What cuts the wait, and the hook it calls. */
   cancel: Cancellable | undefined;
   onAbort: (() => void) | undefined;
-  prev: Waiter | undefined;
-  next: Waiter | undefined;
+  older: Waiter | undefined;
+  newer: Waiter | undefined;
 }
 
 /**
@@ -19,14 +20,8 @@ interface Waiter {
  */
 export class Mailbox {
   #held = false;
-  /**
-   * Waiters in arrival order, linked both ways: one aborted while waiting
-   * leaves the list at once. Left in it until the holder released, each cut
-   * waiter kept its cancel, whose reason's stack kept the request's response
-   * and socket (about 5 KB a request), for as long as an action held the agent.
-   */
-  #first: Waiter | undefined;
-  #last: Waiter | undefined;
+  /** Waiters in arrival order: one aborted while waiting leaves at once, and keeps nothing of the request here. */
+  readonly #waiters = new LinkedList<Waiter>();
   #size = 0;
 
   /** Turns running or waiting. */
@@ -52,25 +47,15 @@ export class Mailbox {
     if (cancel?.aborted === true) return Promise.reject(cancel.reason);
     if (this.tryAcquire()) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = { grant: resolve, cancel, onAbort: undefined, prev: undefined, next: undefined };
-      if (this.#last === undefined) {
-        this.#first = waiter;
-        this.#last = waiter;
-      } else if (first) {
-        waiter.next = this.#first;
-        (this.#first as Waiter).prev = waiter;
-        this.#first = waiter;
-      } else {
-        waiter.prev = this.#last;
-        this.#last.next = waiter;
-        this.#last = waiter;
-      }
+      const waiter: Waiter = { grant: resolve, cancel, onAbort: undefined, older: undefined, newer: undefined };
+      if (first) this.#waiters.unshift(waiter);
+      else this.#waiters.push(waiter);
       this.#size++;
       if (cancel === undefined) return;
       waiter.onAbort = () => {
         if (waiter.grant === undefined) return;
         waiter.grant = undefined;
-        this.#unlink(waiter);
+        this.#waiters.remove(waiter);
         this.#size--;
         reject(cancel.reason);
       };
@@ -87,24 +72,15 @@ export class Mailbox {
 
   /** Gives the lock to the next waiter (every one in the list still waits), or frees it. */
   #handOver(): void {
-    const waiter = this.#first;
+    const waiter = this.#waiters.oldest;
     if (waiter === undefined) {
       this.#held = false;
       return;
     }
-    this.#unlink(waiter);
+    this.#waiters.remove(waiter);
     const grant = waiter.grant as () => void;
     waiter.grant = undefined;
     if (waiter.onAbort !== undefined) waiter.cancel?.offAbort(waiter.onAbort);
     grant();
-  }
-
-  #unlink(waiter: Waiter): void {
-    const { prev, next } = waiter;
-    if (prev === undefined) this.#first = next;
-    else prev.next = next;
-    if (next === undefined) this.#last = prev;
-    else next.prev = prev;
-    waiter.prev = waiter.next = undefined;
   }
 }
