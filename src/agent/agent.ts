@@ -9,7 +9,7 @@ import { AbortWatch } from '../lib/abort-watch.ts';
 import { TurnCancel } from '../lib/cancel.ts';
 import { Mailbox } from '../lib/mailbox.ts';
 import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
-import { assertJson, assertJsonState } from './json-check.ts';
+import { assertJson, assertJsonState } from '../lib/json.ts';
 
 export interface AgentOptions<S extends JsonObject | JsonState<S> = JsonObject> {
   /** What writes the replies; `echoModel()` for an offline demo. */

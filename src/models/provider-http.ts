@@ -4,7 +4,7 @@
  * failure becomes a `ModelProviderError` (codes in provider-errors.ts).
  */
 import { ModelProviderError } from '../errors.ts';
-import { mediaType } from '../http/path.ts';
+import { mediaType } from '../lib/media-type.ts';
 import { readSSE, type SSEEvent } from '../sse/parser.ts';
 import { fetchWithinOrigin } from '../fetch-within-origin.ts';
 import { noTlsFix } from '../tls.ts';

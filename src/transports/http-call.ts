@@ -1,6 +1,6 @@
 import { AgentRouterError, type UpstreamError } from '../errors.ts';
-import { mayHoldHugeNumber, nestingDepth } from '../http/body.ts';
-import { mediaType } from '../http/path.ts';
+import { mayHoldHugeNumber, nestingDepth } from '../lib/json.ts';
+import { mediaType } from '../lib/media-type.ts';
 import { createSSEParser, drainReader } from '../sse/parser.ts';
 import { fetchWithinOrigin } from '../fetch-within-origin.ts';
 import { stopWatching, whenAborted } from '../lib/signal-watch.ts';
