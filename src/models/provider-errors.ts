@@ -180,10 +180,6 @@ export function notHttp(context: ProviderContext, code: string, cause: unknown):
  * format error. A proxy that labels a plain body gzip does so on every request, so a retry gets
  * the same. (A gzip body cut short is `Z_BUF_ERROR`: a cut stream, not this.)
  */
-export function isEncodingError(code: string): boolean {
-  return code === 'Z_DATA_ERROR' || code.startsWith('ERR__ERROR_FORMAT_');
-}
-
 export function notDecodable(context: ProviderContext, code: string, cause: unknown): ModelProviderError {
   return new ModelProviderError('model_bad_response', `${context.label}: the provider's body does not decode as its Content-Encoding says (${code}); check the proxies between here and the provider`, {
     provider: context.provider,

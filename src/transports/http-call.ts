@@ -2,7 +2,7 @@ import { AgentRouterError, type UpstreamError } from '../errors.ts';
 import { mayHoldHugeNumber, nestingDepth } from '../lib/json.ts';
 import { mediaType } from '../lib/media-type.ts';
 import { createSSEParser, drainReader } from '../sse/parser.ts';
-import { fetchWithinOrigin } from '../fetch-within-origin.ts';
+import { fetchWithinOrigin } from '../lib/fetch-within-origin.ts';
 import { stopWatching, whenAborted } from '../lib/signal-watch.ts';
 import { describeRemote } from './remote-url.ts';
 import type { Slots } from './slots.ts';
