@@ -6,7 +6,7 @@ import { stopWatching, whenAborted } from '../lib/signal-watch.ts';
 import { checkParsed } from '../lib/json.ts';
 import { AgentRouterError, httpErrors, statusOf, worthLogging } from '../errors.ts';
 import { AgentRegistry } from '../registry/registry.ts';
-import { AgentPool, type AgentPoolOptions } from '../server/pool.ts';
+import { AgentPool, type AgentPoolOptions } from '../registry/pool.ts';
 import { chatReply, HTTPTransport } from '../transports/http.ts';
 import { isTransport, type AgentTransport } from '../transports/transport.ts';
 import { checkOptions, type OptionKind } from '../options.ts';
@@ -19,13 +19,13 @@ import { asObject, invokePayload, requestIdOf, requireMessage, unwrapEnvelope } 
 import { lingerOnClose } from './linger.ts';
 import { closeWithConnection, sendError, sendJson } from './respond.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
-import { loggerOf, type Logger } from './logger.ts';
+import { loggerOf, type Logger } from '../lib/logger.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteAction, type RouteMatch } from './routes.ts';
 import { RunningTurns, type RunningTurn } from './running-turns.ts';
 import { streamReply, type ReplySource, type StreamEnd } from './stream.ts';
 import { cutIfLeftUnread } from './unread.ts';
 
-export type { Logger } from './logger.ts';
+export type { Logger } from '../lib/logger.ts';
 
 export interface AgentRouterOptions extends AgentPoolOptions {
   /** Mount path prepended to every route, e.g. `/agents`. */

@@ -6,7 +6,7 @@ import { DONE_FRAME, formatEvent } from '../sse/format.ts';
 import { ChunkSeam } from '../sse/seams.ts';
 import { SSEWriter } from '../sse/writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
-import type { Logger } from './router.ts';
+import type { Logger } from '../lib/logger.ts';
 
 /** Where a streamed reply comes from: chunks to pull, or a local agent's turn, which pushes them into the stream. */
 export type ReplySource = { chunks: AsyncIterable<string> | ChunkStream } | { agent: Agent<any>; message: string };

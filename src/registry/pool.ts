@@ -1,6 +1,6 @@
 import { turnsDone, type Agent } from '../agent/agent.ts';
 import { AgentRouterError } from '../errors.ts';
-import { loggerOf, type Logger } from '../http/logger.ts';
+import { loggerOf, type Logger } from '../lib/logger.ts';
 import { LinkedList } from '../lib/linked-list.ts';
 
 export interface AgentPoolOptions {
