@@ -4,7 +4,7 @@ import type { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, errorBody, statusOf, worthLogging } from '../errors.ts';
 import { DONE_FRAME, formatEvent } from '../sse/format.ts';
 import { ChunkSeam } from '../sse/seams.ts';
-import { SSEWriter } from '../sse/writer.ts';
+import { SSEWriter } from './sse-writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
 import type { Logger } from '../lib/logger.ts';
 
