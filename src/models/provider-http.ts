@@ -16,7 +16,6 @@ import {
   fetchTimeoutError,
   notHttp,
   httpError,
-  isObject,
   notAStream,
   notDecodable,
   noTls,
@@ -26,6 +25,7 @@ import {
   tooLong,
   type ProviderContext,
 } from './provider-errors.ts';
+import { isObject } from './provider-reply.ts';
 
 /** Turns a provider's SSE events into chunks; one per attempt. */
 export interface StreamDecoder {
