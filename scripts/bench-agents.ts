@@ -26,7 +26,7 @@
 import { Agent } from '../src/agent/agent.ts';
 import { echoModel } from '../src/models/echo.ts';
 import { AgentRegistry } from '../src/registry/registry.ts';
-import { AgentPool } from '../src/server/pool.ts';
+import { AgentPool } from '../src/registry/pool.ts';
 import { MemoryStorage } from '../src/storage/memory.ts';
 
 const gc = (globalThis as { gc?: () => void }).gc;

@@ -19,8 +19,8 @@ export type { OpenAPIDocument, OpenAPIOperation, Schema } from './router/openapi
 export { AgentServer, type ServingAgentServer } from './server/server.ts';
 export type { AgentServerConfig, FileConfig, ServerSettings } from './server/config.ts';
 export { readConfigFile } from './server/config.ts';
-export { AgentPool } from './server/pool.ts';
-export type { AgentPoolOptions, EvictReason, LiveAgentInfo } from './server/pool.ts';
+export { AgentPool } from './registry/pool.ts';
+export type { AgentPoolOptions, EvictReason, LiveAgentInfo } from './registry/pool.ts';
 
 // Models
 export { echoModel } from './models/echo.ts';

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { AgentRouter } from '../router/router.ts';
 import { JsonText, otherCharset } from '../http/body.ts';
-import { mediaType } from '../http/path.ts';
+import { mediaType } from '../lib/media-type.ts';
 
 /**
  * Refuses anything but an AgentRouter (a registry or an Agent is the likely

@@ -4,12 +4,12 @@ import { checkKnownOptions } from '../options.ts';
 import { MemoryStorage } from '../storage/memory.ts';
 import type { Storage } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject, JsonState } from '../types.ts';
+import { TurnCancel } from '../lib/cancel.ts';
+import { assertJson, assertJsonState } from '../lib/json.ts';
 import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
-import { TurnCancel } from './cancel.ts';
 import { runChat, type ChatSink } from './chat-engine.ts';
 import { ChatStream } from './chat-stream.ts';
 import { AgentCore, checkState } from './core.ts';
-import { assertJson, assertJsonState } from './json-check.ts';
 import { Turn, type StateUpdate } from './turn.ts';
 
 export type { ChatSink } from './chat-engine.ts';

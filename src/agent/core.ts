@@ -1,10 +1,10 @@
 import { AgentRouterError } from '../errors.ts';
 import type { Storage } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
-import { TurnCancel } from './cancel.ts';
+import { TurnCancel } from '../lib/cancel.ts';
 import { TurnGate, type Unlock } from './gate.ts';
-import { assertJsonState } from './json-check.ts';
-import { AbortWatch } from './mailbox.ts';
+import { assertJsonState } from '../lib/json.ts';
+import { AbortWatch } from '../lib/abort-watch.ts';
 import { StorageSync } from './storage-sync.ts';
 import { Turn, type StateUpdate } from './turn.ts';
 

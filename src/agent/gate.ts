@@ -1,5 +1,6 @@
 import type { JsonObject } from '../types.ts';
-import { AbortWatch, Mailbox } from './mailbox.ts';
+import { AbortWatch } from '../lib/abort-watch.ts';
+import { Mailbox } from '../lib/mailbox.ts';
 import type { StorageSync } from './storage-sync.ts';
 import type { Turn } from './turn.ts';
 

@@ -2,7 +2,7 @@ import { VersionConflictError } from '../errors.ts';
 import { sameRecord } from '../storage/record-version.ts';
 import type { Storage } from '../storage/storage.ts';
 import type { ChatMessage, JsonObject } from '../types.ts';
-import { assertJsonState } from './json-check.ts';
+import { assertJsonState } from '../lib/json.ts';
 
 /**
  * An agent's copy of its stored record (state, history, version) and the

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { JsonObject, TokenUsage } from '../types.ts';
-import { TurnCancel } from './cancel.ts';
+import { TurnCancel } from '../lib/cancel.ts';
 
 /** What a turn does: answer a message, run an action, or apply setState calls. */
 export type TurnKind = 'chat' | 'action' | 'setState';

@@ -2,11 +2,7 @@ import { parseArgs } from 'node:util';
 import { checkOption } from '../options.ts';
 import type { AgentServerConfig } from '../server/config.ts';
 import { parseStorageSpec, type StorageSpec } from './storage-spec.ts';
-
-/** A mistake in how the CLI was called: printed as one line, exit code 2. */
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
+import { UsageError } from './usage-error.ts';
 
 export interface CliArgs {
   command: 'serve' | 'help' | 'version';

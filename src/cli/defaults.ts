@@ -2,7 +2,8 @@ import { echoModel } from '../models/echo.ts';
 import { modelFromEnv } from '../models/from-env.ts';
 import type { Model } from '../models/model.ts';
 import type { Storage } from '../storage/storage.ts';
-import { openStorage, type Log } from './storage-open.ts';
+import { openStorage } from './storage-open.ts';
+import type { Log } from './storage-remote.ts';
 import type { DemoStorage } from './storage-spec.ts';
 
 export interface EmbeddedDefaults {

@@ -3,13 +3,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readConfigFile, type AgentServerConfig, type FileConfig } from '../server/config.ts';
 import { AgentServer } from '../server/server.ts';
-import { parseCliArgs, parsePort, UsageError, type CliArgs } from './args.ts';
+import { parseCliArgs, parsePort, type CliArgs } from './args.ts';
 import { embeddedDefaults } from './defaults.ts';
 import { demoBanner, demoRegistry } from './demo.ts';
 import { HELP } from './help.ts';
 import { LoadError, loadModule, type Servable } from './load.ts';
 import { whenParentGone } from './parent-watch.ts';
 import { demoStorage } from './storage-spec.ts';
+import { UsageError } from './usage-error.ts';
 
 const NAME = 'agent-router';
 /** The flag each server option from args.ts comes from, for the note when a module's own AgentServer ignores it. */

@@ -5,19 +5,7 @@ import { MemoryStorage } from '../storage/memory.ts';
 import type { Storage } from '../storage/storage.ts';
 import { LoadError } from './load.ts';
 import type { DemoStorage } from './storage-spec.ts';
-import { openPostgres, openRedis } from './storage-remote.ts';
-
-/** A storage the CLI opened for the demo, with what it opened alongside. */
-export interface OpenedStorage {
-  storage: Storage;
-  /** How the banner describes it. */
-  label: string;
-  /** Closes the storage, then the pool or client the CLI created for it (the CLI owns those). */
-  close(): Promise<void>;
-}
-
-/** Where the CLI writes a line about a backend going away while serving. */
-export type Log = (line: string) => void;
+import { openPostgres, openRedis, type Log, type OpenedStorage } from './storage-remote.ts';
 
 /**
  * Opens the demo's storage. Postgres and Redis are reached through the

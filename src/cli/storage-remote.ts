@@ -8,8 +8,19 @@ import { redisStorage, type RedisClientLike } from '../storage/redis.ts';
 import type { Storage } from '../storage/storage.ts';
 import { exportOf, importDriver } from './driver.ts';
 import { LoadError } from './load.ts';
-import type { Log, OpenedStorage } from './storage-open.ts';
 import type { StorageSpec } from './storage-spec.ts';
+
+/** A storage the CLI opened for the demo, with what it opened alongside. */
+export interface OpenedStorage {
+  storage: Storage;
+  /** How the banner describes it. */
+  label: string;
+  /** Closes the storage, then the pool or client the CLI created for it (the CLI owns those). */
+  close(): Promise<void>;
+}
+
+/** Where the CLI writes a line about a backend going away while serving. */
+export type Log = (line: string) => void;
 
 type PostgresSpec = Extract<StorageSpec, { kind: 'postgres' }>;
 type RedisSpec = Extract<StorageSpec, { kind: 'redis' }>;

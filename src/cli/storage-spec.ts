@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { postgresStorageDDL } from '../storage/postgres.ts';
-import { UsageError } from './args.ts';
+import { UsageError } from './usage-error.ts';
 
 /** A server reached over the network: the URL to connect with, and how to name it without its credentials. */
 interface Remote {

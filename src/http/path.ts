@@ -1,4 +1,5 @@
 import { httpErrors } from '../errors.ts';
+import { mediaType } from '../lib/media-type.ts';
 
 /** The path and the raw query of a request target, without `new URL()` (it is on every request). */
 export function splitTarget(target: string): { path: string; query: string } {
@@ -102,8 +103,4 @@ export function parseStreamFlag(value: string | undefined, accept: string | unde
   }
 }
 
-/** `Text/Event-Stream; charset=utf-8` -> `text/event-stream`. */
-export function mediaType(header: string): string {
-  const semicolon = header.indexOf(';');
-  return (semicolon === -1 ? header : header.slice(0, semicolon)).trim().toLowerCase();
-}
+//END

@@ -1,7 +1,8 @@
 import { checkKnownOptions } from '../options.ts';
 import type { TokenUsage } from '../types.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
-import { count, headerSecrets, isObject, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
+import { parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
+import { count, headerSecrets, isObject } from './provider-reply.ts';
 import { checkCommonOptions, DEFAULT_MAX_RESPONSE_SIZE, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
 
 export interface OpenAIModelOptions extends ProviderHTTPOptions {

@@ -4,10 +4,10 @@
  * failure becomes a `ModelProviderError` (codes in provider-errors.ts).
  */
 import { ModelProviderError } from '../errors.ts';
-import { mediaType } from '../http/path.ts';
+import { mediaType } from '../lib/media-type.ts';
 import { readSSE, type SSEEvent } from '../sse/parser.ts';
-import { fetchWithinOrigin } from '../fetch-within-origin.ts';
-import { noTlsFix } from '../tls.ts';
+import { fetchFailure, noTlsFix } from '../lib/fetch-failure.ts';
+import { fetchWithinOrigin } from '../lib/fetch-within-origin.ts';
 import type { JsonObject } from '../types.ts';
 import type { ModelChunk } from './model.ts';
 import {
@@ -16,8 +16,6 @@ import {
   fetchTimeoutError,
   notHttp,
   httpError,
-  isEncodingError,
-  isObject,
   notAStream,
   notDecodable,
   noTls,
@@ -27,6 +25,7 @@ import {
   tooLong,
   type ProviderContext,
 } from './provider-errors.ts';
+import { isObject } from './provider-reply.ts';
 
 /** Turns a provider's SSE events into chunks; one per attempt. */
 export interface StreamDecoder {
@@ -135,17 +134,13 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
     if (timedOut) return timeoutError(request, request.timeout);
     if (error instanceof ModelProviderError) return error;
     if (error instanceof RangeError) return badResponse(request, 'an SSE line or event is too large', error);
-    if (isFetchTimeout(error)) return fetchTimeoutError(request, error);
-    // Reached, and answered in something that is not HTTP (llhttp's HPE_ codes: another protocol on that
-    // port, a broken proxy) or with headers past fetch's 16 KiB, or refused in the TLS handshake: not
-    // "could not reach", and a retry gets the same.
-    const code = fetchCode(error);
-    if (typeof code === 'string') {
-      if (code.startsWith('HPE_') || code === 'UND_ERR_HEADERS_OVERFLOW') return notHttp(request, code, error);
-      if (isEncodingError(code)) return notDecodable(request, code, error);
-      const tlsFix = noTlsFix(code, 'baseURL');
-      if (tlsFix !== undefined) return noTls(request, code, tlsFix, error);
-    }
+    // Reached, and answered in something that is not HTTP or with headers past fetch's 16 KiB, or refused
+    // in the TLS handshake: not "could not reach", and a retry gets the same.
+    const { kind, code } = fetchFailure(error);
+    if (kind === 'fetch_timeout') return fetchTimeoutError(request, error);
+    if (kind === 'not_http' || kind === 'headers_overflow') return notHttp(request, code, error);
+    if (kind === 'undecodable') return notDecodable(request, code, error);
+    if (kind === 'no_tls') return noTls(request, code, noTlsFix(code, 'baseURL'), error);
     return stage === 'connect' ? connectionFailed(request, error) : streamInterrupted(request, error);
   };
 
@@ -232,17 +227,6 @@ async function readText(body: ReadableStream<Uint8Array>): Promise<string> {
   let text = '';
   for await (const bytes of body) text += decoder.decode(bytes, { stream: true });
   return text + decoder.decode();
-}
-
-/** Node's fetch's own 300 s limits (undici's headers and body timeouts), as the error or its cause. */
-function isFetchTimeout(error: unknown): boolean {
-  const code = fetchCode(error);
-  return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
-}
-
-/** The code of a fetch failure (undici's), on the error or its cause. */
-function fetchCode(error: unknown): unknown {
-  return (error as { code?: unknown } | undefined)?.code ?? ((error as { cause?: { code?: unknown } } | undefined)?.cause?.code);
 }
 
 /** Milliseconds before retry number `attempt + 1`: the provider's `Retry-After` when sane, else backoff with jitter. */

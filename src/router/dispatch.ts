@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { cancelledBy, chatTurn, committedState, servesDirectly, type Agent, type ChatSink } from '../agent/agent.ts';
-import type { TurnCancel } from '../agent/cancel.ts';
+import type { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, httpErrors } from '../errors.ts';
 import { streamReset } from '../http/body.ts';
 import { parseStreamFlag, queryParam } from '../http/path.ts';

@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { TurnCancel } from '../agent/cancel.ts';
+import { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, statusOf, worthLogging } from '../errors.ts';
-import type { Logger } from '../http/logger.ts';
+import type { Logger } from '../lib/logger.ts';
 import { sendError, sendJson } from '../http/respond.ts';
 import { cutIfLeftUnread } from '../http/unread.ts';
-import { stopWatching, whenAborted } from '../signal-watch.ts';
+import { stopWatching, whenAborted } from '../lib/signal-watch.ts';
 import type { JsonObject } from '../types.ts';
 import type { RunningTurn, RunningTurns } from './running-turns.ts';
 
@@ -50,7 +50,6 @@ export class Exchange implements RunningTurn {
   // RunningTurns' links
   timed = false;
   began = 0;
-  listed = false;
   older: this | undefined;
   newer: this | undefined;
 

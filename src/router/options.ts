@@ -2,9 +2,9 @@ import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { RequestListener } from 'node:http';
 import type { Authorize } from '../http/authorize.ts';
 import type { CorsOptions } from '../http/cors.ts';
-import type { Logger } from '../http/logger.ts';
+import type { Logger } from '../lib/logger.ts';
 import type { OptionKind } from '../options.ts';
-import type { AgentPool, AgentPoolOptions } from '../server/pool.ts';
+import type { AgentPool, AgentPoolOptions } from '../registry/pool.ts';
 
 export interface AgentRouterOptions extends AgentPoolOptions {
   /** Mount path prepended to every route, e.g. `/agents`. */

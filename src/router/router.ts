@@ -3,15 +3,16 @@ import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { Agent } from '../agent/agent.ts';
 import { AgentRouterError, httpErrors } from '../errors.ts';
 import { authorizeRequest } from '../http/authorize.ts';
-import { checkParsed, JsonText, readJsonBody, untypedBody } from '../http/body.ts';
+import { JsonText, readJsonBody, untypedBody } from '../http/body.ts';
+import { checkParsed } from '../lib/json.ts';
 import { applyCors, checkCors } from '../http/cors.ts';
-import { loggerOf } from '../http/logger.ts';
+import { loggerOf } from '../lib/logger.ts';
 import { lingerOnClose } from '../http/linger.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { closeWithConnection, sendJson } from '../http/respond.ts';
 import { checkOptions } from '../options.ts';
 import { AgentRegistry } from '../registry/registry.ts';
-import { AgentPool } from '../server/pool.ts';
+import { AgentPool } from '../registry/pool.ts';
 import { isTransport } from '../transports/transport.ts';
 import { dispatch, type DispatchHost, type Target } from './dispatch.ts';
 import { Exchange } from './exchange.ts';
@@ -21,7 +22,7 @@ import { asObject, requestIdOf, unwrapEnvelope } from './payload.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteMatch } from './routes.ts';
 import { RunningTurns } from './running-turns.ts';
 
-export type { Logger } from '../http/logger.ts';
+export type { Logger } from '../lib/logger.ts';
 export type { AgentRequestListener, AgentRouterOptions, RequestHint } from './options.ts';
 
 /** The internal entry AgentServer and the Fastify plugin answer through; see `AgentRouter[serveRequest]`. @internal */

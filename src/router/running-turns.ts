@@ -1,33 +1,24 @@
+import { LinkedList } from '../lib/linked-list.ts';
+
 /**
  * The requests a router is running now, oldest first: what `abortAll()`
  * aborts, and what the turn timeout cuts, on one unref'd interval that
  * checks at a quarter of the timeout (at most every second), so a turn is
- * cut at most ~25% (or 1 s) late.
- *
- * A list linked through the requests' own records, not a Set and a Map:
- * keying a collection by a new object on every request makes V8 give that
- * object an identity hash and a table slot, each time, for every
- * collection. Measured in memory (scripts/bench/ab.ts), the Set and the Map
- * of deadlines were 5-10% of a JSON chat request's CPU; linking the record
- * is a few field writes. A timer per request would cost more (a timer
- * object and a closure held for the whole turn, a stream's included).
+ * cut at most ~25% (or 1 s) late. A timer per request would hold a closure
+ * for the whole turn, a stream's included.
  */
-
 /** What the list links: a request's record, with the fields the list keeps in it. */
 export interface RunningTurn {
   /** Cut by the timeout (a local agent's turn); a remote target keeps its own. */
-  readonly timed: boolean;
+  timed: boolean;
   /** When it began (ms since the epoch), for a timed one. */
   began: number;
-  /** In the list now: deleting twice (expired, then settled) does nothing the second time. */
-  listed: boolean;
   older: this | undefined;
   newer: this | undefined;
 }
 
 export class RunningTurns<T extends RunningTurn> {
-  #oldest: T | undefined;
-  #newest: T | undefined;
+  readonly #list = new LinkedList<T>();
   /** Timed turns in the list: the interval runs while there are any. */
   #timed = 0;
   #timer: NodeJS.Timeout | undefined;
@@ -46,12 +37,7 @@ export class RunningTurns<T extends RunningTurn> {
   }
 
   add(turn: T): void {
-    turn.listed = true;
-    turn.older = this.#newest;
-    turn.newer = undefined;
-    if (this.#newest === undefined) this.#oldest = turn;
-    else this.#newest.newer = turn;
-    this.#newest = turn;
+    this.#list.push(turn);
     if (!turn.timed || this.#timeoutMs === Infinity) return;
     turn.began = Date.now();
     if (this.#timed++ === 0 && this.#timer === undefined) {
@@ -60,29 +46,21 @@ export class RunningTurns<T extends RunningTurn> {
     }
   }
 
+  /** Takes `turn` out; deleting twice (expired, then settled) does nothing the second time. */
   delete(turn: T): void {
-    if (!turn.listed) return;
-    turn.listed = false;
-    const { older, newer } = turn;
-    if (older === undefined) this.#oldest = newer;
-    else older.newer = newer;
-    if (newer === undefined) this.#newest = older;
-    else newer.older = older;
-    // Unlinked both ways: a held record must not keep its neighbours alive.
-    turn.older = turn.newer = undefined;
-    if (turn.timed && this.#timeoutMs !== Infinity) this.#timed--;
+    if (this.#list.remove(turn) && turn.timed && this.#timeoutMs !== Infinity) this.#timed--;
   }
 
   /** Every turn in the list now, oldest first (a copy: handling one may delete others). */
   list(): T[] {
     const turns: T[] = [];
-    for (let turn = this.#oldest; turn !== undefined; turn = turn.newer) turns.push(turn);
+    for (let turn = this.#list.oldest; turn !== undefined; turn = turn.newer) turns.push(turn);
     return turns;
   }
 
   #sweep(): void {
     const now = Date.now();
-    let turn = this.#oldest;
+    let turn = this.#list.oldest;
     while (turn !== undefined) {
       const newer: T | undefined = turn.newer;
       if (turn.timed) {
@@ -92,7 +70,7 @@ export class RunningTurns<T extends RunningTurn> {
         this.#onExpire(turn);
       }
       // Cutting one turn can end others at once (an agent's next turn, run and answered): start over then.
-      turn = newer !== undefined && !newer.listed ? this.#oldest : newer;
+      turn = newer !== undefined && !this.#list.has(newer) ? this.#list.oldest : newer;
     }
     if (this.#timed === 0) {
       clearInterval(this.#timer);

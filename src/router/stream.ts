@@ -1,13 +1,13 @@
 import type { ServerResponse } from 'node:http';
 import { cancelledBy, chatTurn, type Agent, type ChatSink } from '../agent/agent.ts';
 import type { TurnEvent } from '../agent/turn.ts';
-import type { TurnCancel } from '../agent/cancel.ts';
+import type { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, errorBody, statusOf, worthLogging } from '../errors.ts';
 import { DONE_FRAME, formatEvent } from '../sse/format.ts';
 import { ChunkSeam } from '../sse/seams.ts';
-import { SSEWriter } from '../sse/writer.ts';
+import { SSEWriter } from '../http/sse-writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
-import type { Logger } from '../http/logger.ts';
+import type { Logger } from '../lib/logger.ts';
 
 /** Where a streamed reply comes from: chunks to pull, or a local agent's turn, which pushes them into the stream. */
 export type ReplySource = { chunks: AsyncIterable<string> | ChunkStream } | { agent: Agent<any>; message: string };

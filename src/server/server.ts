@@ -9,13 +9,13 @@ import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { lingerOnClose } from '../http/linger.ts';
 import { closeWithConnection, sendError, sendJson } from '../http/respond.ts';
 import { AgentRouter, serveRequest, shutTurns, type AgentRequestListener } from '../router/router.ts';
-import { loggerOf, type Logger } from '../http/logger.ts';
+import { loggerOf, type Logger } from '../lib/logger.ts';
 import { AgentRegistry, type AgentClass } from '../registry/registry.ts';
 import { hostCheck, type AllowedHosts, type HostCheck } from './allowed-hosts.ts';
 import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from './config.ts';
 import { answerClientError, answerConnect, answerExpectation } from './client-error.ts';
 import { InFlight } from './inflight.ts';
-import { AgentPool } from './pool.ts';
+import { AgentPool } from '../registry/pool.ts';
 
 /** After the shutdown deadline, aborted turns get this long to write their `event: error`, and sockets this long to close, before they are cut. */
 const ABORT_GRACE_MS = 1000;

@@ -1,56 +1,22 @@
 import { mkdir, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { LockLostError, VersionConflictError } from '../errors.ts';
-import { checkKnownOptions } from '../options.ts';
 import { checkTurn } from './check.ts';
 import { appendLine, NO_FILE, readAt, readSince, readView, readWhole, replaceFile, syncDir, withIdentity } from './file-io.ts';
 import type { CachedView } from './file-io.ts';
 import { commitLine, EMPTY_VIEW, messagesBytes, scanJournal, snapshotLine } from './file-journal.ts';
 import type { ParsedJournal } from './file-journal.ts';
 import { journalBaseName } from './file-names.ts';
+import { fileSettings, type FileStorageOptions } from './file-options.ts';
 import { FileLease } from './file-lock.ts';
 import { sweepLeftovers } from './file-sweep.ts';
 import type { LeaseSettings } from './file-lock.ts';
-import { leaseMilliseconds } from './ids.ts';
 import { rethrowOutage } from './outage.ts';
 import { firstVersion } from './record-version.ts';
 import type { AgentRecord, Storage, TurnCommit, Unlock } from './storage.ts';
 import { KeyedMutex } from './wait.ts';
 
-export interface FileStorageOptions {
-  /**
-   * Flush each commit to the disk (`fdatasync`) before `commit` resolves, and
-   * the directory after a journal is created, renamed or removed. With
-   * `false`, a commit is in the operating system's cache when it resolves:
-   * it survives the process crashing or being killed, but a power cut or a
-   * kernel crash may lose the last few seconds of turns. Compaction always
-   * flushes, whatever this says.
-   * @defaultValue true
-   */
-  fsync?: boolean | undefined;
-  /**
-   * How long a process's lock on an agent id lasts unless renewed (the
-   * holder renews it every third of that). A process that dies mid-turn
-   * blocks the id at most this long; on the same host a dead holder's pid is
-   * noticed and its lock taken at once.
-   * @defaultValue 30
-   */
-  leaseSeconds?: number | undefined;
-  /**
-   * Compaction rewrites a journal into one snapshot line once the states that
-   * later commits superseded add up to this many bytes and to at least half
-   * the file. Each compaction is paid for by as many bytes of appends, so a
-   * turn's average cost stays independent of the history's length.
-   * @defaultValue 1048576 (1 MiB)
-   */
-  compactAfterBytes?: number | undefined;
-  /** Keep held locks alive (default true). `false` acts like a holder that died: for tests. @internal */
-  renewLease?: boolean | undefined;
-  /** The clock for lock expiry, in milliseconds since the epoch: for tests. @defaultValue Date.now @internal */
-  now?: (() => number) | undefined;
-}
-
-const FILE_OPTIONS: { readonly [K in keyof Required<FileStorageOptions>]: true } = { fsync: true, leaseSeconds: true, compactAfterBytes: true, renewLease: true, now: true };
+export type { FileStorageOptions } from './file-options.ts';
 
 /** Views kept per storage; past this the oldest is re-read from disk when next needed. */
 const MAX_CACHED_VIEWS = 10_000;
@@ -95,17 +61,11 @@ export class FileStorage implements Storage {
 
   constructor(dir: string, options: FileStorageOptions = {}) {
     if (typeof dir !== 'string' || dir === '') throw new TypeError('FileStorage: dir must be a directory path, e.g. new FileStorage("./data")');
-    checkKnownOptions(options, FILE_OPTIONS, 'FileStorage');
+    const settings = fileSettings(options);
     this.dir = path.resolve(dir);
-    this.#fsync = options.fsync ?? true;
-    this.#lease = {
-      leaseMs: leaseMilliseconds(options.leaseSeconds, 30, 'FileStorage'),
-      now: options.now ?? Date.now,
-      renew: options.renewLease ?? true,
-    };
-    const compact = options.compactAfterBytes ?? 1024 * 1024;
-    if (!Number.isFinite(compact) || compact < 0) throw new TypeError('FileStorage: compactAfterBytes must be a number of bytes >= 0');
-    this.#compactAfterBytes = compact;
+    this.#fsync = settings.fsync;
+    this.#lease = settings.lease;
+    this.#compactAfterBytes = settings.compactAfterBytes;
   }
 
   async load(agentId: string): Promise<AgentRecord | undefined> {

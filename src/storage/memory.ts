@@ -1,6 +1,6 @@
 import { VersionConflictError } from '../errors.ts';
-import { TurnCancel } from '../agent/cancel.ts';
-import { Mailbox } from '../agent/mailbox.ts';
+import { TurnCancel } from '../lib/cancel.ts';
+import { Mailbox } from '../lib/mailbox.ts';
 import type { ChatMessage } from '../types.ts';
 import { isMessage } from './check.ts';
 import { firstVersion } from './record-version.ts';

@@ -8,34 +8,24 @@ import { assertStorableId, idDigest, leaseMilliseconds } from './ids.ts';
 import { rethrowOutage } from './outage.ts';
 import { firstVersion, sameRecord } from './record-version.ts';
 import { postgresStorageDDL, statements, tableNames } from './postgres-sql.ts';
+import {
+  connectUnlessAborted,
+  endSession,
+  reportedByServer,
+  sessionEnded,
+  startPings,
+  unlock,
+  waitForLock,
+  type HeldLock,
+  type PgPoolLike,
+  type PgQueryResultLike,
+} from './postgres-session.ts';
 import type { TableNames } from './postgres-sql.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
-import { backoff, delay, untilAborted } from './wait.ts';
+import { backoff, delay } from './wait.ts';
 
 export { postgresStorageDDL } from './postgres-sql.ts';
-
-/** The part of a `pg` query result this storage reads. */
-export interface PgQueryResultLike {
-  rows: Array<Record<string, unknown>>;
-}
-
-/** Anything that runs a parameterized query the way `pg` does (`$1`, `$2`, ...). */
-export interface PgQueryable {
-  query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
-}
-
-/** A client checked out of the pool, as `pg.PoolClient`. */
-export interface PgPoolClientLike extends PgQueryable {
-  /** Back to the pool; with an error (or `true`) the pool closes the connection instead. */
-  release(error?: Error | boolean): void;
-  on?(event: 'error', listener: (error: Error) => void): unknown;
-  removeListener?(event: 'error', listener: (error: Error) => void): unknown;
-}
-
-/** The shape of `pg.Pool` this storage uses: `query` and `connect`. The library never imports `pg`. */
-export interface PgPoolLike extends PgQueryable {
-  connect(): Promise<PgPoolClientLike>;
-}
+export type { PgPoolClientLike, PgPoolLike, PgQueryable, PgQueryResultLike } from './postgres-session.ts';
 
 export interface PostgresStorageOptions {
   /** Schema for the tables (created if missing). @defaultValue the connection's search_path */
@@ -61,35 +51,8 @@ export interface PostgresStorageOptions {
 /** A Storage on Postgres, with the cross-process members always present. */
 export type PostgresStorage = SharedStorage;
 
-interface HeldLock {
-  client: PgPoolClientLike;
-  /** Its session: the backend's pid, and a server time it was running at; known once the lock query answered. */
-  session: { pid: number; since: string } | undefined;
-  /** Set when the session died (lease expired, connection lost): queries go to the pool again. */
-  broken: Error | undefined;
-  /** The client went back to the pool (unlock or close); never release it twice. */
-  released: boolean;
-  /** A commit runs on the client: other reads go to the pool, not behind it (it may wait on its row for long). */
-  committing: boolean;
-}
-
 /** How long a commit whose answer was lost waits to learn whether it was stored. */
 const LANDED_CHECK_MS = 5000;
-
-/** How long unlock waits for the server; past that the connection is closed instead, which ends the lock too. */
-const UNLOCK_WAIT_MS = 5000;
-
-/** An error the server reported (it has a SQLSTATE): its statement was not applied. Otherwise the connection failed. */
-function reportedByServer(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
-}
-
-/** The server ended the session (57P01 pg_terminate_backend, 57P02 crash, 57P05 idle timeout, ...): its lock went with it. */
-function sessionEnded(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code.startsWith('57P0');
-}
 
 // Serializes the DDL of concurrent first uses: CREATE TABLE IF NOT EXISTS
 // racing itself can fail on the catalog's unique index.
@@ -293,7 +256,7 @@ class PostgresStorageImpl implements PostgresStorage {
       const row = first.rows[0] ?? {};
       prior = row['prior'] === undefined || row['prior'] === null ? undefined : String(row['prior']);
       held.session = { pid: Number(row['pid']), since: String(row['since']) };
-      if (row['ok'] !== true) await this.#waitForLock(client, lockKey, Number(row['pid']), signal);
+      if (row['ok'] !== true) await waitForLock(this.#pool, this.#sql, client, lockKey, Number(row['pid']), signal);
       signal?.throwIfAborted();
     } catch (error) {
       drop(error);
@@ -302,7 +265,8 @@ class PostgresStorageImpl implements PostgresStorage {
       signal?.removeEventListener('abort', onAbort);
     }
     this.#held.set(agentId, held);
-    const timer = this.#renew && withLease ? this.#startPings(held) : undefined;
+    const timer = this.#renew && withLease ? startPings(held, this.#sql, this.#leaseMs) : undefined;
+    if (timer !== undefined) this.#timers.add(timer);
     let unlocked = false;
     return async () => {
       if (unlocked) return;
@@ -312,7 +276,7 @@ class PostgresStorageImpl implements PostgresStorage {
         this.#timers.delete(timer);
       }
       if (this.#held.get(agentId) === held) this.#held.delete(agentId);
-      await this.#unlock(held, lockKey, withLease ? (prior ?? '0') : undefined);
+      await unlock(held, this.#sql, lockKey, withLease ? (prior ?? '0') : undefined);
       client.removeListener?.('error', onError);
     };
   }
@@ -346,7 +310,7 @@ class PostgresStorageImpl implements PostgresStorage {
     const until = Date.now() + LANDED_CHECK_MS;
     const stop = new AbortController();
     const once = async (): Promise<boolean> => {
-      if (session !== undefined) await this.#endSession(session, stop.signal);
+      if (session !== undefined) await endSession(this.#pool, this.#sql, session, stop.signal, LANDED_CHECK_MS);
       stop.signal.throwIfAborted();
       const row = (await this.#pool.query(this.#sql.landed, [key, version])).rows[0];
       if (row === undefined || !isDeepStrictEqual(JSON.parse(String(row['messages'])), appended)) return false;
@@ -391,19 +355,6 @@ class PostgresStorageImpl implements PostgresStorage {
     return digest.readBigInt64BE(0).toString();
   }
 
-  /** Ends a backend's session and waits (up to LANDED_CHECK_MS) until the server no longer lists it; gives up when `signal` aborts. */
-  async #endSession({ pid, since }: NonNullable<HeldLock['session']>, signal: AbortSignal): Promise<void> {
-    const until = Date.now() + LANDED_CHECK_MS;
-    signal.throwIfAborted();
-    await this.#pool.query(this.#sql.terminate, [pid, since]);
-    for (let attempt = 0; ; attempt++) {
-      signal.throwIfAborted();
-      if ((await this.#pool.query(this.#sql.alive, [pid, since])).rows.length === 0) return;
-      if (Date.now() > until) throw new Error(`backend ${pid} did not end`);
-      await delay(backoff(attempt, 100), signal);
-    }
-  }
-
   /** Creates the tables once; resolves whether the server enforces leases (Postgres 14+). */
   #init(): Promise<boolean> {
     this.#ready ??= (async () => {
@@ -429,94 +380,4 @@ class PostgresStorageImpl implements PostgresStorage {
     if (held !== undefined && held.broken === undefined && !held.committing) return held.client.query(text, values);
     return this.#pool.query(text, values);
   }
-
-  async #waitForLock(client: PgPoolClientLike, lockKey: string, pid: number, signal: AbortSignal | undefined): Promise<void> {
-    signal?.throwIfAborted();
-    let settled = false;
-    const onAbort = async (): Promise<void> => {
-      // The waiting statement blocks its connection, so it is cancelled from
-      // another one. A cancel that lands before the statement reaches the
-      // server is ignored by Postgres, hence the retries until it settles.
-      for (let attempt = 0; !settled; attempt++) {
-        await this.#pool.query(this.#sql.cancel, [pid]).catch(() => undefined);
-        if (!settled) await delay(backoff(attempt, 100));
-      }
-    };
-    const listener = (): void => void onAbort();
-    signal?.addEventListener('abort', listener, { once: true });
-    try {
-      await client.query(this.#sql.waitLock, [lockKey]);
-    } catch (error) {
-      if (signal?.aborted === true) throw signal.reason;
-      throw error;
-    } finally {
-      settled = true;
-      signal?.removeEventListener('abort', listener);
-    }
-  }
-
-  #startPings(held: HeldLock): NodeJS.Timeout {
-    const timer = setInterval(() => {
-      // A session running a commit is not idle, so the server keeps it; a ping would only queue behind it.
-      if (held.broken !== undefined || held.committing) return;
-      held.client.query(this.#sql.ping).catch((error: unknown) => {
-        held.broken ??= error instanceof Error ? error : new Error(String(error));
-      });
-    }, Math.max(1, Math.floor(this.#leaseMs / 3)));
-    timer.unref();
-    this.#timers.add(timer);
-    return timer;
-  }
-
-  async #unlock(held: HeldLock, lockKey: string, prior: string | undefined): Promise<void> {
-    if (held.released) return;
-    held.released = true;
-    if (held.broken !== undefined) {
-      held.client.release(held.broken);
-      return;
-    }
-    try {
-      const unlocking = prior === undefined
-        ? held.client.query(this.#sql.unlock, [lockKey])
-        : held.client.query(this.#sql.unlockAndRestore, [lockKey, prior]);
-      // The turn's answer waits on this: a server that stopped answering would hold it for as long as TCP
-      // takes to give up (minutes), though the turn is stored.
-      await untilAborted(unlocking, AbortSignal.timeout(UNLOCK_WAIT_MS));
-      held.client.release();
-    } catch (error) {
-      // Not rethrown: closing the connection ends the session, which releases
-      // the lock just as surely, and the turn itself has already completed.
-      held.client.release(error instanceof Error ? error : true);
-    }
-  }
-}
-
-/**
- * `pool.connect()`, given up when `signal` aborts: a pool whose server stopped
- * answering (or that has no free connection) would otherwise hold the turn,
- * and every turn queued behind it, for ever. A client that arrives after
- * the abort goes back to the pool.
- */
-function connectUnlessAborted(pool: PgPoolLike, signal: AbortSignal | undefined): Promise<PgPoolClientLike> {
-  if (signal === undefined) return pool.connect();
-  signal.throwIfAborted();
-  return new Promise<PgPoolClientLike>((resolve, reject) => {
-    let gaveUp = false;
-    const onAbort = (): void => {
-      gaveUp = true;
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-    pool.connect().then(
-      (client) => {
-        signal.removeEventListener('abort', onAbort);
-        if (gaveUp) client.release();
-        else resolve(client);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
 }

@@ -1,9 +1,9 @@
 import { AgentRouterError, type UpstreamError } from '../errors.ts';
-import { mayHoldHugeNumber, nestingDepth } from '../http/body.ts';
-import { mediaType } from '../http/path.ts';
+import { mayHoldHugeNumber, nestingDepth } from '../lib/json.ts';
+import { mediaType } from '../lib/media-type.ts';
 import { createSSEParser, drainReader } from '../sse/parser.ts';
-import { fetchWithinOrigin } from '../fetch-within-origin.ts';
-import { stopWatching, whenAborted } from '../signal-watch.ts';
+import { fetchWithinOrigin } from '../lib/fetch-within-origin.ts';
+import { stopWatching, whenAborted } from '../lib/signal-watch.ts';
 import { describeRemote } from './remote-url.ts';
 import type { Slots } from './slots.ts';
 import { allSlotsBusy, badResponse, fetchFailed, incomplete, KEPT_STATUSES, readFailed, statusError, streamFailed, timedOut } from './upstream-errors.ts';

@@ -1,5 +1,5 @@
 import { AgentRouterError, UpstreamError } from '../errors.ts';
-import { noTlsFix } from '../tls.ts';
+import { fetchFailure, noTlsFix } from '../lib/fetch-failure.ts';
 
 /**
  * The errors HTTPTransport throws, by what went wrong. `remote` is the origin
@@ -45,60 +45,21 @@ function aboutTheRequest(status: number, fields: Record<string, unknown>): boole
   return typeof fields['error'] === 'string' && typeof fields['code'] === 'string' && CODE.test(fields['code']);
 }
 
-interface FailureDetail {
-  code?: unknown;
-  syscall?: unknown;
-  message?: unknown;
-}
-
-/**
- * What failed under a fetch or a read: the error itself when it carries a
- * code (undici's `UND_ERR_*`), else its cause (fetch's TypeError wraps the
- * system's `ECONNREFUSED` and the like).
- */
-function failureOf(error: unknown): FailureDetail | undefined {
-  const outer = error as (FailureDetail & { cause?: unknown }) | undefined;
-  return outer?.code !== undefined ? outer : (outer?.cause as FailureDetail | undefined);
-}
-
-function failureCode(error: unknown): string | undefined {
-  const code = failureOf(error)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-/**
- * Node's fetch (undici) gives up on its own after 300 s without response
- * headers, or between two body reads, whatever this transport's `timeout`.
- */
-const FETCH_TIMEOUTS: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
-/** A connection that was open and then closed: the request may have reached the remote. */
-const BROKEN_CONNECTION: ReadonlySet<string> = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
-
-/**
- * llhttp's codes (undici's HTTPParserError): the remote answered, with bytes
- * that are not HTTP/1.1 (a malformed status line, header or chunk size;
- * another protocol's server on that port).
- */
-function notHttp(code: string | undefined): code is string {
-  return code !== undefined && code.startsWith('HPE_');
-}
-
 /** A failed fetch, before any response: the remote was not reached, the connection broke, it answered something that is not HTTP, or fetch's own timeout. */
 export function fetchFailed(remote: string, cause: unknown): UpstreamError {
-  const code = failureCode(cause);
-  if (code !== undefined && FETCH_TIMEOUTS.has(code)) return fetchTimedOut(remote, code, cause);
-  if (notHttp(code)) return notHttpAnswer(remote, code, cause);
+  const { kind, code } = fetchFailure(cause);
+  if (kind === 'fetch_timeout') return fetchTimedOut(remote, code, cause);
+  if (kind === 'not_http') return notHttpAnswer(remote, code, cause);
   // It answered, with more header bytes than Node's fetch reads (16 KiB by default, `--max-http-header-size`).
-  if (code === 'UND_ERR_HEADERS_OVERFLOW') return badResponse(remote, "headers larger than Node's fetch accepts", cause);
-  if (code !== undefined && BROKEN_CONNECTION.has(code) && !beforeConnected(cause)) {
+  if (kind === 'headers_overflow') return badResponse(remote, "headers larger than Node's fetch accepts", cause);
+  if (kind === 'connection_broken') {
     return new UpstreamError(502, 'upstream_interrupted', `HTTPTransport: the connection to ${remote} broke off before it answered (${code}); the request may have reached it`, {
       expose: true,
       cause,
       publicMessage: 'The connection to the remote agent broke off before it answered',
     });
   }
-  const fix = noTlsFix(code, 'url');
-  if (code !== undefined && fix !== undefined) return noTls(remote, code, fix, cause);
+  if (kind === 'no_tls') return noTls(remote, code, noTlsFix(code, 'url'), cause);
   return unreachable(remote, cause, code);
 }
 
@@ -114,17 +75,11 @@ function noTls(remote: string, code: string, fix: string, cause: unknown): Upstr
   });
 }
 
-/** A reset while connecting or during the TLS handshake: nothing was sent yet. */
-function beforeConnected(error: unknown): boolean {
-  const failure = failureOf(error);
-  return failure?.syscall === 'connect' || (typeof failure?.message === 'string' && failure.message.includes('before secure TLS connection'));
-}
-
 /** A failed read of the body, while the remote was answering. */
 export function readFailed(remote: string, cause: unknown): UpstreamError {
-  const code = failureCode(cause);
-  if (code !== undefined && FETCH_TIMEOUTS.has(code)) return fetchTimedOut(remote, code, cause);
-  return notHttp(code) ? notHttpAnswer(remote, code, cause) : interrupted(remote, cause);
+  const { kind, code } = fetchFailure(cause);
+  if (kind === 'fetch_timeout') return fetchTimedOut(remote, code, cause);
+  return kind === 'not_http' ? notHttpAnswer(remote, code, cause) : interrupted(remote, cause);
 }
 
 function fetchTimedOut(remote: string, code: string, cause: unknown): UpstreamError {

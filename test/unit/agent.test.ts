@@ -4,7 +4,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
-import { Mailbox } from '../../src/agent/mailbox.ts';
+import { Mailbox } from '../../src/lib/mailbox.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';

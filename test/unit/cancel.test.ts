@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { test } from 'node:test';
-import { TurnCancel } from '../../src/agent/cancel.ts';
-import { Mailbox } from '../../src/agent/mailbox.ts';
+import { TurnCancel } from '../../src/lib/cancel.ts';
+import { Mailbox } from '../../src/lib/mailbox.ts';
 
 test('TurnCancel: hooks run once on abort; a signal asked for before or after aborts with the reason', () => {
   const early = new TurnCancel();

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
-import { parseCliArgs, UsageError } from '../../src/cli/args.ts';
+import { parseCliArgs } from '../../src/cli/args.ts';
+import { UsageError } from '../../src/cli/usage-error.ts';
 import { exportOf } from '../../src/cli/driver.ts';
 import { describe } from '../../src/cli/storage-remote.ts';
 import { demoStorage, parseStorageSpec, redact } from '../../src/cli/storage-spec.ts';

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseFileConfig, readConfigFile, resolveServerConfig } from '../../src/server/config.ts';
-import { AgentPool } from '../../src/server/pool.ts';
+import { AgentPool } from '../../src/registry/pool.ts';
 import { AgentServer } from '../../src/server/server.ts';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouter } from '../../src/router/router.ts';

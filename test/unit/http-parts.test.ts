@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkContentType, parseJson } from '../../src/http/body.ts';
+import { checkContentType } from '../../src/http/body.ts';
+import { parseJson } from '../../src/lib/json.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from '../../src/http/path.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix } from '../../src/router/routes.ts';
 import { formatComment, formatEvent } from '../../src/sse/format.ts';

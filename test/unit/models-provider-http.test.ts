@@ -5,7 +5,7 @@ import { anthropicModel } from '../../src/models/anthropic.ts';
 import { modelFromEnv } from '../../src/models/from-env.ts';
 import type { Model, ModelChunk } from '../../src/models/model.ts';
 import { openAIModel } from '../../src/models/openai.ts';
-import { parseRetryAfter, providerMessage, redact } from '../../src/models/provider-errors.ts';
+import { parseRetryAfter, providerMessage, redact } from '../../src/models/provider-reply.ts';
 import { retryDelay } from '../../src/models/provider-http.ts';
 
 /** A `fetch` that answers every call with `respond()` and records the calls. */

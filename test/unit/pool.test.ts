@@ -4,7 +4,7 @@ import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouterError } from '../../src/errors.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
-import { AgentPool, type EvictReason } from '../../src/server/pool.ts';
+import { AgentPool, type EvictReason } from '../../src/registry/pool.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { deferred } from '../helpers/http.ts';
 import { counterOn, type CounterAgent } from '../helpers/agents.ts';

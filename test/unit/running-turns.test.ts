@@ -7,7 +7,7 @@ interface Turn extends RunningTurn {
 }
 
 function turn(name: string, timed = true): Turn {
-  return { name, timed, began: 0, listed: false, older: undefined, newer: undefined };
+  return { name, timed, began: 0, older: undefined, newer: undefined };
 }
 
 const names = (turns: RunningTurns<Turn>): string[] => turns.list().map((t) => t.name);

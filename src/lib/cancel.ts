@@ -1,4 +1,4 @@
-import { stopWatching, whenAborted } from '../signal-watch.ts';
+import { stopWatching, whenAborted } from './signal-watch.ts';
 
 /**
  * A turn's cancellation: a flag, plain-function hooks, and an AbortSignal
@@ -114,3 +114,6 @@ export class TurnCancel {
     if (hooks !== undefined) for (const hook of hooks) hook(reason);
   }
 }
+
+/** What a wait can be cut by: a TurnCancel, or anything shaped like one. */
+export type Cancellable = Pick<TurnCancel, 'aborted' | 'reason' | 'onAbort' | 'offAbort'>;

@@ -1,4 +1,104 @@
 /**
+ * The JSON checks every layer shares: what a request body, a remote's reply
+ * or an agent's state may hold, and how deep.
+ */
+import { AgentRouterError, httpErrors } from '../errors.ts';
+
+/**
+ * Deepest nesting of arrays and objects accepted. Deeper bodies are refused
+ * before parsing: a few thousand levels overflow the stack in
+ * structuredClone and JSON.stringify later, as a 500 far from the cause.
+ */
+export const MAX_JSON_DEPTH = 100;
+
+/** Keys that could reach a prototype when user code merges a body into an object; any `\u` escape too, since `"\u005f_proto__"` parses as `__proto__`. */
+const UNSAFE_KEY = /"(?:__proto__|constructor|prototype)"\s*:|\\u/;
+
+/** Parses JSON text as a body: `{}` when blank; 400 when invalid, too deep or holding an Infinity; prototype keys dropped. */
+export function parseJson(text: string): unknown {
+  // A byte order mark may lead JSON text, and parsers may ignore it (RFC 8259, 8.1).
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  if (text.trim() === '') return {};
+  // Nesting deeper than the limit needs at least twice as many characters.
+  if (text.length > 2 * MAX_JSON_DEPTH && nestingDepth(text) > MAX_JSON_DEPTH) {
+    throw httpErrors.badRequest('json_too_deep', `JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  }
+  const unsafe = UNSAFE_KEY.test(text);
+  const huge = HUGE_NUMBER.test(text);
+  let value: unknown;
+  try {
+    value = unsafe || huge ? JSON.parse(text, unsafe ? dropUnsafeKeys : undefined) : JSON.parse(text);
+  } catch {
+    throw httpErrors.badRequest('invalid_json', 'Invalid JSON body');
+  }
+  // Nesting was checked on the text above; the walk is for the numbers.
+  return huge ? checkParsed(value) : value;
+}
+
+/**
+ * Refuses a parsed body that nests deeper than MAX_JSON_DEPTH (the rule
+ * `parseJson` applies to text) or holds a number JSON cannot carry
+ * (Infinity: see HUGE_NUMBER). For a body a framework already parsed, and
+ * for parseJson's own when its text has such a number. Iterative, so
+ * checking a hostile body cannot overflow the stack itself.
+ */
+export function checkParsed<T>(value: T): T {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop() as [unknown, number];
+    if (typeof node === 'number' && !Number.isFinite(node)) throw numberOutOfRange();
+    if (typeof node !== 'object' || node === null) continue;
+    if (depth > MAX_JSON_DEPTH) {
+      throw httpErrors.badRequest('json_too_deep', `JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+    }
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return value;
+}
+
+/**
+ * A number JSON can write but JavaScript cannot hold (`1e999`, 309 digits)
+ * parses as Infinity, which no state or reply can carry (JSON writes it as
+ * null). Only text with such an exponent or run of digits is walked: with
+ * an exponent of two digits at most, a number needs 210 digits before its
+ * point to pass 1.8e308 (JSON allows no leading zeros), so 209 in a row
+ * catch it, and 309 without one. The lookbehind tries a run of digits from
+ * its start only: otherwise every digit of a long body would start a scan.
+ */
+const HUGE_NUMBER = /[eE][+-]?\d{3}|(?<!\d)\d{209}/;
+
+/** Whether JSON text may hold a number JSON.parse makes Infinity (see HUGE_NUMBER): only such text needs walking. */
+export function mayHoldHugeNumber(text: string): boolean {
+  return HUGE_NUMBER.test(text);
+}
+
+function numberOutOfRange(): AgentRouterError {
+  return httpErrors.badRequest('invalid_json', 'Invalid JSON body: a number is too large to represent (it would be Infinity)');
+}
+
+/** The deepest bracket nesting outside strings (the JSON need not be valid). */
+export function nestingDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (inString) {
+      if (code === 92 /* \\ */) i++;
+      else if (code === 34 /* " */) inString = false;
+    } else if (code === 34) inString = true;
+    else if (code === 91 /* [ */ || code === 123 /* { */) {
+      if (++depth > deepest) deepest = depth;
+    } else if (code === 93 /* ] */ || code === 125 /* } */) depth--;
+  }
+  return deepest;
+}
+
+function dropUnsafeKeys(key: string, value: unknown): unknown {
+  return key === '__proto__' || key === 'constructor' || key === 'prototype' ? undefined : value;
+}
+
+/**
  * Throws a TypeError when `value` is not JSON as it is: what `JSON.stringify`
  * refuses (a BigInt, a cycle) and what it would silently change (NaN or
  * Infinity to null, a function or symbol dropped, a Map, Set, RegExp or

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
-import { cutIfLeftUnread, unlessReadWithin } from '../http/unread.ts';
-import { formatComment, formatEvent } from './format.ts';
+import { formatComment, formatEvent } from '../sse/format.ts';
+import { cutIfLeftUnread, unlessReadWithin } from './unread.ts';
 
 export interface SSEWriterOptions {
   /** Seconds between `: ping` comments on an idle stream; 0 turns them off. @defaultValue 15 */

@@ -1,6 +1,7 @@
 import { turnsDone, type Agent } from '../agent/agent.ts';
 import { AgentRouterError } from '../errors.ts';
-import { loggerOf, type Logger } from '../http/logger.ts';
+import { loggerOf, type Logger } from '../lib/logger.ts';
+import { LinkedList } from '../lib/linked-list.ts';
 
 export interface AgentPoolOptions {
   /**
@@ -58,8 +59,8 @@ export class AgentPool {
   readonly idleTimeout: number;
   readonly maxAgents: number;
   readonly #entries = new Map<string, Entry>();
-  #oldest: Entry | undefined;
-  #newest: Entry | undefined;
+  /** The same entries, least recently used first. */
+  readonly #lru = new LinkedList<Entry>();
   readonly #now: () => number;
   readonly #onCreate: AgentPoolOptions['onCreate'];
   readonly #onEvict: AgentPoolOptions['onEvict'];
@@ -106,7 +107,7 @@ export class AgentPool {
       if (idle !== undefined) this.#drop(idle.id, idle, 'capacity');
       entry = { id, agent, active: 0, lastUsed: 0, older: undefined, newer: undefined };
       this.#entries.set(id, entry);
-      this.#link(entry);
+      this.#lru.push(entry);
       this.#callHook(this.#onCreate, entry.agent, undefined);
       this.#startSweeping();
     } else {
@@ -145,7 +146,7 @@ export class AgentPool {
     if (!Number.isFinite(this.idleTimeout) || this.idleTimeout === 0) return 0;
     const cutoff = this.#now() - this.idleTimeout * 1000;
     let dropped = 0;
-    for (let entry = this.#oldest, newer; entry !== undefined; entry = newer) {
+    for (let entry = this.#lru.oldest, newer; entry !== undefined; entry = newer) {
       newer = entry.newer;
       if (entry.lastUsed > cutoff) break; // the rest were used more recently
       if (this.#isBusy(entry)) continue;
@@ -158,7 +159,7 @@ export class AgentPool {
 
   list(): LiveAgentInfo[] {
     const agents: LiveAgentInfo[] = [];
-    for (let entry = this.#oldest; entry !== undefined; entry = entry.newer) {
+    for (let entry = this.#lru.oldest; entry !== undefined; entry = entry.newer) {
       agents.push({ id: entry.id, lastActivity: new Date(entry.lastUsed).toISOString(), busy: this.#isBusy(entry) });
     }
     return agents;
@@ -198,38 +199,21 @@ export class AgentPool {
 
   /** The least recently used instance that is not busy: the one to drop for room. */
   #oldestIdle(): Entry | undefined {
-    for (let entry = this.#oldest; entry !== undefined; entry = entry.newer) if (!this.#isBusy(entry)) return entry;
+    for (let entry = this.#lru.oldest; entry !== undefined; entry = entry.newer) if (!this.#isBusy(entry)) return entry;
     return undefined;
   }
 
   #drop(id: string, entry: Entry, reason: EvictReason): void {
     this.#entries.delete(id);
-    this.#unlink(entry);
+    this.#lru.remove(entry);
     this.#callHook(this.#onEvict, entry.agent, reason);
   }
 
   /** Makes `entry` the most recently used. */
   #touch(entry: Entry): void {
-    if (entry === this.#newest) return;
-    this.#unlink(entry);
-    this.#link(entry);
-  }
-
-  #link(entry: Entry): void {
-    entry.older = this.#newest;
-    entry.newer = undefined;
-    if (this.#newest === undefined) this.#oldest = entry;
-    else this.#newest.newer = entry;
-    this.#newest = entry;
-  }
-
-  #unlink(entry: Entry): void {
-    if (entry.older === undefined) this.#oldest = entry.newer;
-    else entry.older.newer = entry.newer;
-    if (entry.newer === undefined) this.#newest = entry.older;
-    else entry.newer.older = entry.older;
-    entry.older = undefined;
-    entry.newer = undefined;
+    if (entry === this.#lru.newest) return;
+    this.#lru.remove(entry);
+    this.#lru.push(entry);
   }
 
   #startSweeping(): void {
