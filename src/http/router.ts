@@ -13,6 +13,7 @@ import type { JsonObject } from '../types.ts';
 import { authorizeRequest, type Authorize } from './authorize.ts';
 import { checkParsed, JsonText, readJsonBody, streamReset, untypedBody } from './body.ts';
 import { applyCors, checkCors, type CorsOptions } from './cors.ts';
+import { refuseRepeatedHost } from './precheck.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
 import { asObject, invokePayload, requestIdOf, requireMessage, unwrapEnvelope } from './payload.ts';
 import { lingerOnClose } from './linger.ts';
@@ -314,6 +315,7 @@ export class AgentRouter {
   /** A `(req, res)` listener for `http.createServer` (or node:http2's); paths that are not the router's get 404 JSON. */
   toRequestListener(): AgentRequestListener {
     const listener: RequestListener = (req, res) => {
+      if (refuseRepeatedHost(req, res)) return;
       // Nothing waits here: #serve answers its own failures, and a held stream keeps nothing of this call.
       if (this.#serve(req, res, NO_HINT, undefined, undefined)) return;
       try {

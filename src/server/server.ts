@@ -7,6 +7,7 @@ import { holdContinue } from '../http/body.ts';
 import { applyCors } from '../http/cors.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { lingerOnClose } from '../http/linger.ts';
+import { refuseRepeatedHost } from '../http/precheck.ts';
 import { closeWithConnection, sendError, sendJson } from '../http/respond.ts';
 import { AgentRouter, serveRequest, shutTurns, type AgentRequestListener } from '../http/router.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
@@ -125,6 +126,10 @@ export class AgentServer {
     // HTTP/1.1 requires Host (RFC 9112, 3.2); Node's check is off so that this answer is JSON.
     if (req.headers.host === undefined && req.httpVersion === '1.1') {
       sendJson(res, 400, { error: 'HTTP/1.1 requests must carry a Host header', code: 'missing_host' });
+      answered();
+      return;
+    }
+    if (refuseRepeatedHost(req, res)) {
       answered();
       return;
     }
