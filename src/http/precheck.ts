@@ -26,3 +26,14 @@ export function refuseRepeatedHost(req: IncomingMessage, res: ServerResponse): b
   return true;
 }
 
+/**
+ * The host an absolute-form target names (`GET http://h:1/x` -> `h:1`),
+ * which a server uses instead of the Host header (RFC 9112, 3.2.2); undefined
+ * for the usual origin form (`/x`).
+ */
+export function targetHost(target: string | undefined): string | undefined {
+  if (target === undefined || target.charCodeAt(0) === 47 /* / */) return undefined;
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(target)?.[1];
+  // Userinfo (`user@host`) is no part of the host; an http URI should carry none (RFC 9110, 4.2.4).
+  return authority === undefined ? undefined : authority.slice(authority.lastIndexOf('@') + 1);
+}

@@ -7,7 +7,7 @@ import { holdContinue } from '../http/body.ts';
 import { applyCors } from '../http/cors.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { lingerOnClose } from '../http/linger.ts';
-import { refuseRepeatedHost } from '../http/precheck.ts';
+import { refuseRepeatedHost, targetHost } from '../http/precheck.ts';
 import { closeWithConnection, sendError, sendJson } from '../http/respond.ts';
 import { AgentRouter, serveRequest, shutTurns, type AgentRequestListener } from '../http/router.ts';
 import { loggerOf, type Logger } from '../http/logger.ts';
@@ -133,8 +133,8 @@ export class AgentServer {
       answered();
       return;
     }
-    // HTTP/2 (the listener on a node:http2 compatibility server) names the host in `:authority`.
-    const host = req.headers.host ?? (req.headers[':authority'] as string | undefined);
+    // An absolute-form target's host stands for the Host header; HTTP/2 names it in `:authority`.
+    const host = targetHost(req.url) ?? req.headers.host ?? (req.headers[':authority'] as string | undefined);
     if (this.#hostAllowed !== undefined && !this.#hostAllowed(host)) {
       sendJson(res, 403, { error: hostRefusal(host as string), code: 'host_not_allowed' });
       answered();

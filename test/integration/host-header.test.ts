@@ -55,3 +55,20 @@ test('the router\'s listener answers a request with two Host headers 400 too', a
   }
   assert.equal(parseResponse(await rawExchange(port, get('/bot-1/state', 'a.example'))).status, 200);
 });
+
+test('AgentServer checks an absolute-form target\'s host against the allowed hosts, not the Host header, and routes it by its path', async (t) => {
+  const port = await server(t, ['api.example.com']);
+  const refused = parseResponse(await rawExchange(port, get('http://other.example/agent/bot-1/state', 'localhost')));
+  assert.equal(refused.status, 403);
+  assert.equal(refused.body.code, 'host_not_allowed');
+  assert.match(refused.body.error, /"other\.example"/);
+  for (const target of ['http://api.example.com/agent/bot-1/state', 'HTTP://API.EXAMPLE.COM:8080/agent/bot-1/state', 'http://127.0.0.1/agent/bot-1/state']) {
+    const served = parseResponse(await rawExchange(port, get(target, 'evil.example')));
+    assert.equal(served.status, 200, target);
+    assert.deepEqual(served.body, { agent_id: 'bot-1', state: {} });
+  }
+  // The name after any userinfo is the host.
+  assert.equal(parseResponse(await rawExchange(port, get('http://api.example.com@other.example/agent/bot-1/state', 'localhost'))).status, 403);
+  const health = parseResponse(await rawExchange(port, get('http://api.example.com/healthz', 'localhost')));
+  assert.deepEqual([health.status, health.body], [200, { status: 'ok' }]);
+});
