@@ -11,7 +11,7 @@ import { isTransport, type AgentTransport } from '../transports/transport.ts';
 import { checkOptions, type OptionKind } from '../options.ts';
 import type { JsonObject } from '../types.ts';
 import { authorizeRequest, type Authorize } from './authorize.ts';
-import { checkParsed, JsonText, readJsonBody, streamReset, untypedBody } from './body.ts';
+import { awaitingContinue, checkParsed, JsonText, readJsonBody, streamReset, untypedBody } from './body.ts';
 import { applyCors, checkCors, type CorsOptions } from './cors.ts';
 import { refuseRepeatedHost } from './precheck.ts';
 import { decodeAgentId, parseStreamFlag, queryParam, splitTarget } from './path.ts';
@@ -434,6 +434,8 @@ export class AgentRouter {
     if (parsed !== undefined) return this.#withPayload(exchange, action, asObject(checkParsed(parsed)));
     // Followed from the body's own reaction, not chained to by #serve: that would be a promise and a hop more.
     const { res, answered } = exchange;
+    // A client holding its body back for `100 Continue` gets a refusal for an id no pattern matches instead.
+    if (awaitingContinue(exchange.req)) this.#registry?.resolve(exchange.agentId);
     readJsonBody(exchange.req, this.#bodyLimit).then(
       (body) => {
         let started: Started;

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Agent } from '../agent/agent.ts';
 import { describeValue, errorBody, httpErrors, statusOf } from '../errors.ts';
 import { authorizeRequest } from '../http/authorize.ts';
-import { holdContinue } from '../http/body.ts';
+import { continueListener } from '../http/continue.ts';
 import { applyCors } from '../http/cors.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { lingerOnClose } from '../http/linger.ts';
@@ -185,10 +185,7 @@ export class AgentServer {
     server.on('checkExpectation', answerExpectation);
     server.on('connect', answerConnect);
     // Node would send 100 Continue before the router saw the request; the router sends it once it reads the body.
-    server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-      holdContinue(req, res);
-      this.listener(req, res);
-    });
+    server.on('checkContinue', continueListener(this.listener));
     this.#http = server; // claimed now, so a second serve() while this one starts is refused
     await new Promise<void>((resolve, reject) => {
       const onError = (error: NodeJS.ErrnoException): void => {
