@@ -72,7 +72,7 @@ export class AgentCore<S extends JsonObject> {
   /** Stores the turn's state and the messages it adds; the carried updates it held are then done with. */
   async commit(turn: Turn<S>, append: ChatMessage[]): Promise<void> {
     turn.carriedInCommit = turn.carried?.length ?? 0;
-    await this.sync.commit(turn.staged ?? this.sync.state, append);
+    await this.sync.commit(turn.staged ?? this.sync.state, append, turn.baseVersion);
     const carried = turn.carried;
     if (carried !== undefined) turn.carried = carried.length > turn.carriedInCommit ? carried.slice(turn.carriedInCommit) : undefined;
   }

@@ -68,6 +68,7 @@ export class TurnGate<S extends JsonObject> {
       throw error;
     }
     this.#holder = turn;
+    turn.baseVersion = this.#sync.version;
     turn.to('running');
     return unlock;
   }

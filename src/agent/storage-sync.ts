@@ -150,13 +150,14 @@ export class StorageSync<S extends JsonObject> {
   }
 
   /**
-   * Writes one turn (its state, the messages it adds), then takes it into
-   * this copy. Nothing to write (same state, no message) writes nothing.
+   * Writes one turn (its state, the messages it adds) over the version it
+   * started from, then takes it into this copy. Nothing to write (same
+   * state, no message) writes nothing. A copy reloaded under the turn (a
+   * state read caught up with another writer) makes the commit a conflict.
    */
-  async commit(state: S, append: ChatMessage[]): Promise<void> {
+  async commit(state: S, append: ChatMessage[], expectedVersion: number): Promise<void> {
     if (state === this.state && append.length === 0) return;
     if (state !== this.state) assertJsonState(state, `Agent ${JSON.stringify(this.#id)}: state`);
-    const expectedVersion = this.version;
     // S is JSON by its bound and by assertJsonState; the bound is structural, so it takes the cast.
     const turn = { expectedVersion, state: state as JsonObject, append };
     const sync = this.#storage.sync;

@@ -52,6 +52,8 @@ export class Turn<S extends JsonObject = JsonObject> {
   carried: Array<StateUpdate<S>> | undefined;
   /** How many of `carried` the commit under way holds. */
   carriedInCommit = 0;
+  /** The version of the record the turn started from: its commit expects storage to hold it still. */
+  baseVersion = 0;
   /** A setState turn applying another turn's carried updates: a setState during it is a turn of its own. */
   readonly appliesCarried: boolean;
 

@@ -3,11 +3,12 @@ import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { Agent } from '../agent/agent.ts';
 import { AgentRouterError, httpErrors } from '../errors.ts';
 import { authorizeRequest } from '../http/authorize.ts';
-import { JsonText, readJsonBody, untypedBody } from '../http/body.ts';
+import { awaitingContinue, JsonText, readJsonBody, untypedBody } from '../http/body.ts';
 import { checkParsed } from '../lib/json.ts';
 import { applyCors, checkCors } from '../http/cors.ts';
 import { loggerOf } from '../lib/logger.ts';
 import { lingerOnClose } from '../http/linger.ts';
+import { refuseRepeatedHost } from '../http/precheck.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { closeWithConnection, sendJson } from '../http/respond.ts';
 import { checkOptions } from '../options.ts';
@@ -120,6 +121,7 @@ export class AgentRouter {
   /** A `(req, res)` listener for `http.createServer` (or node:http2's); paths that are not the router's get 404 JSON. */
   toRequestListener(): AgentRequestListener {
     const listener: RequestListener = (req, res) => {
+      if (refuseRepeatedHost(req, res)) return;
       if (this.#serve(req, res, NO_HINT, undefined, undefined)) return;
       try {
         // A page on an allowed origin can read this 404 too, as it can the router's own answers.
@@ -197,7 +199,7 @@ export class AgentRouter {
       const authorize = this.options.authorize;
       let action = route.action;
       if (authorize !== undefined && action !== 'request') await authorizeRequest(authorize, req, exchange.agentId, action);
-      let body = route.method === 'POST' ? this.#body(req, hint.body) : {};
+      let body = route.method === 'POST' ? this.#body(exchange, hint.body) : {};
       // Awaited only when read here: a body a framework parsed is dispatched in this same tick.
       if (body instanceof Promise) body = await body;
       if (action === 'request') {
@@ -214,10 +216,12 @@ export class AgentRouter {
   }
 
   /** A POST's JSON body, read here or parsed already by a host's framework, as the headers declare it. */
-  #body(req: IncomingMessage, parsed: unknown): Record<string, unknown> | Promise<Record<string, unknown>> {
+  #body({ req, agentId }: Exchange, parsed: unknown): Record<string, unknown> | Promise<Record<string, unknown>> {
     if (this.#strictContentType && untypedBody(req)) throw httpErrors.untypedBody();
     if (parsed instanceof JsonText) return asObject(parsed.parse(this.#bodyLimit));
     if (parsed !== undefined) return asObject(checkParsed(parsed));
+    // A client holding its body back for `100 Continue` gets the refusal for an id no pattern matches instead.
+    if (awaitingContinue(req)) this.#registry?.resolve(agentId);
     return readJsonBody(req, this.#bodyLimit).then((body) => asObject(body));
   }
 

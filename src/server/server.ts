@@ -3,10 +3,11 @@ import type { AddressInfo } from 'node:net';
 import { Agent } from '../agent/agent.ts';
 import { describeValue, errorBody, httpErrors, statusOf } from '../errors.ts';
 import { authorizeRequest } from '../http/authorize.ts';
-import { holdContinue } from '../http/body.ts';
+import { continueListener } from '../http/continue.ts';
 import { applyCors } from '../http/cors.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { lingerOnClose } from '../http/linger.ts';
+import { refuseRepeatedHost, targetHost } from '../http/precheck.ts';
 import { closeWithConnection, sendError, sendJson } from '../http/respond.ts';
 import { AgentRouter, serveRequest, shutTurns, type AgentRequestListener } from '../router/router.ts';
 import { loggerOf, type Logger } from '../lib/logger.ts';
@@ -19,6 +20,8 @@ import { AgentPool } from '../registry/pool.ts';
 
 /** After the shutdown deadline, aborted turns get this long to write their `event: error`, and sockets this long to close, before they are cut. */
 const ABORT_GRACE_MS = 1000;
+/** How long after close() began idle keep-alive connections stay open: a request already sent on one is answered 503, not reset. */
+const IDLE_GRACE_MS = 250;
 
 /**
  * The standalone server (DESIGN.md section 2): the registry router at
@@ -131,8 +134,12 @@ export class AgentServer {
       answered();
       return;
     }
-    // HTTP/2 (the listener on a node:http2 compatibility server) names the host in `:authority`.
-    const host = req.headers.host ?? (req.headers[':authority'] as string | undefined);
+    if (refuseRepeatedHost(req, res)) {
+      answered();
+      return;
+    }
+    // An absolute-form target's host stands for the Host header; HTTP/2 names it in `:authority`.
+    const host = targetHost(req.url) ?? req.headers.host ?? (req.headers[':authority'] as string | undefined);
     if (this.#hostAllowed !== undefined && !this.#hostAllowed(host)) {
       sendJson(res, 403, { error: hostRefusal(host as string), code: 'host_not_allowed' });
       answered();
@@ -184,10 +191,7 @@ export class AgentServer {
     server.on('checkExpectation', answerExpectation);
     server.on('connect', answerConnect);
     // Node would send 100 Continue before the router saw the request; the router sends it once it reads the body.
-    server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-      holdContinue(req, res);
-      this.listener(req, res);
-    });
+    server.on('checkContinue', continueListener(this.listener));
     this.#http = server; // claimed now, so a second serve() while this one starts is refused
     await new Promise<void>((resolve, reject) => {
       const onError = (error: NodeJS.ErrnoException): void => {
@@ -222,7 +226,9 @@ export class AgentServer {
   /**
    * Shuts down gracefully: stops accepting connections, answers new requests
    * 503 `shutting_down` with `Connection: close`, lets running turns and
-   * streams finish for up to `shutdownTimeout` seconds, then aborts the rest
+   * streams finish for up to `shutdownTimeout` seconds (idle keep-alive
+   * connections stay open a quarter second, so a request already sent on one
+   * is answered 503 rather than reset), then aborts the rest
    * (a stream ends with `event: error`, an aborted turn changes nothing),
    * closes the remaining sockets and drops every live agent. Calling it
    * again returns the same promise.
@@ -233,6 +239,7 @@ export class AgentServer {
   }
 
   async #drain(): Promise<void> {
+    const startedAt = Date.now();
     const drainDelay = this.config.drainDelay;
     if (drainDelay > 0) {
       // Serving as usual meanwhile, but /healthz, so the load balancer stops sending before anything is refused.
@@ -243,7 +250,7 @@ export class AgentServer {
     const server = this.#http;
     // A serve() still starting finishes first, so there is a listening server to close.
     if (server !== undefined && !server.listening) await new Promise((resolve) => server.once('listening', resolve).once('error', resolve));
-    const closed = server === undefined || !server.listening ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
+    const closed = server === undefined || !server.listening ? Promise.resolve() : new Promise<void>((resolve) => stopAccepting(server, resolve));
     for (const res of this.#inFlight.responses()) if (!res.headersSent && !overHttp2(res)) res.setHeader('Connection', 'close');
     if (!(await this.#inFlight.idle(this.config.shutdownTimeout * 1000))) {
       // The router aborts the requests it runs; no per-request listener on a shared signal (O(n) to remove).
@@ -253,6 +260,7 @@ export class AgentServer {
     await this.pool.settle(ABORT_GRACE_MS);
     this.pool.clear();
     if (server !== undefined) {
+      await this.#idleGrace(server, startedAt);
       // Every response is flushed by now: idle keep-alive sockets go; a socket still busy after
       // the grace (a turn that ignored its abort signal, a client that stopped reading) is cut.
       server.closeIdleConnections();
@@ -260,6 +268,18 @@ export class AgentServer {
       await closed;
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * Keeps idle keep-alive connections open until IDLE_GRACE_MS after close()
+   * began, so a request already on its way in is answered (503) rather than
+   * reset; then waits for those answers, read up to the last event-loop turn.
+   */
+  async #idleGrace(server: Server, startedAt: number): Promise<void> {
+    const left = startedAt + IDLE_GRACE_MS - Date.now();
+    if (left > 0 && (await openConnections(server)) > 0) await new Promise((resolve) => setTimeout(resolve, left));
+    await new Promise(setImmediate);
+    await this.#inFlight.idle(ABORT_GRACE_MS);
   }
 
   async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -320,6 +340,24 @@ function refuse(res: ServerResponse): void {
  */
 function overHttp2(res: ServerResponse): boolean {
   return (res.req as IncomingMessage | undefined)?.httpVersionMajor === 2;
+}
+
+/**
+ * Stops accepting connections, calling `done` once every one is closed. http.Server's close()
+ * also destroys idle keep-alive connections at once, resetting any request already on its way in
+ * (ECONNRESET: the client cannot tell whether its POST ran); #drain closes those after a grace.
+ */
+function stopAccepting(server: Server, done: () => void): void {
+  server.closeIdleConnections = () => {};
+  try {
+    server.close(() => done());
+  } finally {
+    Reflect.deleteProperty(server, 'closeIdleConnections');
+  }
+}
+
+function openConnections(server: Server): Promise<number> {
+  return new Promise((resolve) => server.getConnections((error, count) => resolve(error === null ? count : 0)));
 }
 
 function registryFor(target: AgentRegistry | Agent<any>, maxIdLength: number): AgentRegistry {

@@ -28,6 +28,7 @@ const RUNTIME_EXPORTS = [
   'createSSEParser',
   'echoModel',
   'isAgentRouterError',
+  'continueListener',
   'isTransport',
   'modelFromEnv',
   'openAIModel',
