@@ -59,4 +59,4 @@ export type { ReadSSEOptions, SSEEvent, SSEParser, SSEParserOptions } from './ss
 export { AgentNotFoundError, AgentRouterError, LockLostError, ModelProviderError, StorageUnavailableError, UpstreamError, VersionConflictError, isAgentRouterError } from './errors.ts';
 
 // Shared types
-export type { ChatMessage, JsonCompatible, JsonObject, JsonPrimitive, JsonState, JsonValue, TokenUsage } from './types.ts';
+export type { AssistantMessage, ChatMessage, JsonCompatible, JsonObject, JsonPrimitive, JsonState, JsonValue, TokenUsage, ToolCall, ToolDefinition, ToolMessage, UserMessage } from './types.ts';
