@@ -25,7 +25,7 @@ export type { AgentPoolOptions, EvictReason, LiveAgentInfo } from './server/pool
 // Models
 export { echoModel } from './models/echo.ts';
 export { scriptedModel } from './models/scripted.ts';
-export type { ScriptedFunction, ScriptedReply } from './models/scripted.ts';
+export type { ScriptedFunction, ScriptedReply, ScriptedStep, ScriptedToolCall } from './models/scripted.ts';
 export type { Model, ModelChunk, ModelRequest } from './models/model.ts';
 export { openAIModel } from './models/openai.ts';
 export type { OpenAIModelOptions } from './models/openai.ts';
