@@ -26,7 +26,7 @@ export type { AgentPoolOptions, EvictReason, LiveAgentInfo } from './registry/po
 // Models
 export { echoModel } from './models/echo.ts';
 export { scriptedModel } from './models/scripted.ts';
-export type { ScriptedFunction, ScriptedReply } from './models/scripted.ts';
+export type { ScriptedFunction, ScriptedReply, ScriptedStep, ScriptedToolCall } from './models/scripted.ts';
 export type { Model, ModelChunk, ModelRequest } from './models/model.ts';
 export { openAIModel } from './models/openai.ts';
 export type { OpenAIModelOptions } from './models/openai.ts';
@@ -60,4 +60,4 @@ export type { ReadSSEOptions, SSEEvent, SSEParser, SSEParserOptions } from './ss
 export { AgentNotFoundError, AgentRouterError, LockLostError, ModelProviderError, StorageUnavailableError, UpstreamError, VersionConflictError, isAgentRouterError } from './errors.ts';
 
 // Shared types
-export type { ChatMessage, JsonCompatible, JsonObject, JsonPrimitive, JsonState, JsonValue, TokenUsage } from './types.ts';
+export type { AssistantMessage, ChatMessage, JsonCompatible, JsonObject, JsonPrimitive, JsonState, JsonValue, TokenUsage, ToolCall, ToolDefinition, ToolMessage, UserMessage } from './types.ts';

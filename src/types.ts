@@ -32,17 +32,63 @@ export interface TokenUsage {
   totalTokens?: number | undefined;
 }
 
-/** One entry of an agent's history. */
-export interface ChatMessage {
-  role: 'user' | 'assistant';
+/**
+ * A call of a tool, as the model asked for it. `arguments` is the JSON text
+ * the model wrote, unparsed: it may not parse, which the model is then told.
+ */
+export interface ToolCall {
+  /** The provider's id for the call (OpenAI `call_...`, Anthropic `toolu_...`); its result quotes it. */
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+/** A tool as a model is told of it: `parameters` is a JSON Schema object (`type: "object"`). */
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  parameters: JsonObject;
+}
+
+/** A message the user sent. */
+export interface UserMessage {
+  role: 'user';
   content: string;
-  /** Set on assistant messages when the provider reported usage. */
+  usage?: undefined;
+  truncated?: undefined;
+}
+
+/** A reply of the model: its text, and the tools it called in that step, if any. */
+export interface AssistantMessage {
+  role: 'assistant';
+  /** The text of the step; `''` when the model only called tools. */
+  content: string;
+  /** The calls the model made in this step, in order; each has a tool message after it. */
+  toolCalls?: readonly ToolCall[] | undefined;
+  /** Set when the provider reported usage. */
   usage?: TokenUsage | undefined;
   /**
-   * Set on an assistant message the provider cut short at its token limit
-   * (OpenAI's `finish_reason: "length"`, Anthropic's `stop_reason:
-   * "max_tokens"`) or paused (Anthropic's `"pause_turn"`): the reply is
-   * stored, but it is not the whole answer.
+   * Set on a reply the provider cut short at its token limit (OpenAI's
+   * `finish_reason: "length"`, Anthropic's `stop_reason: "max_tokens"`) or
+   * paused (Anthropic's `"pause_turn"`): the reply is stored, but it is not
+   * the whole answer.
    */
   truncated?: true | undefined;
 }
+
+/** A tool's answer to one call: `content` is its result as text (JSON, or the string it returned), or the error's message. */
+export interface ToolMessage {
+  role: 'tool';
+  /** The `id` of the call it answers. */
+  toolCallId: string;
+  /** The tool's name (Anthropic needs only the id; the name keeps history readable and OpenAI-compatible servers want it). */
+  name: string;
+  content: string;
+  /** The call failed (bad arguments, a throw, refused): the model is told so. */
+  isError?: true | undefined;
+  usage?: undefined;
+  truncated?: undefined;
+}
+
+/** One entry of an agent's history. */
+export type ChatMessage = UserMessage | AssistantMessage | ToolMessage;

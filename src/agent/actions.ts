@@ -1,7 +1,7 @@
 import { AgentRouterError } from '../errors.ts';
 
 /** Members of every agent (and of Object) that `static actions` may never expose. */
-const RESERVED = new Set<string>([
+export const RESERVED: ReadonlySet<string> = new Set<string>([
   'constructor', 'id', 'model', 'system', 'storage', 'state', 'messages', 'setState', 'chat', 'stream',
   'invoke', 'load', 'snapshot', 'busy', 'version', 'abandoned', 'lastMessages', '__proto__', 'prototype',
   ...Object.getOwnPropertyNames(Object.prototype),
@@ -42,7 +42,7 @@ export function actionsOf(ctor: Function & { actions?: unknown }): ReadonlySet<s
 }
 
 /** A member's descriptor, looked up the prototype chain without calling a getter (reading one on the prototype would run it with no instance). */
-function memberOf(prototype: object, name: string): PropertyDescriptor | undefined {
+export function memberOf(prototype: object, name: string): PropertyDescriptor | undefined {
   for (let at: object | null = prototype; at !== null; at = Object.getPrototypeOf(at)) {
     const member = Object.getOwnPropertyDescriptor(at, name);
     if (member !== undefined) return member;

@@ -1,6 +1,7 @@
 import { checkKnownOptions } from '../options.ts';
+import type { ChatMessage } from '../types.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
-import { parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
+import { badResponse, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
 import { count, headerSecrets, isObject } from './provider-reply.ts';
 import { checkCommonOptions, DEFAULT_MAX_RESPONSE_SIZE, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
 
@@ -73,18 +74,12 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
         'anthropic-version': ANTHROPIC_VERSION,
       });
       for (const [key, value] of Object.entries(options.headers ?? {})) headers.set(key, value);
-      // The API refuses an empty or whitespace-only message anywhere but last ("text content blocks
-      // must contain non-whitespace text"): a reply that came back so (say "\n\n" before a stop
-      // sequence), kept in history, would make every later turn of the conversation fail. Those are
-      // left out; the API merges the consecutive same-role turns that leaves. So are the assistant
-      // turns that would then open the conversation (a blank first question, accepted by another
-      // model): Bedrock and older API versions refuse a first message that is not the user's.
-      const last = request.messages.length - 1;
-      const kept = request.messages.filter((message, index) => message.content.trim() !== '' || index === last);
-      const first = kept.findIndex((message) => message.role === 'user');
-      const messages = (first > 0 ? kept.slice(first) : kept).map((message) => ({ role: message.role, content: message.content }));
+      const messages = anthropicMessages(request.messages);
       const body: Record<string, unknown> = { ...options.body, model, max_tokens: maxTokens, messages, stream: true };
       if (request.system !== undefined) body['system'] = request.system;
+      if (request.tools !== undefined && request.tools.length > 0) {
+        body['tools'] = request.tools.map((tool) => ({ name: tool.name, description: tool.description, input_schema: tool.parameters }));
+      }
       return streamFromProvider({
         ...context,
         url,
@@ -119,7 +114,7 @@ const ERROR_STATUS: ReadonlyMap<string, number> = new Map([
   ['overloaded_error', 529],
 ]);
 
-/** Stop reasons of a reply that is not whole. `tool_use` is not one: the text before the call is all the model says (see the README). */
+/** Stop reasons of a reply that is not whole. `tool_use` is not one: the step ends with its calls, and the turn goes on with their results. */
 const TRUNCATED = new Set(['max_tokens', 'model_context_window_exceeded', 'pause_turn']);
 
 /**
@@ -128,12 +123,16 @@ const TRUNCATED = new Set(['max_tokens', 'model_context_window_exceeded', 'pause
  * "refusal"` fails the turn as `model_refused`; `"max_tokens"`,
  * `"model_context_window_exceeded"` and `"pause_turn"` yield `{truncated: true}` at the end),
  * `message_stop` (a clean end after a stop_reason without it is whole too),
- * `ping`, `error`. Other events and delta types (tool input, thinking) are
+ * `ping`, `error`; a `tool_use` block (`content_block_start`, its
+ * `input_json_delta` pieces, `content_block_stop`) is yielded whole as
+ * `{toolCall}` when it stops. Other events and delta types (thinking, server tools) are
  * skipped, as the API's versioning policy asks of clients. A whole message
  * JSON from a gateway that ignored `stream: true` is read the same way.
  */
 function anthropicDecoder(context: ProviderContext): StreamDecoder {
   let done = false;
+  // tool_use blocks by index, from content_block_start to content_block_stop: the input arrives as pieces of JSON text.
+  const calls = new Map<unknown, { id: string; name: string; parts: string[]; start: string }>();
   // The reply is whole once message_delta carried its stop_reason: a body that ends cleanly there,
   // without message_stop (some gateways drop it), is accepted, as Anthropic's SDKs accept it and as
   // an OpenAI stream that ends after its finish_reason without [DONE] is.
@@ -157,12 +156,29 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
           if (isObject(message)) readUsage(message['usage']);
           return [];
         }
+        case 'content_block_start': {
+          const block = data['content_block'];
+          if (!isObject(block) || block['type'] !== 'tool_use') return [];
+          if (typeof block['id'] !== 'string' || typeof block['name'] !== 'string') throw badResponse(context, 'a tool_use block without its id or name');
+          // The input starts as {} and fills from input_json_delta; a gateway may send it whole here instead.
+          const input = block['input'];
+          const start = isObject(input) && Object.keys(input).length > 0 ? JSON.stringify(input) : '';
+          calls.set(data['index'], { id: block['id'], name: block['name'], parts: [], start });
+          return [];
+        }
         case 'content_block_delta': {
           const delta = data['delta'];
           if (isObject(delta) && delta['type'] === 'text_delta' && typeof delta['text'] === 'string' && delta['text'] !== '') {
             return [delta['text']];
           }
+          if (isObject(delta) && delta['type'] === 'input_json_delta' && typeof delta['partial_json'] === 'string') calls.get(data['index'])?.parts.push(delta['partial_json']);
           return [];
+        }
+        case 'content_block_stop': {
+          const call = calls.get(data['index']);
+          if (call === undefined) return [];
+          calls.delete(data['index']);
+          return [toolCallChunk(call)];
         }
         case 'message_delta': {
           readUsage(data['usage']);
@@ -180,7 +196,7 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
           // skipped, its message was lost and the stream's end retried as a cut one, a 400 too.
           const error = data['error'];
           if (type === undefined && (isObject(error) || (typeof error === 'string' && error !== ''))) throw streamErrorEvent(context, error, ERROR_STATUS);
-          return []; // ping, content_block_start/stop, and event types added later
+          return []; // ping, and event types added later
         }
       }
     },
@@ -193,16 +209,23 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
       const out: ModelChunk[] = [];
       for (const block of message['content']) {
         if (isObject(block) && block['type'] === 'text' && typeof block['text'] === 'string' && block['text'] !== '') out.push(block['text']);
+        if (isObject(block) && block['type'] === 'tool_use' && typeof block['id'] === 'string' && typeof block['name'] === 'string') {
+          out.push({ toolCall: { id: block['id'], name: block['name'], arguments: JSON.stringify(isObject(block['input']) ? block['input'] : {}) } });
+        }
       }
       return out;
     },
     end() {
       if (!done && !stopped) throw streamInterrupted(context);
-      const out: ModelChunk[] = truncated ? [{ truncated: true }] : [];
+      // A block a gateway never closed: its input is all there is once the message has stopped.
+      const out: ModelChunk[] = [...calls.values()].map(toolCallChunk);
+      calls.clear();
       const input = fresh === undefined ? undefined : fresh + cacheWrite + cacheRead;
-      if (input === undefined && output === undefined) return out;
-      const total = input === undefined || output === undefined ? undefined : input + output;
-      out.unshift({ usage: { inputTokens: input, outputTokens: output, totalTokens: total } });
+      if (input !== undefined || output !== undefined) {
+        const total = input === undefined || output === undefined ? undefined : input + output;
+        out.push({ usage: { inputTokens: input, outputTokens: output, totalTokens: total } });
+      }
+      if (truncated) out.push({ truncated: true });
       return out;
     },
   };
@@ -228,5 +251,65 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
     cacheWrite = count(usage['cache_creation_input_tokens']) ?? cacheWrite;
     cacheRead = count(usage['cache_read_input_tokens']) ?? cacheRead;
     output = count(usage['output_tokens']) ?? output;
+  }
+}
+
+/** A whole tool_use block as a call; a tool without parameters streams no input at all, which is `{}`. */
+function toolCallChunk(call: { id: string; name: string; parts: string[]; start: string }): ModelChunk {
+  const text = call.parts.join('');
+  return { toolCall: { id: call.id, name: call.name, arguments: text !== '' ? text : call.start !== '' ? call.start : '{}' } };
+}
+
+/**
+ * History as the Messages API takes it. An assistant's calls are `tool_use`
+ * blocks after its text; tool answers are `tool_result` blocks in a user
+ * message, one message for all the answers of a step, as the API requires.
+ * The API refuses an empty or whitespace-only text message anywhere but
+ * last ("text content blocks must contain non-whitespace text"): a reply that
+ * came back so (say "\n\n" before a stop sequence), kept in history, would
+ * make every later turn fail. Those are left out; the API merges the
+ * consecutive same-role turns that leaves. So are the assistant turns that
+ * would then open the conversation: Bedrock and older API versions refuse a
+ * first message that is not the user's.
+ */
+function anthropicMessages(all: readonly ChatMessage[]): Record<string, unknown>[] {
+  const last = all.length - 1;
+  const kept = all.filter((message, index) => message.role === 'tool' || hasCalls(message) || message.content.trim() !== '' || index === last);
+  const first = kept.findIndex((message) => message.role === 'user');
+  const out: Record<string, unknown>[] = [];
+  let results: Record<string, unknown>[] | undefined;
+  for (const message of first > 0 ? kept.slice(first) : kept) {
+    if (message.role === 'tool') {
+      const block: Record<string, unknown> = { type: 'tool_result', tool_use_id: message.toolCallId };
+      // An empty content is left out rather than sent as "", which the API refuses in a text block.
+      if (message.content !== '') block['content'] = message.content;
+      if (message.isError === true) block['is_error'] = true;
+      if (results !== undefined) results.push(block);
+      else out.push({ role: 'user', content: (results = [block]) });
+      continue;
+    }
+    results = undefined;
+    if (message.role === 'assistant' && hasCalls(message)) {
+      const content: Record<string, unknown>[] = message.content.trim() === '' ? [] : [{ type: 'text', text: message.content }];
+      for (const call of message.toolCalls ?? []) content.push({ type: 'tool_use', id: call.id, name: call.name, input: inputOf(call.arguments) });
+      out.push({ role: 'assistant', content });
+    } else {
+      out.push({ role: message.role, content: message.content });
+    }
+  }
+  return out;
+}
+
+function hasCalls(message: ChatMessage): boolean {
+  return message.role === 'assistant' && message.toolCalls !== undefined && message.toolCalls.length > 0;
+}
+
+/** The API takes a call's input as an object: arguments that did not parse (the model was told so) are sent as {}. */
+function inputOf(text: string): Record<string, unknown> {
+  try {
+    const input: unknown = JSON.parse(text);
+    return isObject(input) ? input : {};
+  } catch {
+    return {};
   }
 }

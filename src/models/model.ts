@@ -1,4 +1,4 @@
-import type { ChatMessage, TokenUsage } from '../types.ts';
+import type { ChatMessage, TokenUsage, ToolCall, ToolDefinition } from '../types.ts';
 
 /** What an agent hands its model for one turn. */
 export interface ModelRequest {
@@ -8,6 +8,8 @@ export interface ModelRequest {
   messages: readonly ChatMessage[];
   /** Aborted when the client disconnects, the turn times out or the server shuts down. */
   signal: AbortSignal;
+  /** The tools the model may call, when the agent has any; a model that cannot call tools ignores them. */
+  tools?: readonly ToolDefinition[] | undefined;
 }
 
 /**
@@ -15,9 +17,15 @@ export interface ModelRequest {
  * counts reported by a provider), which the agent keeps with the reply, and
  * `{truncated: true}` when the provider stopped the reply at its token limit
  * (or paused it: Anthropic's `pause_turn`), which the agent marks the reply with (`truncated` in history and in the
- * router's replies); one record may carry both.
+ * router's replies); one record may carry both. A model given `tools` may
+ * yield `{toolCall}` records, one per whole call (arguments complete), after
+ * the step's text; the agent runs them and asks the model again.
  */
-export type ModelChunk = string | { usage: TokenUsage; truncated?: boolean | undefined } | { truncated: boolean; usage?: TokenUsage | undefined };
+export type ModelChunk =
+  | string
+  | { usage: TokenUsage; truncated?: boolean | undefined }
+  | { truncated: boolean; usage?: TokenUsage | undefined }
+  | { toolCall: ToolCall };
 
 /** The only contract a model has to meet: stream a reply to a request. */
 export interface Model {

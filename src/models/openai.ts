@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { checkKnownOptions } from '../options.ts';
-import type { TokenUsage } from '../types.ts';
+import type { ChatMessage, TokenUsage, ToolCall } from '../types.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
-import { parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
+import { badResponse, parseData, refused, streamErrorEvent, streamInterrupted, type ProviderContext } from './provider-errors.ts';
 import { count, headerSecrets, isObject } from './provider-reply.ts';
 import { checkCommonOptions, DEFAULT_MAX_RESPONSE_SIZE, joinURL, streamFromProvider, type ProviderHTTPOptions, type StreamDecoder } from './provider-http.ts';
 
@@ -23,6 +24,8 @@ export interface OpenAIModelOptions extends ProviderHTTPOptions {
  * (`stream: true`, SSE `data: {json}` ... `data: [DONE]`) over `fetch`. The
  * system prompt goes first as a `system` message, then the history. Usage is
  * requested with `stream_options.include_usage` and yielded as `{usage}`.
+ * Tools go as `tools: [{type: "function", function}]`; the streamed calls are
+ * yielded whole, as `{toolCall}`, when the step finishes.
  *
  * @example openAIModel({ model: 'gpt-4o-mini', apiKey: process.env.OPENAI_API_KEY })
  * @example openAIModel({ model: 'llama3.2', baseURL: 'http://localhost:11434/v1' })
@@ -52,14 +55,18 @@ export function openAIModel(options: OpenAIModelOptions): Model {
       const headers = new Headers({ 'content-type': 'application/json', accept: 'text/event-stream' });
       if (apiKey !== undefined && apiKey !== '') headers.set('authorization', `Bearer ${apiKey}`);
       for (const [key, value] of Object.entries(options.headers ?? {})) headers.set(key, value);
-      const messages = request.system === undefined ? [] : [{ role: 'system', content: request.system }];
-      for (const message of request.messages) messages.push({ role: message.role, content: message.content });
+      const messages: Record<string, unknown>[] = request.system === undefined ? [] : [{ role: 'system', content: request.system }];
+      for (const message of request.messages) messages.push(openAIMessage(message));
+      // `body` may replace stream_options (`{ stream_options: undefined }` drops it: Mistral refuses the field).
+      const body: Record<string, unknown> = { stream_options: { include_usage: true }, ...options.body, model, messages, stream: true };
+      if (request.tools !== undefined && request.tools.length > 0) {
+        body['tools'] = request.tools.map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.parameters } }));
+      }
       return streamFromProvider({
         ...context,
         url,
         headers,
-        // `body` may replace stream_options (`{ stream_options: undefined }` drops it: Mistral refuses the field).
-        body: { stream_options: { include_usage: true }, ...options.body, model, messages, stream: true },
+        body,
         timeout: options.timeout ?? 120,
         maxRetries: options.maxRetries ?? 2,
         maxResponseSize: options.maxResponseSize ?? DEFAULT_MAX_RESPONSE_SIZE,
@@ -88,6 +95,7 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
   let finished = false;
   let truncated = false;
   let usage: TokenUsage | undefined;
+  const calls = toolCallAssembler(context);
   return {
     get done() {
       return done;
@@ -123,7 +131,9 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
     },
     end() {
       if (!done && !finished) throw streamInterrupted(context);
-      const out: ModelChunk[] = usage === undefined ? [] : [{ usage }];
+      // Calls a server never closed with a finish_reason (some compatible servers end with [DONE] alone).
+      const out: ModelChunk[] = calls.flush();
+      if (usage !== undefined) out.push({ usage });
       if (truncated) out.push({ truncated: true });
       return out;
     },
@@ -142,6 +152,7 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
       const delta = choice['delta'];
       const text = isObject(delta) ? contentText(delta['content']) : '';
       if (text !== '') out.push(text);
+      if (isObject(delta) && Array.isArray(delta['tool_calls'])) calls.add(delta['tool_calls']);
       // A refusal comes as its own text, not as content: a reply of it would be stored as an empty one.
       if (isObject(delta) && typeof delta['refusal'] === 'string' && delta['refusal'] !== '') throw refused(context, 'the model refused (delta.refusal)');
       if (choice['finish_reason'] === 'content_filter') throw refused(context, "the provider's content filter stopped the reply (finish_reason content_filter)");
@@ -153,7 +164,11 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
       if (choice['finish_reason'] === 'error') throw streamErrorEvent(context, { message: 'the provider stopped the reply with an error (finish_reason error)' });
       // Not an empty one: some servers (SenseNova, Hunyuan, Go gateways) send `"finish_reason": ""` in every
       // chunk, and a body they end mid-reply would be kept as a whole reply.
-      if (typeof choice['finish_reason'] === 'string' && choice['finish_reason'] !== '') finished = true;
+      if (typeof choice['finish_reason'] === 'string' && choice['finish_reason'] !== '') {
+        finished = true;
+        // "tool_calls" as a rule; a call closed by another reason (Ollama's "stop") is whole all the same.
+        out.push(...calls.flush());
+      }
       // The reply reached max_tokens, or the context's end (Mistral's model_length): stored all the same, marked as cut short.
       if (choice['finish_reason'] === 'length' || choice['finish_reason'] === 'model_length') truncated = true;
     }
@@ -181,4 +196,67 @@ function contentText(content: unknown): string {
   let text = '';
   for (const part of content) if (isObject(part) && part['type'] === 'text' && typeof part['text'] === 'string') text += part['text'];
   return text;
+}
+
+/**
+ * Streamed `delta.tool_calls` fragments joined into whole calls: the first
+ * fragment of a call has its `index`, `id` and `function.name`, later ones
+ * add pieces of `function.arguments` under the same index. A fragment with
+ * a new id at a used index opens another call (Ollama numbers every call of
+ * a step 0); one without an index (a whole call, as Gemini's compatible API
+ * sends) is a call of its own.
+ */
+function toolCallAssembler(context: ProviderContext): { add(fragments: unknown[]): void; flush(): ModelChunk[] } {
+  let open: Array<{ id: string; name: string; parts: string[] }> = [];
+  const byIndex = new Map<unknown, { id: string; name: string; parts: string[] }>();
+  return {
+    add(fragments) {
+      for (const fragment of fragments) {
+        if (!isObject(fragment)) continue;
+        const fn = isObject(fragment['function']) ? fragment['function'] : {};
+        const id = typeof fragment['id'] === 'string' ? fragment['id'] : '';
+        const index = typeof fragment['index'] === 'number' ? fragment['index'] : undefined;
+        let call = index === undefined ? undefined : byIndex.get(index);
+        if (call === undefined || (id !== '' && call.id !== '' && id !== call.id)) {
+          call = { id, name: '', parts: [] };
+          open.push(call);
+          if (index !== undefined) byIndex.set(index, call);
+        }
+        if (call.id === '' && id !== '') call.id = id;
+        if (call.name === '' && typeof fn['name'] === 'string') call.name = fn['name'];
+        if (typeof fn['arguments'] === 'string') call.parts.push(fn['arguments']);
+        // Some servers send the arguments as an object instead of JSON text (llama.cpp's older builds).
+        else if (isObject(fn['arguments'])) call.parts.push(JSON.stringify(fn['arguments']));
+      }
+    },
+    flush() {
+      const out: ModelChunk[] = [];
+      for (const call of open) {
+        if (call.name === '') throw badResponse(context, 'a tool call without a function name');
+        // Servers that give no id (some local ones) get one, so the result can still quote it.
+        const toolCall: ToolCall = { id: call.id === '' ? `call_${randomUUID().replaceAll('-', '')}` : call.id, name: call.name, arguments: call.parts.join('') };
+        out.push({ toolCall });
+      }
+      open = [];
+      byIndex.clear();
+      return out;
+    },
+  };
+}
+
+/**
+ * One history message as Chat Completions takes it: an assistant's calls
+ * as `tool_calls` (content null when the step had no text), a tool's
+ * answer as a `tool` message quoting the call's id.
+ */
+function openAIMessage(message: ChatMessage): Record<string, unknown> {
+  if (message.role === 'tool') return { role: 'tool', tool_call_id: message.toolCallId, content: message.content };
+  if (message.role === 'assistant' && message.toolCalls !== undefined && message.toolCalls.length > 0) {
+    return {
+      role: 'assistant',
+      content: message.content === '' ? null : message.content,
+      tool_calls: message.toolCalls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } })),
+    };
+  }
+  return { role: message.role, content: message.content };
 }

@@ -156,15 +156,21 @@ export class MemoryStorage implements Storage {
  * the young-generation collector before it settles.
  */
 function storedMessage(message: ChatMessage): ChatMessage {
-  return Object.isFrozen(message) && (message.usage === undefined || Object.isFrozen(message.usage)) ? message : copyMessage(message);
+  const frozen = Object.isFrozen(message) && (message.usage === undefined || Object.isFrozen(message.usage));
+  return frozen && (message.role !== 'assistant' || message.toolCalls === undefined || (Object.isFrozen(message.toolCalls) && message.toolCalls.every(Object.isFrozen))) ? message : copyMessage(message);
 }
 
-/** Messages are flat records of strings and numbers: a field copy is all a stored copy needs. */
+/** Messages are flat records of strings and numbers (and an assistant's tool calls): a field copy is all a stored copy needs. */
 function copyMessage(message: ChatMessage): ChatMessage {
-  const copy: ChatMessage =
-    message.usage === undefined
-      ? { role: message.role, content: message.content }
-      : { role: message.role, content: message.content, usage: { ...message.usage } };
+  if (message.role === 'user') return { role: 'user', content: message.content };
+  if (message.role === 'tool') {
+    const tool: ChatMessage = { role: 'tool', toolCallId: message.toolCallId, name: message.name, content: message.content };
+    if (message.isError === true) tool.isError = true;
+    return tool;
+  }
+  const copy: ChatMessage = { role: 'assistant', content: message.content };
+  if (message.usage !== undefined) copy.usage = { ...message.usage };
+  if (message.toolCalls !== undefined) copy.toolCalls = message.toolCalls.map((call) => ({ id: call.id, name: call.name, arguments: call.arguments }));
   if (message.truncated === true) copy.truncated = true;
   return copy;
 }

@@ -12,7 +12,7 @@ import type { TestContext } from 'node:test';
 import { ModelProviderError, UpstreamError } from '../../src/errors.ts';
 import type { Model } from '../../src/models/model.ts';
 import { providerTimers } from '../../src/models/provider-http.ts';
-import type { ChatMessage, TokenUsage } from '../../src/types.ts';
+import type { ChatMessage, TokenUsage, ToolCall, ToolDefinition } from '../../src/types.ts';
 import { listen } from '../helpers/listen.ts';
 
 export interface FakeReply {
@@ -148,6 +148,10 @@ export interface Outcome {
   usage: TokenUsage | undefined;
   /** The model yielded `{truncated: true}`. */
   truncated: boolean;
+  /** The tool calls, in order. */
+  toolCalls: ToolCall[];
+  /** Every chunk, in the order yielded (text and tool calls interleave as the model sent them). */
+  sequence: unknown[];
   /** What the stream threw, if it did. */
   error: unknown;
 }
@@ -155,16 +159,19 @@ export interface Outcome {
 /** Runs one turn to the end (or the error), keeping what arrived before an error. */
 export async function collect(
   model: Model,
-  request: { system?: string | undefined; messages?: ChatMessage[] | undefined; signal?: AbortSignal | undefined } = {},
+  request: { system?: string | undefined; messages?: ChatMessage[] | undefined; signal?: AbortSignal | undefined; tools?: ToolDefinition[] | undefined } = {},
 ): Promise<Outcome> {
-  const outcome: Outcome = { chunks: [], usage: undefined, truncated: false, error: undefined };
+  const outcome: Outcome = { chunks: [], usage: undefined, truncated: false, toolCalls: [], sequence: [], error: undefined };
   try {
     for await (const chunk of model.stream({
       system: request.system,
       messages: request.messages ?? [{ role: 'user', content: 'Hello' }],
       signal: request.signal ?? new AbortController().signal,
+      tools: request.tools,
     })) {
+      outcome.sequence.push(chunk);
       if (typeof chunk === 'string') outcome.chunks.push(chunk);
+      else if ('toolCall' in chunk) outcome.toolCalls.push(chunk.toolCall);
       else if ('truncated' in chunk) {
         assert.equal(outcome.truncated, false, 'a model yields at most one truncated record');
         outcome.truncated = true;
