@@ -64,6 +64,8 @@ const refuseInfinity = (_key: string, value: unknown): unknown => {
 export class RemoteCall {
   /** Origin and path of the remote route, for messages (never credentials, never the query). */
   readonly remote: string;
+  /** The remote's origin (URL.origin never holds credentials), named by the errors it sends that are relayed. */
+  readonly origin: string;
   /** Settles once the remote answered 2xx (with SSE for a stream); rejects with the AgentRouterError to answer. */
   readonly response: Promise<Response>;
   readonly #settings: CallSettings;
@@ -78,6 +80,7 @@ export class RemoteCall {
   constructor(settings: CallSettings, request: CallRequest) {
     this.#settings = settings;
     this.remote = describeRemote(request.url);
+    this.origin = request.url.origin;
     this.#callerSignal = request.signal;
     this.#controller.signal.addEventListener('abort', this.#onAbort, { once: true });
     // Before a slot is held the remote has not been asked yet: the wait is this transport's own queue.
@@ -135,7 +138,7 @@ export class RemoteCall {
         } else if (event.event === 'done') finished = true;
         else if (event.event === 'error') {
           finished = true;
-          failure = streamFailed(this.remote, event.data);
+          failure = streamFailed(this.remote, this.origin, event.data);
         }
       },
     });
@@ -251,7 +254,7 @@ export class RemoteCall {
         if (this.#controller.signal.aborted || (error instanceof AgentRouterError && status < 500 && !KEPT_STATUSES.has(status))) throw error;
       }
     }
-    return statusError(this.remote, status, body, response.headers.get('retry-after'));
+    return statusError(this.remote, this.origin, status, body, response.headers.get('retry-after'));
   }
 
   async #readText(response: Response, limit: number): Promise<string> {

@@ -8,8 +8,12 @@ import { fetchFailure, noTlsFix } from '../lib/fetch-failure.ts';
  * caller is answered (`publicMessage`) does not name it, since the remote is
  * often an internal address. None quotes the remote's body except an error it
  * sent for its caller (a 4xx `{"error"}` or an SSE `event: error`), which is
- * relayed as the remote router would have answered it.
+ * relayed with its status and code, its message saying which remote origin
+ * sent it, and the `Agent-Router-Upstream` header naming that origin.
  */
+
+/** The response header naming the remote agent server's origin a relayed error came from. */
+export const UPSTREAM_HEADER = 'Agent-Router-Upstream';
 
 /** What a remote's own stable code must look like to be relayed. */
 const CODE = /^[a-z][a-z0-9_]{0,63}$/;
@@ -158,10 +162,10 @@ export function badResponse(remote: string, what: string, cause?: unknown): Upst
  * 3xx (other than a 307/308 within the origin, followed before), any other 5xx, any other 4xx, or a 4xx without such
  * a body is a 502 that names only the remote.
  */
-export function statusError(remote: string, status: number, body: unknown, retryAfter: string | null): AgentRouterError {
-  if (status === 502) return failedThere(remote, body, retryAfter);
-  if (status === 503) return unavailable(remote, body, retryAfter);
-  if (status === 504) return timedOutThere(remote, body);
+export function statusError(remote: string, origin: string, status: number, body: unknown, retryAfter: string | null): AgentRouterError {
+  if (status === 502) return failedThere(remote, origin, body, retryAfter);
+  if (status === 503) return unavailable(remote, origin, body, retryAfter);
+  if (status === 504) return timedOutThere(remote, origin, body);
   if (status >= 300 && status < 400) {
     return new UpstreamError(502, 'upstream_redirect', `HTTPTransport: ${remote} answered ${status} (a redirect); only a 307 or 308 within its origin is followed, so set the url to where the remote really is`, {
       expose: true,
@@ -186,7 +190,7 @@ export function statusError(remote: string, status: number, body: unknown, retry
       publicMessage: `The remote agent answered ${status} without a JSON error body`,
     });
   }
-  return new UpstreamError(status, relayedCode(fields['code'], 'upstream_error'), relayedMessage(message), { expose: true, ...retryAfterHeader(retryAfter) });
+  return relayed(origin, status, relayedCode(fields['code'], 'upstream_error'), message, retryAfterHeader(retryAfter));
 }
 
 /**
@@ -242,8 +246,8 @@ const OWN_FAILURES: ReadonlySet<unknown> = new Set([
  * model's `model_rate_limited` carries one), as a stream relays them, so a
  * caller two hops away learns what failed; any other body is never quoted.
  */
-function failedThere(remote: string, body: unknown, retryAfter: string | null): UpstreamError {
-  return ownAnswer(502, body, OWN_FAILURES, retryAfterHeader(retryAfter)) ?? answered(remote, 502);
+function failedThere(remote: string, origin: string, body: unknown, retryAfter: string | null): UpstreamError {
+  return ownAnswer(origin, 502, body, OWN_FAILURES, retryAfterHeader(retryAfter)) ?? answered(remote, 502);
 }
 
 /** The 503s our own routers answer, relayed with their message: nothing in them names the remote (nor its storage). */
@@ -258,9 +262,9 @@ const OWN_UNAVAILABLE: ReadonlySet<unknown> = new Set(['shutting_down', 'too_man
  * stream relays them; any other body is `upstream_unavailable`, never
  * quoted (a 5xx body can name internal hosts).
  */
-function unavailable(remote: string, body: unknown, retryAfter: string | null): UpstreamError {
+function unavailable(remote: string, origin: string, body: unknown, retryAfter: string | null): UpstreamError {
   const headers = retryAfterHeader(retryAfter);
-  return ownAnswer(503, body, OWN_UNAVAILABLE, headers) ?? new UpstreamError(503, 'upstream_unavailable', `HTTPTransport: ${remote} answered 503 (unavailable for now)`, {
+  return ownAnswer(origin, 503, body, OWN_UNAVAILABLE, headers) ?? new UpstreamError(503, 'upstream_unavailable', `HTTPTransport: ${remote} answered 503 (unavailable for now)`, {
     expose: true,
     publicMessage: 'The remote agent is unavailable for now (503); try again later',
     ...headers,
@@ -276,8 +280,8 @@ const OWN_TIMEOUTS: ReadonlySet<unknown> = new Set(['turn_timeout', 'upstream_ti
  * own 504s are relayed with their message, as a stream relays them; any
  * other body is never quoted.
  */
-function timedOutThere(remote: string, body: unknown): UpstreamError {
-  return ownAnswer(504, body, OWN_TIMEOUTS, {}) ?? new UpstreamError(504, 'upstream_timeout', `HTTPTransport: ${remote} answered 504 (it timed out); see the remote's logs`, {
+function timedOutThere(remote: string, origin: string, body: unknown): UpstreamError {
+  return ownAnswer(origin, 504, body, OWN_TIMEOUTS, {}) ?? new UpstreamError(504, 'upstream_timeout', `HTTPTransport: ${remote} answered 504 (it timed out); see the remote's logs`, {
     expose: true,
     publicMessage: 'The remote agent timed out (504)',
   });
@@ -288,11 +292,23 @@ function timedOutThere(remote: string, body: unknown): UpstreamError {
  * code is in `own`), relayed with its status, code and message, as a stream
  * relays it; undefined for any other body, which is never quoted.
  */
-function ownAnswer(status: number, body: unknown, own: ReadonlySet<unknown>, headers: { headers?: Record<string, string> }): UpstreamError | undefined {
+function ownAnswer(origin: string, status: number, body: unknown, own: ReadonlySet<unknown>, headers: { headers?: Record<string, string> }): UpstreamError | undefined {
   const fields = asFields(body);
   const message = fields['error'];
   if (!own.has(fields['code']) || typeof message !== 'string') return undefined;
-  return new UpstreamError(status, fields['code'] as string, relayedMessage(message), { expose: true, ...headers });
+  return relayed(origin, status, fields['code'] as string, message, headers);
+}
+
+/**
+ * An error the remote sent for its caller, relayed with its status and code.
+ * Its message and the UPSTREAM_HEADER say where it came from, so a remote's
+ * 404 never reads as this router's own pattern miss.
+ */
+function relayed(origin: string, status: number, code: string, message: string, headers: { headers?: Record<string, string> }): UpstreamError {
+  return new UpstreamError(status, code, `${relayedMessage(message)} (from the remote agent server at ${origin})`, {
+    expose: true,
+    headers: { ...headers.headers, [UPSTREAM_HEADER]: origin },
+  });
 }
 
 /** A Retry-After in seconds is passed on; an HTTP date is not (the clocks may differ). */
@@ -300,8 +316,8 @@ function retryAfterHeader(retryAfter: string | null): { headers?: Record<string,
   return retryAfter !== null && /^\d{1,9}$/.test(retryAfter) ? { headers: { 'Retry-After': retryAfter } } : {};
 }
 
-/** An `event: error` frame: `{"error", "code"}` as our routers send it, or a JSON string as the seed's did. */
-export function streamFailed(remote: string, data: string): UpstreamError {
+/** An `event: error` frame: `{"error", "code"}` as our routers send it, or a JSON string as ai-query's Python server sends it. */
+export function streamFailed(remote: string, origin: string, data: string): UpstreamError {
   let reply: unknown;
   try {
     reply = JSON.parse(data);
@@ -309,12 +325,9 @@ export function streamFailed(remote: string, data: string): UpstreamError {
     // not JSON: do not relay text we cannot vouch for
   }
   const message = typeof reply === 'string' ? reply : asFields(reply)['error'];
-  return new UpstreamError(
-    502,
-    relayedCode(asFields(reply)['code'], 'upstream_stream_error'),
-    typeof message === 'string' ? relayedMessage(message) : `HTTPTransport: the stream from ${remote} failed`,
-    typeof message === 'string' ? { expose: true } : { expose: true, publicMessage: "The remote agent's stream failed" },
-  );
+  const code = relayedCode(asFields(reply)['code'], 'upstream_stream_error');
+  if (typeof message === 'string') return relayed(origin, 502, code, message, {});
+  return new UpstreamError(502, code, `HTTPTransport: the stream from ${remote} failed`, { expose: true, publicMessage: "The remote agent's stream failed" });
 }
 
 /**

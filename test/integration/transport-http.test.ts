@@ -102,6 +102,11 @@ const defaultRemote: Handler = (_req, res, captured) => {
   else json(res, 404, { error: 'No route', code: 'not_found' });
 };
 
+/** What a relayed error's message ends with: the remote agent server it came from. */
+function from(remote: { base: string }): string {
+  return ` (from the remote agent server at ${new URL(remote.base).origin})`;
+}
+
 async function collect(stream: AsyncIterable<string>): Promise<string[]> {
   const chunks: string[] = [];
   for await (const chunk of stream) chunks.push(chunk);
@@ -492,7 +497,7 @@ test('a stream that ends without "event: done" throws 502 upstream_incomplete', 
   assert.deepEqual(chunks, ['first', 'second']);
 });
 
-test('"event: error" from the remote is thrown with its message and code', async (t) => {
+test('"event: error" from the remote is thrown with its message, naming the remote\'s origin, and its code', async (t) => {
   const remote = await fakeRemote(t, (_req, res) => {
     sseHead(res);
     res.end('data: partial\n\nevent: error\ndata: {"error": "Internal error", "code": "internal_error"}\n\ndata: after\n\n');
@@ -500,11 +505,11 @@ test('"event: error" from the remote is thrown with its message and code', async
   const chunks: string[] = [];
   await assert.rejects(async () => {
     for await (const chunk of new HTTPTransport(remote.base).stream('bot-1', 'x')) chunks.push(chunk);
-  }, upstream(502, 'internal_error', (error) => assert.equal(error.message, 'Internal error')));
+  }, upstream(502, 'internal_error', (error) => assert.equal(error.message, `Internal error${from(remote)}`)));
   assert.deepEqual(chunks, ['partial']);
 });
 
-test('a remote 4xx JSON error is relayed with its status, message and code (and Retry-After)', async (t) => {
+test('a remote 4xx JSON error is relayed with its status, message and code (and Retry-After), naming the remote\'s origin in its message and Agent-Router-Upstream', async (t) => {
   const remote = await fakeRemote(t, (_req, res, captured) => {
     const { id } = route(captured);
     if (id === 'busy') {
@@ -514,14 +519,18 @@ test('a remote 4xx JSON error is relayed with its status, message and code (and 
     json(res, 404, { error: `AgentRegistry: no pattern matches agent id "${id}"`, code: 'agent_not_found' });
   });
   const transport = new HTTPTransport(remote.base);
-  const notFound = upstream(404, 'agent_not_found', (error) => assert.equal(error.message, 'AgentRegistry: no pattern matches agent id "ghost"'));
+  const origin = new URL(remote.base).origin;
+  const notFound = upstream(404, 'agent_not_found', (error) => {
+    assert.equal(error.message, `AgentRegistry: no pattern matches agent id "ghost"${from(remote)}`);
+    assert.deepEqual(error.headers, { 'Agent-Router-Upstream': origin });
+  });
   await assert.rejects(transport.chat('ghost', 'x'), notFound);
   await assert.rejects(transport.invoke('ghost', 'm'), notFound);
   await assert.rejects(transport.state('ghost'), notFound);
   const stream = transport.stream('ghost', 'x');
   await assert.rejects(stream.ready, notFound);
   await assert.rejects(collect(stream), notFound); // iterating rethrows what ready rejected with
-  await assert.rejects(transport.chat('busy', 'x'), upstream(429, 'too_many_agents', (error) => assert.deepEqual(error.headers, { 'Retry-After': '7' })));
+  await assert.rejects(transport.chat('busy', 'x'), upstream(429, 'too_many_agents', (error) => assert.deepEqual(error.headers, { 'Retry-After': '7', 'Agent-Router-Upstream': origin })));
 });
 
 test("a remote's error message is relayed on one line, 500 characters at most, so it cannot forge lines in this router's log", async (t) => {
@@ -537,11 +546,11 @@ test("a remote's error message is relayed on one line, 500 characters at most, s
     json(res, 400, { error: forged, code: 'bad_input' });
   });
   const transport = new HTTPTransport(remote.base);
-  const oneLine = 'Bad input 2026-11-24T21:00:00Z AgentRouter: admin logged in ';
+  const oneLine = `Bad input 2026-11-24T21:00:00Z AgentRouter: admin logged in ${from(remote)}`;
   await assert.rejects(transport.chat('bot-1', 'x'), upstream(400, 'bad_input', (error) => assert.equal(error.message, oneLine)));
   await assert.rejects(collect(transport.stream('bot-1', 'x')), upstream(502, 'internal_error', (error) => assert.equal(error.message, oneLine)));
   // Cut before an emoji's second half, not between its two.
-  await assert.rejects(transport.chat('long', 'x'), upstream(400, 'bad_input', (error) => assert.equal(error.message, 'x'.repeat(499))));
+  await assert.rejects(transport.chat('long', 'x'), upstream(400, 'bad_input', (error) => assert.equal(error.message, 'x'.repeat(499) + from(remote))));
   // A code that is not one our routers write is not quoted into the message at all.
   await assert.rejects(transport.chat('refused', 'x'), upstream(502, 'upstream_refused', (error) => {
     assert.equal(error.message, `HTTPTransport: ${remote.base}/refused/chat answered 401; check the transport's url and headers`);
@@ -618,10 +627,10 @@ test("a remote 502 of our routers' own (its own remote or model failed) is relay
     res.end('<h1>SECRET 502 Bad Gateway</h1>');
   });
   const transport = new HTTPTransport(remote.base);
-  const down = upstream(502, 'upstream_unreachable', (error) => assert.equal(error.message, 'The remote agent could not be reached'));
+  const down = upstream(502, 'upstream_unreachable', (error) => assert.equal(error.message, `The remote agent could not be reached${from(remote)}`));
   await assert.rejects(transport.chat('down', 'x'), down);
   await assert.rejects(transport.stream('down', 'x').ready, down);
-  await assert.rejects(transport.state('model'), upstream(502, 'model_rate_limited', (error) => assert.deepEqual(error.headers, { 'Retry-After': '7' })));
+  await assert.rejects(transport.state('model'), upstream(502, 'model_rate_limited', (error) => assert.deepEqual(error.headers, { 'Retry-After': '7', 'Agent-Router-Upstream': new URL(remote.base).origin })));
   for (const id of ['foreign', 'huge', 'gateway']) {
     await assert.rejects(transport.invoke(id, 'm'), upstream(502, 'upstream_error', (error) => {
       assert.equal(error.message, `HTTPTransport: ${remote.base}/${id}/invoke answered 502; see the remote's logs`);
@@ -645,8 +654,8 @@ test('a remote 503 stays a 503 with its Retry-After in seconds: our routers\' co
   });
   const transport = new HTTPTransport(remote.base);
   const draining = upstream(503, 'shutting_down', (error) => {
-    assert.equal(error.message, 'The server is shutting down');
-    assert.deepEqual((error as AgentRouterError).headers, { 'Retry-After': '7' });
+    assert.equal(error.message, `The server is shutting down${from(remote)}`);
+    assert.deepEqual((error as AgentRouterError).headers, { 'Retry-After': '7', 'Agent-Router-Upstream': new URL(remote.base).origin });
   });
   await assert.rejects(transport.chat('draining', 'x'), draining);
   await assert.rejects(transport.stream('draining', 'x').ready, draining);
@@ -669,7 +678,8 @@ test('a remote 503 stays a 503 with its Retry-After in seconds: our routers\' co
   const relayed = await post('draining');
   assert.equal(relayed.status, 503);
   assert.equal(relayed.headers.get('retry-after'), '7');
-  assert.deepEqual(await relayed.json(), { error: 'The server is shutting down', code: 'shutting_down' });
+  assert.equal(relayed.headers.get('agent-router-upstream'), new URL(remote.base).origin);
+  assert.deepEqual(await relayed.json(), { error: `The server is shutting down${from(remote)}`, code: 'shutting_down' });
   const balancer = await post('balancer');
   assert.equal(balancer.status, 503);
   assert.equal(balancer.headers.get('retry-after'), null);
@@ -723,7 +733,7 @@ test('a remote 504 stays a 504: our routers\' timeout codes relayed, any other b
     res.end('<h1>SECRET 504 Gateway Time-out</h1>');
   });
   const transport = new HTTPTransport(remote.base);
-  const turn = upstream(504, 'turn_timeout', (error) => assert.equal(error.message, 'The turn did not complete within 300 s'));
+  const turn = upstream(504, 'turn_timeout', (error) => assert.equal(error.message, `The turn did not complete within 300 s${from(remote)}`));
   await assert.rejects(transport.chat('turn', 'x'), turn);
   await assert.rejects(transport.stream('turn', 'x').ready, turn);
   for (const id of ['foreign', 'gateway']) {

@@ -81,6 +81,11 @@ async function hop(
   return { base: `${url}/agent`, seen, logged };
 }
 
+/** What A answers for an error B sent its caller: B's status and code, the message naming B's origin. */
+function viaA(body: { error: string; code: string }, b: Hop): { error: string; code: string } {
+  return { ...body, error: `${body.error} (from the remote agent server at ${new URL(b.base).origin})` };
+}
+
 const echo: ScriptedFunction = ({ messages }) => `echo: ${messages.at(-1)?.content ?? ''}`;
 
 /** A and B, B serving the agents. */
@@ -112,7 +117,8 @@ test('every route through A answers as B does: same status, same body', async (t
   for (const [name, request] of cases) {
     const direct = await request(b.base, `remote-counter-b-${name.replace(/ /g, '-')}`);
     const proxied = await request(a.base, `remote-counter-a-${name.replace(/ /g, '-')}`);
-    const normalize = (body: any) => JSON.parse(JSON.stringify(body).replace(/remote-counter-[ab]-/g, 'remote-counter-X-'));
+    // A relayed error names B's origin (see viaA); the rest of the body is B's.
+    const normalize = (body: any) => JSON.parse(JSON.stringify(body).replace(/remote-counter-[ab]-/g, 'remote-counter-X-').replace(/ \(from the remote agent server at [^)]+\)/, ''));
     assert.equal(proxied.status, direct.status, name);
     assert.deepEqual(normalize(proxied.body), normalize(direct.body), name);
   }
@@ -161,13 +167,15 @@ test("a remote reply the provider cut short keeps its truncated mark through the
   assert.deepEqual((await postJson(`${a.base}/remote-bot-1/chat`, { message: 'whole' })).body, { agent_id: 'remote-bot-1', response: 'echo: whole' });
 });
 
-test('remote errors: a 404 is relayed as it is, a 500 becomes a 502 that names the remote in the log only, never the detail', async (t) => {
+test('remote errors: a 404 is relayed with its status and code, naming B\'s origin in its message and Agent-Router-Upstream, a 500 becomes a 502 that names the remote in the log only, never the detail', async (t) => {
   const { a, b } = await pair(t);
   const direct = await postJson(`${b.base}/remote-nobody/chat`, { message: 'x' });
   const proxied = await postJson(`${a.base}/remote-nobody/chat`, { message: 'x' });
   assert.equal(direct.status, 404);
   assert.equal(proxied.status, 404);
-  assert.deepEqual(proxied.body, direct.body);
+  assert.deepEqual(proxied.body, viaA(direct.body, b));
+  assert.equal(proxied.headers.get('agent-router-upstream'), new URL(b.base).origin);
+  assert.equal(direct.headers.get('agent-router-upstream'), null);
 
   const failed = await postJson(`${a.base}/remote-counter-1/invoke`, { method: 'explode' });
   assert.equal(failed.status, 502);
@@ -186,7 +194,7 @@ test("an action's own 4xx (AgentRouterError) reaches the caller through A as B a
     const proxied = await postJson(`${a.base}/remote-counter-1/invoke`, { method: 'refuse', params: { status, code } });
     assert.deepEqual(direct.body, { error: `Refused with ${code}`, code });
     assert.equal(proxied.status, status, code);
-    assert.deepEqual(proxied.body, direct.body, code);
+    assert.deepEqual(proxied.body, viaA(direct.body, b), code);
   }
   // An action's 403 spelled as an authorize refusal is taken as B refusing A's credentials: the operator's to fix.
   const refused = await postJson(`${a.base}/remote-counter-1/invoke`, { method: 'refuse', params: { status: 403, code: 'forbidden' } });
@@ -203,10 +211,10 @@ test("a turn that timed out on B is a 504 turn_timeout through A, JSON as stream
   assert.equal(direct.status, 504);
   const proxied = await postJson(`${a.base}/remote-bot-2/chat`, { message: 'x' });
   assert.equal(proxied.status, 504);
-  assert.deepEqual(proxied.body, direct.body);
+  assert.deepEqual(proxied.body, viaA(direct.body, b));
   assert.equal(proxied.body.code, 'turn_timeout');
   const streamed = await collectSSE(await streamChat(`${a.base}/remote-bot-3/chat`, 'x'));
-  assert.deepEqual(streamed.events.map((event) => [event.event, JSON.parse(event.data)]), [['error', direct.body]]);
+  assert.deepEqual(streamed.events.map((event) => [event.event, JSON.parse(event.data)]), [['error', viaA(direct.body, b)]]);
 });
 
 test("B's own 502 about its remote (C down) reaches the caller through A with B's code and message, JSON as streamed", async (t) => {
@@ -224,11 +232,11 @@ test("B's own 502 about its remote (C down) reaches the caller through A with B'
   ]) {
     const proxied = await request();
     assert.equal(proxied.status, 502);
-    assert.deepEqual(proxied.body, direct.body);
+    assert.deepEqual(proxied.body, viaA(direct.body, b));
   }
   const streamed = await streamChat(`${a.base}/remote-bot-1/chat`, 'x');
   assert.equal(streamed.status, 502);
-  assert.deepEqual(await streamed.json(), direct.body);
+  assert.deepEqual(await streamed.json(), viaA(direct.body, b));
   // B's log names C, where the operator looks.
   assert.ok(b.logged.some((message) => message.startsWith(`HTTPTransport: could not reach ${url}/agent/remote-bot-1/chat`)), b.logged.join('\n'));
 });
@@ -245,7 +253,7 @@ test("B's model provider failing before any text reaches the caller through A wi
   assert.equal(direct.status, 502);
   assert.deepEqual(direct.body, { error: 'Request failed', code: 'model_rate_limited' });
   assert.equal(proxied.status, 502);
-  assert.deepEqual(proxied.body, direct.body);
+  assert.deepEqual(proxied.body, viaA(direct.body, b));
   assert.equal(proxied.headers.get('retry-after'), '7');
 });
 
@@ -287,16 +295,17 @@ test('streaming through A relays chunk by chunk: the first arrives before B has 
   assert.equal(received, 'data: first\n\ndata:  second\n\nevent: done\ndata: [DONE]\n\n');
 });
 
-test('a stream to an id B does not know is answered as JSON 404 by A, before any SSE', async (t) => {
+test('a stream to an id B does not know is answered as JSON 404 by A, before any SSE, naming B\'s origin', async (t) => {
   const { a, b } = await pair(t);
   const direct = await streamChat(`${b.base}/remote-nobody/chat`, 'x');
   const proxied = await streamChat(`${a.base}/remote-nobody/chat`, 'x');
   assert.equal(proxied.status, 404);
   assert.equal(proxied.headers.get('content-type'), direct.headers.get('content-type'));
-  assert.deepEqual(await proxied.json(), await direct.json());
+  assert.equal(proxied.headers.get('agent-router-upstream'), new URL(b.base).origin);
+  assert.deepEqual(await proxied.json(), viaA(await direct.json(), b));
 });
 
-test('a model failing mid-stream on B ends A\'s stream with the same event: error, never done', async (t) => {
+test('a model failing mid-stream on B ends A\'s stream with its event: error, naming B\'s origin, never done', async (t) => {
   const script: Script = {
     current: async function* () {
       yield 'partial';
@@ -307,7 +316,8 @@ test('a model failing mid-stream on B ends A\'s stream with the same event: erro
   const direct = await collectSSE(await streamChat(`${b.base}/remote-bot-1/chat`, 'x'));
   const proxied = await collectSSE(await streamChat(`${a.base}/remote-bot-2/chat`, 'x'));
   assert.deepEqual(direct.events.map((e) => e.event), ['message', 'error']);
-  assert.deepEqual(proxied.events.map((e) => [e.event, e.data]), direct.events.map((e) => [e.event, e.data]));
+  const relayed = (e: { event: string; data: string }) => [e.event, e.event === 'error' ? viaA(JSON.parse(e.data), b) : e.data];
+  assert.deepEqual(proxied.events.map((e) => [e.event, e.event === 'error' ? JSON.parse(e.data) : e.data]), direct.events.map(relayed));
   assert.ok(!JSON.stringify(proxied.events).includes('secret'));
 });
 

@@ -232,7 +232,7 @@ test('the request carries redirect: "manual", the method, JSON body and headers 
 test('SSE edge cases: events after done are ignored, a long tail is dropped, errors are relayed safely', async () => {
   const bodies: Record<string, string> = {
     tail: `data: a\n\nevent: done\ndata: [DONE]\n\ndata: ignored\n\n: ${'x'.repeat(100_000)}\n\n`,
-    seed: 'event: error\ndata: "model exploded"\n\n', // the seed's format: a JSON string
+    seed: 'event: error\ndata: "model exploded"\n\n', // ai-query's Python server's format: a JSON string
     junk: 'event: error\ndata: <html>\n\n',
     code: 'event: error\ndata: {"error": "Nope", "code": "Not A Code!"}\n\n',
     huge: `data: ${'y'.repeat(2000)}\n\n`,
@@ -245,7 +245,8 @@ test('SSE edge cases: events after done are ignored, a long tail is dropped, err
   const relayed = (code: string, message: string | RegExp) => (error: unknown): boolean => {
     assert.ok(error instanceof UpstreamError);
     assert.equal(error.code, code);
-    assert.match(error.message, typeof message === 'string' ? new RegExp(`^${message}$`) : message);
+    // A message the remote sent is relayed naming its origin.
+    assert.match(error.message, typeof message === 'string' ? new RegExp(`^${message} \\(from the remote agent server at http://remote\\.test\\)$`) : message);
     return true;
   };
   const drain = async (id: string) => {
@@ -292,7 +293,7 @@ test('relayed 4xx codes must look like codes; bodies and non-2xx oddities are 50
   await assert.rejects(transport.chat('badcode', 'x'), (error) => error instanceof UpstreamError && error.status === 409 && error.code === 'upstream_error');
   await assert.rejects(transport.chat('empty', 'x'), isUpstream(502, 'upstream_bad_response'));
   await assert.rejects(transport.stream('bodiless', 'x').ready, isUpstream(502, 'upstream_bad_response'));
-  await assert.rejects(transport.chat('retry', 'x'), (error) => error instanceof UpstreamError && error.status === 429 && error.headers === undefined);
+  await assert.rejects(transport.chat('retry', 'x'), (error) => error instanceof UpstreamError && error.status === 429 && error.headers?.['Retry-After'] === undefined);
 });
 
 test('misuse is refused with errors that say what to do, never quoting a secret', async () => {
