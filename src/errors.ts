@@ -44,7 +44,7 @@ export class AgentRouterError extends Error {
   }
 }
 
-/** `AgentRegistry.resolve` found no pattern for the id (the spec's ValueError); 404 on the wire. */
+/** `AgentRegistry.resolve` found no pattern for the id (a ValueError in ai-query's Python registry); 404 on the wire. */
 export class AgentNotFoundError extends AgentRouterError {
   override name = 'AgentNotFoundError';
   readonly agentId: string;

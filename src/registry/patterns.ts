@@ -3,7 +3,7 @@ import { atomEnd, boundsAt, groupEnd, groupSyntaxLength, quantifierAt, quantifie
 
 /**
  * Compiling registry patterns. Every pattern matches the whole id (anchored
- * at both ends, simple or not: the spec's original anchored only plain words
+ * at both ends, simple or not: ai-query's Python registry anchored only plain words
  * and so let `worker-[0-9]+` match `worker-1/../admin`).
  */
 export function compilePattern(pattern: string | RegExp, allowBacktracking: boolean): RegExp {

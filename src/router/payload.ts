@@ -36,7 +36,7 @@ export function invokePayload(body: Record<string, unknown>): Record<string, unk
 export function unwrapEnvelope(body: Record<string, unknown>): { action: Exclude<RouteAction, 'request'>; body: Record<string, unknown> } {
   const action = body['action'] ?? 'chat';
   if (action === 'chat' || action === 'state') return { action, body };
-  // Wrapped in "payload" as the seed's transport sends it, or bare beside "action", as /invoke takes it.
+  // Wrapped in "payload" as ai-query's Python HTTPTransport client sends it, or bare beside "action", as /invoke takes it.
   if (action === 'invoke') return { action, body: invokePayload(body) };
   throw httpErrors.badRequest('unknown_action', `Unknown action: ${typeof action === 'string' ? action.slice(0, 64) : typeof action}; use "chat", "invoke" or "state"`);
 }
