@@ -14,8 +14,8 @@
  *
  * What this measures is work, not throughput: `npm run bench` measures
  * requests/s over loopback, where the kernel's share and the cost of waking
- * the load generator add to every request (BENCHMARKS.md, "Why chat is
- * where it is"). Use this to tell whether a change to src/ made the serving
+ * the load generator add to every request (BENCHMARKS.md, "What the
+ * numbers do not measure"). Use this to tell whether a change to src/ made the serving
  * path cheaper, which the full bench cannot resolve below 10-20%.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
