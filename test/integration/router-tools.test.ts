@@ -236,3 +236,17 @@ test('the remote pair: a front router relays a back AgentServer tool turn (JSON 
   assert.match(relayed, /event: tool\.result\ndata: \{"type":"tool\.result","id":"c1","name":"add","result":5\}/);
   assert.equal(relayed.replaceAll('r-3', 'r-2'), direct);
 });
+
+test('the demo: calc-* agents call the calculator and the clock with no key', async (t) => {
+  const { demoRegistry } = await import('../../src/cli/demo.ts');
+  const router = new AgentRouter(demoRegistry({ storage: new MemoryStorage() }), { logger: { error: () => {} } });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const sum = await postJson(`${url}/calc-1/chat`, { message: 'What is 2+3?' });
+  assert.equal(sum.body['response'], 'Let me calculate that. The answer is 5.');
+  assert.deepEqual((sum.body['tool_calls'] as Array<Record<string, unknown>>).map(({ name, arguments: args, result }) => ({ name, args, result })), [{ name: 'calculate', args: { a: 2, op: '+', b: 3 }, result: 5 }]);
+  const zero = await postJson(`${url}/calc-1/chat`, { message: '1/0' });
+  assert.equal(zero.body['response'], 'Let me calculate that. The calculate tool said: Cannot divide by zero');
+  const time = await postJson(`${url}/calc-1/chat`, { message: 'What time is it?' });
+  assert.match(String(time.body['response']), /^It is \d{4}-\d\d-\d\dT.* \(UTC\)\.$/);
+});
