@@ -209,14 +209,15 @@ function modelRequest(system: string | undefined, messages: ChatMessage[], turn:
 }
 
 /**
- * The latest `last` messages with the new one, starting at a user message
- * (a provider refuses a conversation that opens with a reply). Always a
- * copy: a model that changes its request's array changes its own.
+ * The latest `last` messages with the new one, starting at a user message:
+ * a provider refuses a conversation that opens with a reply or with a tool
+ * result cut from its call. Always a copy: a model that changes its request's array changes its own.
  */
 export function window(history: readonly ChatMessage[], last: number | undefined, user: ChatMessage): ChatMessage[] {
   let start = 0;
   if (last !== undefined && history.length + 1 > last) {
     start = history.length + 1 - last;
+    // Only a user message opens a window: never an assistant's tool calls or a tool result, which come in pairs.
     while (start < history.length && (history[start] as ChatMessage).role !== 'user') start++;
   }
   const messages = history.slice(start);
