@@ -151,7 +151,7 @@ class ChatRun<S extends JsonObject> {
     const turn = this.#turn;
     const { tools, instance } = this.#ask;
     const ctx = { agentId: this.#core.id, turnId: turn.id, signal: turn.signal };
-    const outcomes = await Promise.all(calls.map((call) => tools.run(instance, call.name, call.arguments, ctx)));
+    const outcomes = await Promise.all(calls.map((call) => (tools.needsApproval(call.name, call.arguments) ? NOT_APPROVED(call.name) : tools.run(instance, call.name, call.arguments, ctx))));
     if (this.#ended) return undefined;
     const answers: ChatMessage[] = [];
     for (const [i, call] of calls.entries()) {
@@ -194,6 +194,12 @@ class ChatRun<S extends JsonObject> {
     leaving.then(report, (error: unknown) => this.#sink.failed(failure?.error ?? error));
   }
 }
+
+/** A call that waits for a person's decision never runs unapproved: approvals are not served yet, so the model is told. */
+const NOT_APPROVED = (name: string): ToolOutcome => ({
+  isError: true,
+  error: { message: `The tool ${name} needs a person's approval before it runs, and this server cannot ask for it yet; it did not run`, code: 'approval_unavailable' },
+});
 
 /** The model's request; its signal is made only if the model asks for it (a turn's cancel needs none otherwise). */
 function modelRequest(system: string | undefined, messages: ChatMessage[], turn: { readonly signal: AbortSignal }, tools: ModelRequest['tools']): ModelRequest {

@@ -130,3 +130,13 @@ test('the lastMessages window starts at a user message, never between a call and
   }
   assert.equal(window(history, 5, user).length, 3, 'from "b"');
 });
+
+test('a call that needs approval never runs unapproved: the model is told', async () => {
+  let ran = 0;
+  const guarded = { description: 'Guarded', parameters: { type: 'object' }, approval: true, run: () => ++ran };
+  const agent = new Agent('g', { storage: new MemoryStorage(), tools: { guarded }, model: scriptedModel([{ toolCalls: [{ name: 'guarded' }] }, 'ok']) });
+  assert.equal(await agent.chat('go'), 'ok');
+  assert.equal(ran, 0);
+  const result = agent.messages[2];
+  assert.equal(result?.role === 'tool' && result.isError, true);
+});
