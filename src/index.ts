@@ -3,6 +3,7 @@
 // Agents
 export { Agent } from './agent/agent.ts';
 export type { AgentOptions, StateUpdate, TurnOptions } from './agent/agent.ts';
+export type { ToolApproval, ToolContext, ToolDeclaration, ToolOption } from './agent/tools.ts';
 
 // Registry
 export { AgentRegistry } from './registry/registry.ts';

@@ -10,6 +10,7 @@ import { actionArguments, actionsOf, unknownMethod } from './actions.ts';
 import { runChat, type ChatSink } from './chat-engine.ts';
 import { ChatStream } from './chat-stream.ts';
 import { AgentCore, checkState } from './core.ts';
+import { toolsOf, type ToolDeclaration, type ToolOption, type ToolSet } from './tools.ts';
 import { Turn, type StateUpdate } from './turn.ts';
 
 export type { ChatSink } from './chat-engine.ts';
@@ -36,9 +37,19 @@ export interface AgentOptions<S extends JsonObject | JsonState<S> = JsonObject> 
    * @defaultValue all of them
    */
   lastMessages?: number | undefined;
+  /** Tools of this agent beside its class's static `tools`, each with its own `run(args, ctx)`. */
+  tools?: { readonly [name: string]: ToolOption } | undefined;
+  /**
+   * How many model steps one chat turn may take: a step that calls tools is
+   * followed by another; a turn that would need more fails with `max_steps_exceeded`.
+   * @defaultValue 8
+   */
+  maxSteps?: number | undefined;
 }
 
-const AGENT_OPTIONS: { readonly [K in keyof Required<AgentOptions>]: true } = { model: true, system: true, storage: true, initialState: true, lastMessages: true };
+const AGENT_OPTIONS: { readonly [K in keyof Required<AgentOptions>]: true } = {
+  model: true, system: true, storage: true, initialState: true, lastMessages: true, tools: true, maxSteps: true,
+};
 
 export interface TurnOptions {
   /** Aborting it cancels the turn (the model call too); the turn then changes nothing. */
@@ -91,6 +102,8 @@ const ownMethods = new WeakMap<Function, boolean>();
 export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   /** Methods callable through `/invoke`; nothing else is. */
   static actions: readonly string[] = [];
+  /** Tools the model may call, by name; the method of the same name runs each with `(args, ctx)`. Not actions: `/invoke` cannot call them. */
+  static tools: { readonly [name: string]: ToolDeclaration } | undefined;
 
   readonly id: string;
   model: Model | undefined;
@@ -98,6 +111,9 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   readonly storage: Storage;
   /** See {@link AgentOptions.lastMessages}; undefined sends the whole history. */
   readonly lastMessages: number | undefined;
+  /** See {@link AgentOptions.maxSteps}. */
+  readonly maxSteps: number;
+  readonly #tools: ToolSet;
   readonly #core: AgentCore<S & JsonObject>;
   #messagesRead: { of: readonly ChatMessage[]; view: readonly ChatMessage[] } | undefined;
 
@@ -122,11 +138,17 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       throw new TypeError(`Agent: lastMessages must be a whole number >= 1 (the messages the model is sent each turn), got ${String(last)}`);
     }
     this.lastMessages = last;
+    const maxSteps = options.maxSteps ?? 8;
+    if (!(Number.isSafeInteger(maxSteps) && maxSteps >= 1)) {
+      throw new TypeError(`Agent: maxSteps must be a whole number >= 1 (the model steps one chat turn may take), got ${String(maxSteps)}`);
+    }
+    this.maxSteps = maxSteps;
     // Checked as JSON before the copy: structuredClone would keep a Date a Date, and every later setState would be refused for it.
     if (options.initialState !== undefined) assertJsonState(options.initialState, `Agent ${JSON.stringify(id)}: initialState`);
     const initialState = checkState(structuredClone(options.initialState ?? {}), 'initialState') as S & JsonObject;
     this.#core = new AgentCore(id, this.storage, initialState, () => this.load());
     actionsOf(this.constructor as typeof Agent);
+    this.#tools = toolsOf(this.constructor, options.tools);
   }
 
   /**
@@ -269,7 +291,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       sink.failed(new AgentRouterError(500, 'no_model', `Agent ${JSON.stringify(this.id)} has no model; pass { model } to its constructor`));
       return turn;
     }
-    runChat(this.#core, turn, { model, system: this.system, lastMessages: this.lastMessages, message }, sink);
+    const ask = { model, system: this.system, lastMessages: this.lastMessages, message, tools: this.#tools, maxSteps: this.maxSteps, instance: this };
+    runChat(this.#core, turn, ask, sink);
     return turn;
   }
 

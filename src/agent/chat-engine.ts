@@ -1,8 +1,9 @@
 import { AgentRouterError } from '../errors.ts';
 import type { Model, ModelChunk, ModelRequest } from '../models/model.ts';
-import type { ChatMessage, JsonObject, TokenUsage } from '../types.ts';
+import type { AssistantMessage, ChatMessage, JsonObject, TokenUsage, ToolCall } from '../types.ts';
 import type { AgentCore } from './core.ts';
 import type { Unlock } from './gate.ts';
+import { toolMessage, type ToolOutcome, type ToolSet } from './tools.ts';
 import type { Turn, TurnEvent } from './turn.ts';
 
 /**
@@ -25,6 +26,10 @@ export interface ChatAsk {
   readonly system: string | undefined;
   readonly lastMessages: number | undefined;
   readonly message: string;
+  readonly tools: ToolSet;
+  readonly maxSteps: number;
+  /** The agent a class tool's method runs on. */
+  readonly instance: object;
 }
 
 /**
@@ -79,36 +84,90 @@ class ChatRun<S extends JsonObject> {
   }
 
   async #run(): Promise<void> {
-    const { model, system, lastMessages, message } = this.#ask;
+    const { system, lastMessages, message, tools, maxSteps } = this.#ask;
     const turn = this.#turn;
     const user: ChatMessage = Object.freeze({ role: 'user', content: message });
-    const request = modelRequest(system, window(this.#core.sync.messages, lastMessages, user), turn);
-    const chunks = (this.#chunks = model.stream(request)[Symbol.asyncIterator]());
-    let usage: TokenUsage | undefined;
-    for (;;) {
-      const next = await chunks.next();
-      if (this.#ended) return;
-      if (next.done === true) break;
-      for (const event of eventsOf(model, next.value)) {
-        if (event.type === 'usage') usage = event.usage;
-        else if (event.type === 'truncated') this.#truncated = true;
-        turn.emit(event);
-        const waiting = this.#sink.event?.(event);
-        if (waiting !== undefined) await waiting;
-        if (this.#ended) return;
+    const messages = window(this.#core.sync.messages, lastMessages, user);
+    // The turn's new messages, committed together at its end: the user's, each step's, the tools' answers.
+    const added: ChatMessage[] = [user];
+    for (let step = 1; ; step++) {
+      const request = modelRequest(system, messages, turn, tools.size > 0 ? tools.definitions : undefined);
+      const reply = await this.#step(request);
+      if (reply === undefined) return;
+      if (reply.calls.length === 0) {
+        added.push(Object.freeze(reply.message));
+        break;
       }
+      if (step >= maxSteps) {
+        throw new AgentRouterError(500, 'max_steps_exceeded', `The model was still calling tools after ${maxSteps} steps, the agent's maxSteps; the turn was stopped`, { expose: true });
+      }
+      reply.message.toolCalls = Object.freeze(reply.calls.map((call) => Object.freeze({ ...call })));
+      const answers = await this.#runTools(reply.calls);
+      if (answers === undefined) return;
+      messages.push(Object.freeze(reply.message), ...answers);
+      added.push(Object.freeze(reply.message), ...answers);
     }
     this.#finished = true;
     // From here the outcome is the commit's: a cut during it could leave the turn stored yet reported failed.
     turn.cancel.offAbort(this.#onCut);
     turn.cancel.throwIfAborted();
     turn.to('committing');
-    const assistant: ChatMessage = { role: 'assistant', content: turn.text() };
-    if (usage !== undefined) assistant.usage = Object.freeze({ ...usage });
-    if (this.#truncated) assistant.truncated = true;
     // Frozen, as every message the agent writes: MemoryStorage can keep it as it is.
-    await this.#core.commit(turn, [user, Object.freeze(assistant)]);
+    await this.#core.commit(turn, added);
     turn.to('done');
+  }
+
+  /** One model step: its chunks become events; undefined when the turn ended meanwhile. */
+  async #step(request: ModelRequest): Promise<{ message: AssistantMessage; calls: ToolCall[] } | undefined> {
+    const turn = this.#turn;
+    const model = this.#ask.model;
+    this.#finished = false;
+    const chunks = (this.#chunks = model.stream(request)[Symbol.asyncIterator]());
+    const calls: ToolCall[] = [];
+    const text: string[] = [];
+    let usage: TokenUsage | undefined;
+    let truncated = false;
+    for (;;) {
+      const next = await chunks.next();
+      if (this.#ended) return undefined;
+      if (next.done === true) break;
+      for (const event of eventsOf(model, next.value)) {
+        if (event.type === 'usage') usage = event.usage;
+        else if (event.type === 'truncated') truncated = this.#truncated = true;
+        else if (event.type === 'text') text.push(event.text);
+        else if (event.type === 'tool.call') calls.push(event.call);
+        if (!(await this.#emit(event))) return undefined;
+      }
+    }
+    this.#finished = true;
+    const message: AssistantMessage = { role: 'assistant', content: text.join('') };
+    if (usage !== undefined) message.usage = Object.freeze({ ...usage });
+    if (truncated) message.truncated = true;
+    return { message, calls };
+  }
+
+  /** Runs a step's calls at once, each with the turn's signal; their answers in call order, or undefined when the turn ended. */
+  async #runTools(calls: readonly ToolCall[]): Promise<ChatMessage[] | undefined> {
+    const turn = this.#turn;
+    const { tools, instance } = this.#ask;
+    const ctx = { agentId: this.#core.id, turnId: turn.id, signal: turn.signal };
+    const outcomes = await Promise.all(calls.map((call) => (tools.needsApproval(call.name, call.arguments) ? NOT_APPROVED(call.name) : tools.run(instance, call.name, call.arguments, ctx))));
+    if (this.#ended) return undefined;
+    const answers: ChatMessage[] = [];
+    for (const [i, call] of calls.entries()) {
+      const outcome = outcomes[i] as ToolOutcome;
+      if (!(await this.#emit({ type: 'tool.result', call, outcome }))) return undefined;
+      answers.push(Object.freeze(toolMessage(call, outcome)));
+    }
+    return answers;
+  }
+
+  /** An event to the turn and the sink; false when the turn ended while the sink held it. */
+  async #emit(event: TurnEvent): Promise<boolean> {
+    this.#turn.emit(event);
+    const waiting = this.#sink.event?.(event);
+    if (waiting !== undefined) await waiting;
+    return !this.#ended;
   }
 
   /** Ends the turn once, then tells the sink, after the agent is free for its next turn. */
@@ -136,11 +195,19 @@ class ChatRun<S extends JsonObject> {
   }
 }
 
+/** A call that waits for a person's decision never runs unapproved: approvals are not served yet, so the model is told. */
+const NOT_APPROVED = (name: string): ToolOutcome => ({
+  isError: true,
+  error: { message: `The tool ${name} needs a person's approval before it runs, and this server cannot ask for it yet; it did not run`, code: 'approval_unavailable' },
+});
+
 /** The model's request; its signal is made only if the model asks for it (a turn's cancel needs none otherwise). */
-function modelRequest(system: string | undefined, messages: ChatMessage[], turn: { readonly signal: AbortSignal }): ModelRequest {
+function modelRequest(system: string | undefined, messages: ChatMessage[], turn: { readonly signal: AbortSignal }, tools: ModelRequest['tools']): ModelRequest {
   return {
     system,
-    messages,
+    // A copy per step: the next step appends to the turn's list, not to what a model may still hold.
+    messages: messages.slice(),
+    ...(tools === undefined ? {} : { tools }),
     get signal() {
       return turn.signal;
     },
@@ -148,14 +215,15 @@ function modelRequest(system: string | undefined, messages: ChatMessage[], turn:
 }
 
 /**
- * The latest `last` messages with the new one, starting at a user message
- * (a provider refuses a conversation that opens with a reply). Always a
- * copy: a model that changes its request's array changes its own.
+ * The latest `last` messages with the new one, starting at a user message:
+ * a provider refuses a conversation that opens with a reply or with a tool
+ * result cut from its call. Always a copy: a model that changes its request's array changes its own.
  */
 export function window(history: readonly ChatMessage[], last: number | undefined, user: ChatMessage): ChatMessage[] {
   let start = 0;
   if (last !== undefined && history.length + 1 > last) {
     start = history.length + 1 - last;
+    // Only a user message opens a window: never an assistant's tool calls or a tool result, which come in pairs.
     while (start < history.length && (history[start] as ChatMessage).role !== 'user') start++;
   }
   const messages = history.slice(start);
@@ -163,11 +231,15 @@ export function window(history: readonly ChatMessage[], last: number | undefined
   return messages;
 }
 
-/** One model chunk as the turn's events: text, or a record of usage, the cut-short mark, or both. */
+/** One model chunk as the turn's events: text, a tool call, or a record of usage, the cut-short mark, or both. */
 function eventsOf(model: Model, chunk: ModelChunk): TurnEvent[] {
   if (typeof chunk === 'string') return chunk.length === 0 ? [] : [{ type: 'text', text: chunk }];
   if (typeof chunk === 'object' && chunk !== null) {
-    const { usage, truncated } = chunk as { usage?: unknown; truncated?: unknown };
+    const { usage, truncated, toolCall } = chunk as { usage?: unknown; truncated?: unknown; toolCall?: unknown };
+    const call = toolCall as Partial<ToolCall> | null | undefined;
+    if (typeof call === 'object' && call !== null && typeof call.id === 'string' && typeof call.name === 'string' && typeof call.arguments === 'string') {
+      return [{ type: 'tool.call', call: { id: call.id, name: call.name, arguments: call.arguments } }];
+    }
     const events: TurnEvent[] = [];
     // `usage: null` is a provider's "none" (OpenAI's chunks carry it until the last): no usage, not `{}` in history.
     if (typeof usage === 'object' && usage !== null) events.push({ type: 'usage', usage: usage as TokenUsage });
@@ -177,6 +249,6 @@ function eventsOf(model: Model, chunk: ModelChunk): TurnEvent[] {
   throw new AgentRouterError(
     500,
     'bad_model_chunk',
-    `Model ${model.name} yielded a ${chunk === null ? 'null' : typeof chunk} chunk; chunks must be strings, {usage} or {truncated}`,
+    `Model ${model.name} yielded a ${chunk === null ? 'null' : typeof chunk} chunk; chunks must be strings, {usage}, {truncated} or {toolCall: {id, name, arguments}}`,
   );
 }

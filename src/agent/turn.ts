@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { JsonObject, TokenUsage } from '../types.ts';
+import type { JsonObject, TokenUsage, ToolCall } from '../types.ts';
 import { TurnCancel } from '../lib/cancel.ts';
+import type { ToolOutcome } from './tools.ts';
 
 /** What a turn does: answer a message, run an action, or apply setState calls. */
 export type TurnKind = 'chat' | 'action' | 'setState';
@@ -23,8 +24,16 @@ const NEXT: { readonly [P in TurnPhase]: readonly TurnPhase[] } = {
   cancelled: [],
 };
 
-/** What a turn produced, in order: the reply's text as it came, usage, and the provider's cut-short mark. */
-export type TurnEvent = { type: 'text'; text: string } | { type: 'usage'; usage: TokenUsage } | { type: 'truncated' };
+/**
+ * What a turn produced, in order: the reply's text as it came, usage, the provider's cut-short mark,
+ * and each tool call the model made with its outcome (`cause` there is for the log only).
+ */
+export type TurnEvent =
+  | { type: 'text'; text: string }
+  | { type: 'usage'; usage: TokenUsage }
+  | { type: 'truncated' }
+  | { type: 'tool.call'; call: ToolCall }
+  | { type: 'tool.result'; call: ToolCall; outcome: ToolOutcome };
 
 /**
  * One turn of one agent, from its request to its end. The agent makes it,

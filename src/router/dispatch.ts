@@ -4,13 +4,16 @@ import type { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, httpErrors } from '../errors.ts';
 import { streamReset } from '../http/body.ts';
 import { parseStreamFlag, queryParam } from '../http/path.ts';
-import { chatReply, HTTPTransport } from '../transports/http.ts';
+import { chatReply, HTTPTransport, typedStream } from '../transports/http.ts';
 import type { AgentTransport, TransportCallOptions } from '../transports/transport.ts';
 import type { JsonObject } from '../types.ts';
 import type { Exchange, ExchangeHost } from './exchange.ts';
 import { invokePayload, requireMessage } from './payload.ts';
 import type { RouteAction } from './routes.ts';
 import { streamReply, type ReplySource, type StreamOptions } from './stream.ts';
+import { logToolFailure, ToolCallList } from './tool-wire.ts';
+import type { TurnEvent } from '../agent/turn.ts';
+import type { Logger } from '../lib/logger.ts';
 
 /** Where a request lands: a local instance, or a remote agent behind a transport. */
 export type Target = { agent: Agent<any>; pooled: boolean } | RemoteTarget;
@@ -58,10 +61,10 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
     host.openStream();
     exchange.streaming = true;
     const options = { ...host.streamOptions, typed: stream === 'events', cancel };
-    return streamReply(res, agentId, sourceOf(target, agentId, message, cancel), options, exchange);
+    return streamReply(res, agentId, sourceOf(target, agentId, message, cancel, options.typed), options, exchange);
   }
   if (action === 'chat' && 'agent' in target && target.agent[servesDirectly]) {
-    target.agent[chatTurn](message, cancelledBy(cancel), new ChatReply(exchange));
+    target.agent[chatTurn](message, cancelledBy(cancel), new ChatReply(exchange, host.logger));
     return;
   }
   call(target, agentId, action, body, message, cancel).then(
@@ -73,14 +76,26 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
 /** A local agent's JSON chat turn reports here, and the reply is sent from the turn's end. */
 class ChatReply implements ChatSink {
   readonly #exchange: Exchange;
+  readonly #logger: Logger;
+  #tools: ToolCallList | undefined;
 
-  constructor(exchange: Exchange) {
+  constructor(exchange: Exchange, logger: Logger) {
     this.#exchange = exchange;
+    this.#logger = logger;
+  }
+
+  event(event: TurnEvent): undefined {
+    if (event.type !== 'tool.result') return;
+    logToolFailure(this.#logger, this.#exchange.agentId, event);
+    (this.#tools ??= new ToolCallList()).add(event);
   }
 
   done(text: string, truncated: boolean): void {
-    const agentId = this.#exchange.agentId;
-    this.#exchange.finish(truncated ? { agent_id: agentId, response: text, truncated } : { agent_id: agentId, response: text });
+    const reply: JsonObject = { agent_id: this.#exchange.agentId, response: text };
+    if (truncated) reply['truncated'] = true;
+    const tools = this.#tools?.list;
+    if (tools !== undefined) reply['tool_calls'] = tools;
+    this.#exchange.finish(reply);
   }
 
   failed(error: unknown): void {
@@ -117,8 +132,15 @@ function answerState(host: DispatchHost, exchange: Exchange, agent: Agent<any>):
   );
 }
 
-function sourceOf(target: Target, agentId: string, message: string, cancel: TurnCancel): ReplySource {
-  if (!('agent' in target)) return { chunks: target.transport.stream(agentId, message, callOptions(target, cancel)) };
+function sourceOf(target: Target, agentId: string, message: string, cancel: TurnCancel, typed: boolean): ReplySource {
+  if (!('agent' in target)) {
+    const remote = target.transport;
+    // A typed stream asks the remote for one, so its tool events reach the client as it sent them.
+    if (typed && remote instanceof HTTPTransport && remote.stream === HTTPTransport.prototype.stream) {
+      return { chunks: remote[typedStream](agentId, message, callOptions(target, cancel)) };
+    }
+    return { chunks: remote.stream(agentId, message, callOptions(target, cancel)) };
+  }
   const agent = target.agent;
   // Pushed straight to the writer, unless a subclass has its own stream() to go through.
   return agent[servesDirectly] ? { agent, message } : { chunks: agent.stream(message, cancelledBy(cancel)) };
@@ -141,9 +163,12 @@ function call(target: Target, agentId: string, action: RouteAction, body: Record
     case 'chat': {
       // An HTTPTransport passes on the remote's truncated mark too, unless a subclass has its own chat().
       if (remote instanceof HTTPTransport && remote.chat === HTTPTransport.prototype.chat) {
-        return remote[chatReply](agentId, message, options).then(({ response, truncated }) =>
-          truncated ? { agent_id: agentId, response, truncated } : { agent_id: agentId, response },
-        );
+        return remote[chatReply](agentId, message, options).then(({ response, truncated, toolCalls }) => {
+          const reply: JsonObject = { agent_id: agentId, response };
+          if (truncated) reply['truncated'] = true;
+          if (toolCalls !== undefined) reply['tool_calls'] = toolCalls;
+          return reply;
+        });
       }
       const replying = remote !== undefined ? remote.chat(agentId, message, options) : (agent as Agent<any>).chat(message, cancelledBy(cancel));
       return Promise.resolve(replying).then((response) => ({ agent_id: agentId, response }));

@@ -59,7 +59,39 @@ const SCHEMAS: Record<string, Schema> = {
       agent_id: { type: 'string' },
       response: { type: 'string', description: 'The reply (all of it, unless truncated says the provider cut it short).' },
       truncated: { type: 'boolean', const: true, description: "Present when the model's provider cut the reply short at its token limit." },
+      tool_calls: { type: 'array', items: ref('ToolCallRecord'), description: 'Present when the turn called tools: each call in order, with its result or error.' },
     },
+  },
+  ToolCallRecord: {
+    type: 'object',
+    required: ['id', 'name', 'arguments'],
+    properties: {
+      id: { type: 'string' },
+      name: { type: 'string' },
+      arguments: { description: 'The arguments the model wrote: a JSON object, or the raw text as a string when it is not one.' },
+      result: { description: "The tool's result (any JSON value); absent when `error` is present." },
+      error: ref('ToolError'),
+    },
+  },
+  ToolError: {
+    type: 'object',
+    required: ['message', 'code'],
+    properties: {
+      message: { type: 'string', description: 'What the model was told.' },
+      code: { type: 'string', description: 'invalid_tool_arguments, unknown_tool, tool_failed, tool_result_not_json, or the code of an error the tool marked safe to show.' },
+    },
+  },
+  ToolCallEvent: {
+    type: 'object',
+    required: ['type', 'id', 'name', 'arguments'],
+    description: 'Typed stream event `tool.call`: the model called a tool.',
+    properties: { type: { const: 'tool.call' }, id: { type: 'string' }, name: { type: 'string' }, arguments: { description: 'As in ToolCallRecord.' } },
+  },
+  ToolResultEvent: {
+    type: 'object',
+    required: ['type', 'id', 'name'],
+    description: 'Typed stream event `tool.result`: the outcome of the call with the same id; `result` or `error`.',
+    properties: { type: { const: 'tool.result' }, id: { type: 'string' }, name: { type: 'string' }, result: {}, error: ref('ToolError') },
   },
   InvokeCall: {
     type: 'object',
@@ -114,7 +146,8 @@ const EVENT_STREAM = {
         'a failure after the stream began ends it with `event: error` + `data: {"error", "code"}`; `: ping` comments keep an idle stream open. ' +
         // What a client of stream=events parses; the document had only the plain stream's shape.
         'With `stream=events`, typed JSON events whose `type` is the event name: `turn.started` (`{"type", "agent_id"}`), `text.delta` (`{"type", "text"}`), ' +
-        'then `turn.finished` (`{"type", "result": {"agent_id", "text"}}`, `"truncated": true` in `result` when the provider cut the reply short) or `turn.failed` (`{"type", "error", "code"}`).',
+        'then `turn.finished` (`{"type", "result": {"agent_id", "text"}}`, `"truncated": true` in `result` when the provider cut the reply short) or `turn.failed` (`{"type", "error", "code"}`). ' +
+        'A turn that calls tools sends `tool.call` (`{"type", "id", "name", "arguments"}`, schema ToolCallEvent) and `tool.result` (`{"type", "id", "name", "result"}` or `{..., "error": {"message", "code"}}`, schema ToolResultEvent) in order between the `text.delta` events; the plain stream sends only text.',
     },
     example: 'data: Hello\n\ndata:  world\n\nevent: done\ndata: [DONE]\n\n',
   },
@@ -133,7 +166,7 @@ const ERRORS: Record<string, { description: string; example: { error: string; co
   '413': { description: 'Request body over the limit (default 1 MiB), or a gateway before a remote target refused it as too large (upstream_body_too_large)', example: { error: 'Request body is larger than the limit of 1048576 bytes', code: 'body_too_large' } },
   '415': { description: 'The declared content type is not JSON', example: { error: 'Content-Type "text/plain" is not supported; send JSON with Content-Type: application/json', code: 'unsupported_media_type' } },
   '429': { description: 'maxAgents live agents, none idle enough to evict, or a gateway before a remote target is rate limiting (upstream_rate_limited)', example: { error: 'All 1000 live agents are busy; retry shortly', code: 'too_many_agents' }, headers: { 'Retry-After': header('Seconds to wait') } },
-  '500': { description: 'An agent or action threw, or storage refused a statement or holds a damaged record; details only in the server log', example: { error: 'Internal error', code: 'internal_error' } },
+  '500': { description: "An agent or action threw, or storage refused a statement or holds a damaged record (details only in the server log); or the model was still calling tools after the agent's maxSteps (max_steps_exceeded)", example: { error: 'Internal error', code: 'internal_error' } },
   '501': { description: 'A Transfer-Encoding other than chunked (such as gzip, chunked)', example: { error: 'Transfer-Encoding "gzip, chunked" is not supported; send the body with chunked alone, or with a Content-Length', code: 'unsupported_transfer_encoding' } },
   '502': { description: 'A remote target or the model provider failed', example: { error: 'The remote agent could not be reached', code: 'upstream_unreachable' } },
   '503': { description: 'The server is shutting down or at its stream cap, the agent\'s storage cannot be reached (storage_unavailable), or a remote target is unavailable for now (with Retry-After when known)', example: { error: 'Server is shutting down', code: 'shutting_down' }, headers: { 'Retry-After': header('Seconds to wait, when known') } },

@@ -7,10 +7,13 @@ import { DONE_FRAME, formatEvent } from '../sse/format.ts';
 import { ChunkSeam } from '../sse/seams.ts';
 import { SSEWriter } from '../http/sse-writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
+import type { TypedChunkStream } from '../transports/http.ts';
+import type { RelayedEvent } from '../transports/http-call.ts';
 import type { Logger } from '../lib/logger.ts';
+import { logToolFailure, toolCallPayload, toolResultPayload } from './tool-wire.ts';
 
 /** Where a streamed reply comes from: chunks to pull, or a local agent's turn, which pushes them into the stream. */
-export type ReplySource = { chunks: AsyncIterable<string> | ChunkStream } | { agent: Agent<any>; message: string };
+export type ReplySource = { chunks: AsyncIterable<string> | ChunkStream | TypedChunkStream } | { agent: Agent<any>; message: string };
 
 /** How one reply is streamed. */
 export interface StreamOptions {
@@ -110,7 +113,19 @@ class ReplyStream implements ChatSink {
   }
 
   event(event: TurnEvent): Promise<void> | undefined {
-    return event.type === 'text' ? this.chunk(event.text) : undefined;
+    if (event.type === 'text') return this.chunk(event.text);
+    if (event.type === 'tool.result') logToolFailure(this.#logger, this.#agentId, event);
+    // The plain stream carries text only; the typed one each call and its result, in order between the deltas.
+    if (!this.#typed || (event.type !== 'tool.call' && event.type !== 'tool.result')) return undefined;
+    if (!this.#writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+    const payload = event.type === 'tool.call' ? toolCallPayload(event.call) : toolResultPayload(event.call, event.outcome);
+    return this.#writer.send(JSON.stringify(payload), event.type);
+  }
+
+  /** A remote typed stream's tool event, sent on as it came. */
+  relay(event: RelayedEvent): Promise<void> | undefined {
+    if (!this.#writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+    return this.#typed ? this.#writer.send(event.data, event.event) : undefined;
   }
 
   chunk(text: string): Promise<void> | undefined {
@@ -165,10 +180,10 @@ class ReplyStream implements ChatSink {
 }
 
 /** Chunks pulled from a remote (or a subclass's own stream()) until the client is gone. */
-async function pull(chunks: AsyncIterable<string>, stream: { readonly open: boolean; chunk(text: string): Promise<void> | undefined }): Promise<void> {
+async function pull(chunks: AsyncIterable<string | RelayedEvent>, stream: ReplyStream): Promise<void> {
   for await (const text of chunks) {
     if (!stream.open) break;
-    const sending = stream.chunk(text);
+    const sending = typeof text === 'string' ? stream.chunk(text) : stream.relay(text);
     if (sending !== undefined) await sending;
   }
 }

@@ -30,6 +30,8 @@ export interface CallRequest {
   method: 'GET' | 'POST';
   body: string | undefined;
   stream: boolean;
+  /** The typed stream (`stream=events`): text deltas as text, tool events relayed as they came. */
+  typed?: boolean | undefined;
   requestId: string;
   /** The forwarded headers of the caller's request (HTTPTransport's `forwardHeaders`), if any. */
   forwarded: Readonly<Record<string, string>> | undefined;
@@ -72,6 +74,7 @@ export class RemoteCall {
   readonly #controller = new AbortController();
   readonly #watchdog: Watchdog;
   readonly #callerSignal: AbortSignal | undefined;
+  readonly #typed: boolean;
   #body: ReadableStream<Uint8Array> | null = null;
   #reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
   #holdsSlot = false;
@@ -82,6 +85,7 @@ export class RemoteCall {
     this.remote = describeRemote(request.url);
     this.origin = request.url.origin;
     this.#callerSignal = request.signal;
+    this.#typed = request.typed === true;
     this.#controller.signal.addEventListener('abort', this.#onAbort, { once: true });
     // Before a slot is held the remote has not been asked yet: the wait is this transport's own queue.
     this.#watchdog = new Watchdog(settings.timeout * 1000, () =>
@@ -121,18 +125,31 @@ export class RemoteCall {
    * on `event: error`, on a body that ends before `done`, and on a broken
    * connection, so a relaying router ends its own stream with an error too.
    */
-  async *chunks(): AsyncGenerator<string, void, undefined> {
+  async *chunks(): AsyncGenerator<string | RelayedEvent, void, undefined> {
+    const typed = this.#typed;
     const response = await this.response;
     const reader = (response.body as ReadableStream<Uint8Array>).getReader();
     this.#reader = reader;
     const decoder = new TextDecoder();
-    const queue: string[] = [];
+    const queue: Array<string | RelayedEvent> = [];
     let finished = false;
     let failure: Error | undefined;
     const parser = createSSEParser({
       maxBufferSize: this.#settings.maxResponseSize,
       onEvent: (event) => {
         if (finished) return;
+        if (typed) {
+          const kind = event.event;
+          if (kind === 'text.delta') {
+            const text = deltaText(event.data);
+            if (text === undefined) failure = this.badResponse('a text.delta event without a "text" string');
+            else if (text !== '') queue.push(text);
+          } else if (kind === 'tool.call' || kind === 'tool.result') queue.push({ event: kind, data: event.data });
+          else if (kind === 'turn.finished') finished = true;
+          else if (kind === 'turn.failed') failure = streamFailed(this.remote, event.data);
+          if (failure !== undefined) finished = true;
+          return;
+        }
         if (event.event === 'message') {
           if (event.data !== '') queue.push(event.data);
         } else if (event.event === 'done') finished = true;
@@ -163,7 +180,7 @@ export class RemoteCall {
         }
         while (queue.length > 0) {
           this.#watchdog.pause();
-          yield queue.shift() as string;
+          yield queue.shift() as string | RelayedEvent;
           this.#watchdog.resume();
         }
       }
@@ -313,4 +330,19 @@ export class RemoteCall {
     void this.#cancelBody();
     this.finish();
   };
+}
+
+/** A typed stream event relayed as the remote sent it: its name and its data, unparsed. */
+export interface RelayedEvent {
+  event: string;
+  data: string;
+}
+
+function deltaText(data: string): string | undefined {
+  try {
+    const text = (JSON.parse(data) as { text?: unknown } | null)?.text;
+    return typeof text === 'string' ? text : undefined;
+  } catch {
+    return undefined;
+  }
 }

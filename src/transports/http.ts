@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { checkKnownOptions } from '../options.ts';
-import type { JsonObject } from '../types.ts';
-import { RemoteCall, type CallSettings, type FetchLike } from './http-call.ts';
+import type { JsonObject, JsonValue } from '../types.ts';
+import { RemoteCall, type CallSettings, type FetchLike, type RelayedEvent } from './http-call.ts';
 import { remoteURLBuilder, type RemoteURLBuilder } from './remote-url.ts';
 import { Slots } from './slots.ts';
 import type { AgentTransport, ChunkStream, TransportCallOptions } from './transport.ts';
@@ -15,10 +15,20 @@ export type { FetchLike } from './http-call.ts';
  */
 export const chatReply: unique symbol = Symbol('agent-router.chatReply');
 
+/** The router's typed stream through an HTTPTransport: the remote's `stream=events`, tool events relayed as sent. @internal */
+export const typedStream: unique symbol = Symbol('agent-router.typedStream');
+
+/** A remote typed stream: text, and tool events as the remote sent them. @internal */
+export interface TypedChunkStream extends AsyncIterable<string | RelayedEvent> {
+  readonly ready: Promise<void>;
+}
+
 /** A remote chat reply as `chatReply` gives it. @internal */
 export interface RemoteChatReply {
   response: string;
   truncated: boolean;
+  /** The remote's `tool_calls`, passed on as sent. */
+  toolCalls: JsonValue[] | undefined;
 }
 
 /**
@@ -180,7 +190,8 @@ export class HTTPTransport implements AgentTransport {
     const call = this.#start(agentId, '/chat', { message: checkMessage(message) }, false, options);
     const reply = await call.readJson(await call.response);
     if (typeof reply['response'] !== 'string') throw call.badResponse('JSON without a "response" string');
-    return { response: reply['response'], truncated: reply['truncated'] === true };
+    const toolCalls = Array.isArray(reply['tool_calls']) ? (reply['tool_calls'] as JsonValue[]) : undefined;
+    return { response: reply['response'], truncated: reply['truncated'] === true, toolCalls };
   }
 
   /**
@@ -191,10 +202,19 @@ export class HTTPTransport implements AgentTransport {
    * the signal aborts.
    */
   stream(agentId: string, message: string, options: HTTPTransportCallOptions = {}): ChunkStream {
+    return this.#stream(agentId, message, options, false) as ChunkStream;
+  }
+
+  /** See `typedStream`. @internal */
+  [typedStream](agentId: string, message: string, options: HTTPTransportCallOptions = {}): TypedChunkStream {
+    return this.#stream(agentId, message, options, true);
+  }
+
+  #stream(agentId: string, message: string, options: HTTPTransportCallOptions, typed: boolean): TypedChunkStream {
     let call: RemoteCall | undefined;
     let response: Promise<Response>;
     try {
-      call = this.#start(agentId, '/chat', { message: checkMessage(message) }, true, options);
+      call = this.#start(agentId, '/chat', { message: checkMessage(message) }, typed ? 'events' : true, options);
       response = call.response;
     } catch (error) {
       response = Promise.reject(error);
@@ -232,14 +252,15 @@ export class HTTPTransport implements AgentTransport {
     return state as JsonObject;
   }
 
-  #start(agentId: string, route: string, body: object | undefined, stream: boolean, options: HTTPTransportCallOptions): RemoteCall {
+  #start(agentId: string, route: string, body: object | undefined, stream: boolean | 'events', options: HTTPTransportCallOptions): RemoteCall {
     const url = this.#url(agentId, route, stream);
     const requestId = options.requestId !== undefined && REQUEST_ID.test(options.requestId) ? options.requestId : randomUUID();
     return new RemoteCall(this.#settings, {
       url,
       method: body === undefined ? 'GET' : 'POST',
       body: body === undefined ? undefined : JSON.stringify(body),
-      stream,
+      stream: stream !== false,
+      typed: stream === 'events',
       requestId,
       forwarded: this.#forward.length === 0 || options.requestHeaders === undefined ? undefined : pick(this.#forward, options.requestHeaders),
       signal: options.signal,

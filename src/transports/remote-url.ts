@@ -4,7 +4,7 @@ const PLACEHOLDER = '{agent_id}';
 const PROBE = 'agent-id-probe-5e1f';
 
 /** Builds the URL of one route on a remote agent router. */
-export type RemoteURLBuilder = (agentId: string, route: string, stream?: boolean) => URL;
+export type RemoteURLBuilder = (agentId: string, route: string, stream?: boolean | 'events') => URL;
 
 /**
  * Checks a remote base URL once and returns the builder for per-request URLs.
@@ -35,8 +35,9 @@ export function remoteURLBuilder(url: string | URL): RemoteURLBuilder {
     if (stream) {
       // Appended as it is: searchParams.set re-encodes the whole query (`~` as %7E, `%20` as `+`, `flag` as
       // `flag=`), so a key or signature in the url reached the remote changed, on streams only.
-      if (target.searchParams.has('stream')) target.searchParams.set('stream', 'true');
-      else target.search = target.search === '' ? 'stream=true' : `${target.search}&stream=true`;
+      const mode = stream === 'events' ? 'events' : 'true';
+      if (target.searchParams.has('stream')) target.searchParams.set('stream', mode);
+      else target.search = target.search === '' ? `stream=${mode}` : `${target.search}&stream=${mode}`;
     }
     return target;
   };
