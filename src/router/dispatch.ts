@@ -54,17 +54,18 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
   if (action === 'state' && 'agent' in target) return answerState(host, exchange, target.agent);
   // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
   const cancel = exchange.begin(host.timing && 'agent' in target);
+  const turnId = 'agent' in target ? exchange.newTurnId() : undefined;
   if (stream !== false) {
     host.openStream();
     exchange.streaming = true;
     const options = { ...host.streamOptions, typed: stream === 'events', cancel };
-    return streamReply(res, agentId, sourceOf(target, agentId, message, cancel), options, exchange);
+    return streamReply(res, agentId, sourceOf(target, exchange, message, cancel), options, exchange);
   }
   if (action === 'chat' && 'agent' in target && target.agent[servesDirectly]) {
-    target.agent[chatTurn](message, cancelledBy(cancel), new ChatReply(exchange));
+    target.agent[chatTurn](message, cancelledBy(cancel, turnId), new ChatReply(exchange));
     return;
   }
-  call(target, agentId, action, body, message, cancel).then(
+  call(target, exchange, action, body, message, cancel).then(
     (reply) => exchange.finish(reply),
     (error: unknown) => exchange.fail(error),
   );
@@ -79,8 +80,9 @@ class ChatReply implements ChatSink {
   }
 
   done(text: string, truncated: boolean): void {
-    const agentId = this.#exchange.agentId;
-    this.#exchange.finish(truncated ? { agent_id: agentId, response: text, truncated } : { agent_id: agentId, response: text });
+    const { agentId, turnId } = this.#exchange;
+    const reply = { agent_id: agentId, turn_id: turnId as string, response: text };
+    this.#exchange.finish(truncated ? { ...reply, truncated } : reply);
   }
 
   failed(error: unknown): void {
@@ -117,15 +119,15 @@ function answerState(host: DispatchHost, exchange: Exchange, agent: Agent<any>):
   );
 }
 
-function sourceOf(target: Target, agentId: string, message: string, cancel: TurnCancel): ReplySource {
-  if (!('agent' in target)) return { chunks: target.transport.stream(agentId, message, callOptions(target, cancel)) };
+function sourceOf(target: Target, exchange: Exchange, message: string, cancel: TurnCancel): ReplySource {
+  if (!('agent' in target)) return { chunks: target.transport.stream(exchange.agentId, message, callOptions(target, cancel, exchange)) };
   const agent = target.agent;
   // Pushed straight to the writer, unless a subclass has its own stream() to go through.
-  return agent[servesDirectly] ? { agent, message } : { chunks: agent.stream(message, cancelledBy(cancel)) };
+  return agent[servesDirectly] ? { agent, message } : { chunks: agent.stream(message, cancelledBy(cancel, exchange.turnId)) };
 }
 
-function callOptions(target: RemoteTarget, cancel: TurnCancel): TransportCallOptions {
-  return { signal: cancel.signal, requestId: target.requestId, requestHeaders: target.requestHeaders };
+function callOptions(target: RemoteTarget, cancel: TurnCancel, exchange: Exchange): TransportCallOptions {
+  return { signal: cancel.signal, requestId: target.requestId, requestHeaders: target.requestHeaders, onTurnId: (id) => exchange.relayTurnId(id) };
 }
 
 /**
@@ -133,20 +135,21 @@ function callOptions(target: RemoteTarget, cancel: TurnCancel): TransportCallOpt
  * reports to a ChatReply instead). Resolved, not assumed promises: a
  * transport or subclass of the user's may answer synchronously.
  */
-function call(target: Target, agentId: string, action: RouteAction, body: Record<string, unknown>, message: string, cancel: TurnCancel): Promise<JsonObject> {
+function call(target: Target, exchange: Exchange, action: RouteAction, body: Record<string, unknown>, message: string, cancel: TurnCancel): Promise<JsonObject> {
+  const { agentId, turnId } = exchange;
   const remote = 'transport' in target ? target.transport : undefined;
-  const options = 'transport' in target ? callOptions(target, cancel) : undefined;
+  const options = 'transport' in target ? callOptions(target, cancel, exchange) : undefined;
   const agent = 'agent' in target ? target.agent : undefined;
   switch (action) {
     case 'chat': {
       // An HTTPTransport passes on the remote's truncated mark too, unless a subclass has its own chat().
       if (remote instanceof HTTPTransport && remote.chat === HTTPTransport.prototype.chat) {
         return remote[chatReply](agentId, message, options).then(({ response, truncated }) =>
-          truncated ? { agent_id: agentId, response, truncated } : { agent_id: agentId, response },
+          withTurnId(truncated ? { agent_id: agentId, response, truncated } : { agent_id: agentId, response }, exchange.turnId),
         );
       }
-      const replying = remote !== undefined ? remote.chat(agentId, message, options) : (agent as Agent<any>).chat(message, cancelledBy(cancel));
-      return Promise.resolve(replying).then((response) => ({ agent_id: agentId, response }));
+      const replying = remote !== undefined ? remote.chat(agentId, message, options) : (agent as Agent<any>).chat(message, cancelledBy(cancel, turnId));
+      return Promise.resolve(replying).then((response) => withTurnId({ agent_id: agentId, response }, exchange.turnId));
     }
     case 'invoke': {
       const payload = invokePayload(body);
@@ -155,11 +158,18 @@ function call(target: Target, agentId: string, action: RouteAction, body: Record
         throw httpErrors.badRequest('missing_method', 'Invoke needs a "method" string, e.g. {"method": "increment", "params": {"by": 2}}');
       }
       const params = payload['params'];
-      const result = remote !== undefined ? remote.invoke(agentId, method, params, options) : (agent as Agent<any>).invoke(method, params, cancelledBy(cancel));
-      return Promise.resolve(result).then((value) => ({ agent_id: agentId, result: (value ?? null) as JsonObject }));
+      const result = remote !== undefined ? remote.invoke(agentId, method, params, options) : (agent as Agent<any>).invoke(method, params, cancelledBy(cancel, turnId));
+      return Promise.resolve(result).then((value) => withTurnId({ agent_id: agentId, result: (value ?? null) as JsonObject }, exchange.turnId));
     }
     default:
       // A local agent's state is answered by answerState, before any turn starts.
       return Promise.resolve((remote as AgentTransport).state(agentId, options)).then((state) => ({ agent_id: agentId, state }));
   }
+}
+
+/** `turn_id` right after `agent_id`: the local turn's, or the one a remote sent. */
+function withTurnId(reply: JsonObject, turnId: string | undefined): JsonObject {
+  if (turnId === undefined) return reply;
+  const { agent_id, ...rest } = reply;
+  return { agent_id, turn_id: turnId, ...rest } as JsonObject;
 }

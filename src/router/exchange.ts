@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, statusOf, worthLogging } from '../errors.ts';
@@ -38,6 +39,8 @@ export class Exchange implements RunningTurn {
   query = '';
   /** The turn's cancel, once `begin` started one. */
   cancel: TurnCancel | undefined;
+  /** The id of the local turn this request runs, sent before the turn starts (`Turn-Id`). */
+  turnId: string | undefined;
   /** The agent is the pool's, to give back at the end. */
   pooled = false;
   /** Counted in the router's open streams. */
@@ -83,6 +86,20 @@ export class Exchange implements RunningTurn {
     this.timed = timed;
     this.#host.turns.add(this);
     return cancel;
+  }
+
+  /** Makes the id of the request's turn and sends it in the `Turn-Id` header (JSON replies and streams alike). */
+  newTurnId(): string {
+    const id = (this.turnId = randomUUID());
+    this.res.setHeader('Turn-Id', id);
+    return id;
+  }
+
+  /** A remote's turn id, relayed while the answer has not begun. */
+  relayTurnId(id: string): void {
+    if (this.res.headersSent) return;
+    this.turnId = id;
+    this.res.setHeader('Turn-Id', id);
   }
 
   /** Answers with a JSON reply. */

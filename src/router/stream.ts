@@ -26,6 +26,8 @@ export interface StreamOptions {
 
 /** Where a stream reports its end: `done` once it answered, however it ended; `fail` when it never began and a JSON status still answers. */
 export interface StreamOwner {
+  /** The turn's id (a remote's, once it answered): in `turn.started`, and with seq in every event's `id:`. */
+  readonly turnId?: string | undefined;
   done(): void;
   fail(error: unknown): void;
 }
@@ -72,6 +74,7 @@ class ReplyStream implements ChatSink {
   readonly #cancel: TurnCancel;
   readonly #logger: Logger;
   readonly #owner: StreamOwner;
+  readonly #turnId: string | undefined;
   /** The reply so far (the typed stream's `turn.finished` carries it). */
   #text = '';
   /** The plain stream's watch on a pair or a CRLF split between chunks; made by the first chunk that splits one. */
@@ -79,6 +82,7 @@ class ReplyStream implements ChatSink {
 
   constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
+    this.#turnId = owner.turnId;
     this.#typed = typed;
     this.#cancel = cancel;
     this.#logger = logger;
@@ -88,7 +92,7 @@ class ReplyStream implements ChatSink {
 
   start(source: ReplySource): void {
     try {
-      const started = this.#typed ? this.#writer.send(typedFrame('turn.started', { agent_id: this.#agentId }), 'turn.started') : undefined;
+      const started = this.#typed ? this.#writer.send(typedFrame('turn.started', this.#turnId === undefined ? { agent_id: this.#agentId } : { agent_id: this.#agentId, turn_id: this.#turnId }), 'turn.started') : undefined;
       if (started === undefined) this.#pump(source);
       else started.then(() => this.#pump(source), (error: unknown) => this.failed(error));
     } catch (error) {
@@ -98,7 +102,7 @@ class ReplyStream implements ChatSink {
 
   #pump(source: ReplySource): void {
     if ('agent' in source) {
-      source.agent[chatTurn](source.message, cancelledBy(this.#cancel), this);
+      source.agent[chatTurn](source.message, cancelledBy(this.#cancel, this.#turnId), this);
       return;
     }
     pull(source.chunks, this).then(() => this.#pulled(), (error: unknown) => this.failed(error));

@@ -15,6 +15,7 @@ import { readSSE, type SSEEvent } from '../../src/sse/parser.ts';
 import { launchChromium, servePage, type Chromium, type PageReply, type PageStream, type PageWindow } from '../helpers/browser.ts';
 import { deferred, streamChat } from '../helpers/http.ts';
 import { listen, type Listening } from '../helpers/listen.ts';
+import { noTurnId } from '../helpers/turns.ts';
 
 const TOKEN = 'Bearer page-token';
 const JSON_HEADERS = { 'content-type': 'application/json', authorization: TOKEN };
@@ -127,7 +128,7 @@ test('a page on another origin chats with an Authorization header: the browser p
   const page = await openPage(t, pageA);
   const reply = ok(await chat(page, `${routerB.url}/chat-1/chat`, 'hello from the page'));
   assert.equal(reply.status, 200);
-  assert.deepEqual(JSON.parse(reply.text), { agent_id: 'chat-1', response: 'you said: hello from the page' });
+  assert.deepEqual(noTurnId(JSON.parse(reply.text)), { agent_id: 'chat-1', response: 'you said: hello from the page' });
   assert.equal(reply.headers['content-type'], 'application/json; charset=utf-8');
   const here = seen.filter((line) => line.includes('/chat-1/chat'));
   assert.deepEqual(here, [`OPTIONS /chat-1/chat ${pageA.url}`, `POST /chat-1/chat ${pageA.url}`], 'one preflight, then the POST');
@@ -161,7 +162,7 @@ test('a page on an origin cors does not allow is blocked by the browser; the mod
   assert.equal(read.error, 'TypeError');
 
   const allowed = ok(await chat(await openPage(t, pageA), `${routerB.url}/chat-3/chat`, 'still there?'));
-  assert.deepEqual(JSON.parse(allowed.text), { agent_id: 'chat-3', response: 'you said: still there?' });
+  assert.deepEqual(noTurnId(JSON.parse(allowed.text)), { agent_id: 'chat-3', response: 'you said: still there?' });
 });
 
 test('a stream reaches the page chunk by chunk as the model makes it, and ends with event: done', async (t) => {
@@ -216,7 +217,7 @@ test('the page aborts a stream: the turn\'s signal aborts, the history keeps no 
   assert.equal((reason as { code?: unknown }).code, 'client_closed');
 
   const next = ok(await chat(page, `${routerB.url}/chat-5/chat`, 'after the cancel'));
-  assert.deepEqual(JSON.parse(next.text), { agent_id: 'chat-5', response: 'you said: after the cancel' });
+  assert.deepEqual(noTurnId(JSON.parse(next.text)), { agent_id: 'chat-5', response: 'you said: after the cancel' });
   assert.deepEqual(asked.at(-1), ['after the cancel'], 'the cancelled turn left nothing in the history');
   assert.deepEqual(logged, []);
 });
@@ -233,7 +234,7 @@ test('AgentServer: its cors option reaches the browser, and a 429 shows the page
   const base = `${server.url}/agent`;
   const page = await openPage(t, pageA);
   const reply = ok(await chat(page, `${base}/chat-6/chat`, 'hello server'));
-  assert.deepEqual(JSON.parse(reply.text), { agent_id: 'chat-6', response: 'you said: hello server' });
+  assert.deepEqual(noTurnId(JSON.parse(reply.text)), { agent_id: 'chat-6', response: 'you said: hello server' });
 
   // The one live agent is busy with a stream, so a new agent id is refused.
   replies.set('hold the slot', async function* () {

@@ -14,6 +14,7 @@ import { deferred, pollUntil, postJson, rawChatPost, streamChat } from '../helpe
 import { listen } from '../helpers/listen.ts';
 import { counterOn } from '../helpers/agents.ts';
 import { collectSSE, naiveSSEText } from '../helpers/sse.ts';
+import { noTurnId } from '../helpers/turns.ts';
 
 async function serve(t: { after: (fn: () => Promise<void>) => void }, model: ScriptedFunction | null, options = {}) {
   class Bot extends Agent {
@@ -91,7 +92,7 @@ test('stream flag: boolean-like values, Accept-only event-stream, and stream=fal
   });
   assert.equal((await collectSSE(accept)).text, 'by accept');
   const off = await streamChat(`${url}/a/chat`, 'json please', { query: '?stream=off' });
-  assert.deepEqual(await off.json(), { agent_id: 'a', response: 'json please' });
+  assert.deepEqual(noTurnId(await off.json()), { agent_id: 'a', response: 'json please' });
   const mixed = await fetch(`${url}/a/chat`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'text/event-stream, application/json' },
@@ -303,7 +304,7 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
   });
   const json = await request('/h2-1/chat', JSON.stringify({ message: 'over two' }));
   assert.equal(json.headers[':status'], 200);
-  assert.deepEqual(JSON.parse(json.text), { agent_id: 'h2-1', response: 'over two' });
+  assert.deepEqual(noTurnId(JSON.parse(json.text)), { agent_id: 'h2-1', response: 'over two' });
   const sse = await request('/h2-1/chat?stream=true', JSON.stringify({ message: 'over two' }));
   assert.equal(sse.headers['content-type'], 'text/event-stream');
   assert.equal(sse.text, 'data: over\n\ndata:  two\n\nevent: done\ndata: [DONE]\n\n');
@@ -315,7 +316,7 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
   await new Promise((resolve) => held.once('data', resolve));
   held.close(http2.constants.NGHTTP2_CANCEL);
   assert.equal((await cut.promise as { code?: string }).code, 'client_closed');
-  assert.equal((await request('/h2-2/chat', JSON.stringify({ message: 'still here' }))).text, '{"agent_id":"h2-2","response":"still here"}');
+  assert.deepEqual(noTurnId(JSON.parse((await request('/h2-2/chat', JSON.stringify({ message: 'still here' }))).text)), { agent_id: 'h2-2', response: 'still here' });
   // HTTP/2 declares no length and no chunking: a body with no Content-Type is told by the stream going on after the headers.
   const untyped = await request('/h2-3/chat', JSON.stringify({ message: 'untyped' }), null);
   assert.deepEqual([untyped.headers[':status'], JSON.parse(untyped.text).code], [415, 'unsupported_media_type']);
@@ -706,9 +707,9 @@ test('a reply the provider cut short says truncated in the JSON reply, the envel
   const { url, close } = await listen(new AgentRouter(bot, { logger: { error: () => {} } }).toRequestListener());
   t.after(close);
 
-  assert.deepEqual((await postJson(`${url}/chat`, { message: 'long one' })).body, { agent_id: 'bot', response: 'long one', truncated: true });
-  assert.deepEqual((await postJson(`${url}/chat`, { message: 'short' })).body, { agent_id: 'bot', response: 'short' }, 'no field on a whole reply');
-  assert.deepEqual((await postJson(`${url}/`, { action: 'chat', message: 'long two' })).body, { agent_id: 'bot', response: 'long two', truncated: true });
+  assert.deepEqual(noTurnId((await postJson(`${url}/chat`, { message: 'long one' })).body), { agent_id: 'bot', response: 'long one', truncated: true });
+  assert.deepEqual(noTurnId((await postJson(`${url}/chat`, { message: 'short' })).body), { agent_id: 'bot', response: 'short' }, 'no field on a whole reply');
+  assert.deepEqual(noTurnId((await postJson(`${url}/`, { action: 'chat', message: 'long two' })).body), { agent_id: 'bot', response: 'long two', truncated: true });
 
   const typed = await collectSSE(await streamChat(`${url}/chat`, 'long three', { query: '?stream=events' }));
   assert.deepEqual(JSON.parse(typed.events.at(-1)?.data ?? ''), { type: 'turn.finished', result: { agent_id: 'bot', text: 'long three', truncated: true } });

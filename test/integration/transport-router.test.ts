@@ -11,6 +11,7 @@ import { HTTPTransport } from '../../src/transports/http.ts';
 import { deferred, getJson, postJson, streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { collectSSE } from '../helpers/sse.ts';
+import { noTurnId } from '../helpers/turns.ts';
 
 // Real routers on loopback: A's registry sends `remote-.*` to B through an
 // HTTPTransport; B (and C, for three hops) serve the agents themselves.
@@ -112,7 +113,7 @@ test('every route through A answers as B does: same status, same body', async (t
   for (const [name, request] of cases) {
     const direct = await request(b.base, `remote-counter-b-${name.replace(/ /g, '-')}`);
     const proxied = await request(a.base, `remote-counter-a-${name.replace(/ /g, '-')}`);
-    const normalize = (body: any) => JSON.parse(JSON.stringify(body).replace(/remote-counter-[ab]-/g, 'remote-counter-X-'));
+    const normalize = (body: any) => noTurnId(JSON.parse(JSON.stringify(body).replace(/remote-counter-[ab]-/g, 'remote-counter-X-')));
     assert.equal(proxied.status, direct.status, name);
     assert.deepEqual(normalize(proxied.body), normalize(direct.body), name);
   }
@@ -155,10 +156,10 @@ test('forwardHeaders refuses, when the transport is made, a name the transport o
 test("a remote reply the provider cut short keeps its truncated mark through the hop (JSON chat and the envelope's)", async (t) => {
   const script: Script = { current: ({ messages }) => [`cut: ${messages.at(-1)?.content ?? ''}`, { truncated: true }] };
   const { a } = await pair(t, script);
-  assert.deepEqual((await postJson(`${a.base}/remote-bot-1/chat`, { message: 'hi' })).body, { agent_id: 'remote-bot-1', response: 'cut: hi', truncated: true });
-  assert.deepEqual((await postJson(`${a.base}/remote-bot-1`, { action: 'chat', message: 'yo' })).body, { agent_id: 'remote-bot-1', response: 'cut: yo', truncated: true });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/remote-bot-1/chat`, { message: 'hi' })).body), { agent_id: 'remote-bot-1', response: 'cut: hi', truncated: true });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/remote-bot-1`, { action: 'chat', message: 'yo' })).body), { agent_id: 'remote-bot-1', response: 'cut: yo', truncated: true });
   script.current = echo;
-  assert.deepEqual((await postJson(`${a.base}/remote-bot-1/chat`, { message: 'whole' })).body, { agent_id: 'remote-bot-1', response: 'echo: whole' });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/remote-bot-1/chat`, { message: 'whole' })).body), { agent_id: 'remote-bot-1', response: 'echo: whole' });
 });
 
 test('remote errors: a 404 is relayed as it is, a 500 becomes a 502 that names the remote in the log only, never the detail', async (t) => {
@@ -405,9 +406,9 @@ test('three hops, A -> B -> C: every route, streaming included, and odd ids arri
   const a = await hop(t, { next: b, headers: { Authorization: 'Bearer a-to-b' } });
   const id = 'remote-counter-ü 1?#%';
   const segment = encodeURIComponent(id);
-  assert.deepEqual((await postJson(`${a.base}/${segment}/chat`, { message: 'three hops' })).body, { agent_id: id, response: 'echo: three hops' });
-  assert.deepEqual((await postJson(`${a.base}/${segment}/invoke`, { method: 'increment', params: { by: 3 } })).body, { agent_id: id, result: 3 });
-  assert.deepEqual((await postJson(`${a.base}/${segment}`, { action: 'invoke', payload: { method: 'increment' } })).body, { agent_id: id, result: 4 });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/${segment}/chat`, { message: 'three hops' })).body), { agent_id: id, response: 'echo: three hops' });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/${segment}/invoke`, { method: 'increment', params: { by: 3 } })).body), { agent_id: id, result: 3 });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/${segment}`, { action: 'invoke', payload: { method: 'increment' } })).body), { agent_id: id, result: 4 });
   assert.deepEqual((await getJson(`${a.base}/${segment}/state`)).body, { agent_id: id, state: { count: 4 } });
   const streamed = await collectSSE(await streamChat(`${a.base}/${segment}/chat`, 'streamed'));
   assert.equal(streamed.text, 'echo: streamed');
