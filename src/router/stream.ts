@@ -3,7 +3,7 @@ import { cancelledBy, chatTurn, type Agent, type ChatSink } from '../agent/agent
 import type { TurnEvent } from '../agent/turn.ts';
 import type { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, errorBody, statusOf, worthLogging } from '../errors.ts';
-import { DONE_FRAME, formatEvent } from '../sse/format.ts';
+import { formatEvent } from '../sse/format.ts';
 import { ChunkSeam } from '../sse/seams.ts';
 import { SSEWriter } from '../http/sse-writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
@@ -79,6 +79,8 @@ class ReplyStream implements ChatSink {
   #text = '';
   /** The plain stream's watch on a pair or a CRLF split between chunks; made by the first chunk that splits one. */
   #seam: ChunkSeam | undefined;
+  /** The turn's events so far (text, then its end): an event's `id:` seq, plus one in the typed stream, whose turn.started is 1. */
+  #seq = 0;
 
   constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
@@ -92,7 +94,7 @@ class ReplyStream implements ChatSink {
 
   start(source: ReplySource): void {
     try {
-      const started = this.#typed ? this.#writer.send(typedFrame('turn.started', this.#turnId === undefined ? { agent_id: this.#agentId } : { agent_id: this.#agentId, turn_id: this.#turnId }), 'turn.started') : undefined;
+      const started = this.#typed ? this.#writer.send(typedFrame('turn.started', this.#turnId === undefined ? { agent_id: this.#agentId } : { agent_id: this.#agentId, turn_id: this.#turnId }), 'turn.started', this.#id()) : undefined;
       if (started === undefined) this.#pump(source);
       else started.then(() => this.#pump(source), (error: unknown) => this.failed(error));
     } catch (error) {
@@ -120,13 +122,14 @@ class ReplyStream implements ChatSink {
   chunk(text: string): Promise<void> | undefined {
     // A turn whose client is gone ends without committing (as the pull loop stops pulling).
     if (!this.#writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+    this.#seq++;
     if (!this.#typed) {
       if (this.#seam !== undefined) text = this.#seam.next(text);
       else if (ChunkSeam.needed(text)) text = (this.#seam = new ChunkSeam()).next(text);
-      return text === '' ? undefined : this.#writer.send(text);
+      return text === '' ? undefined : this.#writer.send(text, undefined, this.#id());
     }
     this.#text += text;
-    return this.#writer.send(typedFrame('text.delta', { text }), 'text.delta');
+    return this.#writer.send(typedFrame('text.delta', { text }), 'text.delta', this.#id());
   }
 
   /** A pulled stream ran out: complete, unless the pull stopped because the request was cut. */
@@ -142,10 +145,12 @@ class ReplyStream implements ChatSink {
    */
   done(_reply?: string, truncated = false): void {
     const rest = this.#seam?.rest();
+    // The held end of the last chunk goes out with the done event, in the same write, under its id.
     if (rest) this.#writer.send(rest);
-    if (!this.#typed) return this.#end(DONE_FRAME);
+    this.#seq++;
+    if (!this.#typed) return this.#end(formatEvent('[DONE]', 'done', this.#id()));
     const result = truncated ? { agent_id: this.#agentId, text: this.#text, truncated } : { agent_id: this.#agentId, text: this.#text };
-    this.#end(formatEvent(typedFrame('turn.finished', { result }), 'turn.finished'));
+    this.#end(formatEvent(typedFrame('turn.finished', { result }), 'turn.finished', this.#id()));
   }
 
   failed(error: unknown): void {
@@ -154,7 +159,13 @@ class ReplyStream implements ChatSink {
     const status = statusOf(cause);
     if (worthLogging(cause)) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${status}`, cause);
     const body = errorBody(cause);
-    this.#end(this.#typed ? formatEvent(typedFrame('turn.failed', body), 'turn.failed') : formatEvent(JSON.stringify(body), 'error'));
+    this.#seq++;
+    this.#end(this.#typed ? formatEvent(typedFrame('turn.failed', body), 'turn.failed', this.#id()) : formatEvent(JSON.stringify(body), 'error', this.#id()));
+  }
+
+  /** The `id:` of the event being sent: `<turn_id>:<seq>`; none for a turn with no id (a transport's own stream). */
+  #id(): string | undefined {
+    return this.#turnId === undefined ? undefined : `${this.#turnId}:${this.#typed ? this.#seq + 1 : this.#seq}`;
   }
 
   /** Writes the last frame and reports the end; never throws (the turn, or a promise nobody catches, called it). */

@@ -16,6 +16,7 @@ import { launchChromium, servePage, type Chromium, type PageReply, type PageStre
 import { deferred, streamChat } from '../helpers/http.ts';
 import { listen, type Listening } from '../helpers/listen.ts';
 import { noTurnId } from '../helpers/turns.ts';
+import { withoutIds } from '../helpers/sse.ts';
 
 const TOKEN = 'Bearer page-token';
 const JSON_HEADERS = { 'content-type': 'application/json', authorization: TOKEN };
@@ -188,14 +189,14 @@ test('a stream reaches the page chunk by chunk as the model makes it, and ends w
 
   const sofar = await within(first.promise, 'the first chunk to reach the page');
   assert.equal(released, false, 'the page had the first chunk while the model still held the rest');
-  assert.equal(sofar, 'data: Hello\n\n');
+  assert.equal(withoutIds(sofar), 'data: Hello\n\n');
   release.resolve();
 
   const stream = await within(reading, 'the stream to end');
   assert.equal(stream.error, undefined);
   assert.equal(stream.status, 200);
   assert.equal(stream.contentType, 'text/event-stream');
-  assert.ok(stream.text.endsWith('event: done\ndata: [DONE]\n\n'), stream.text);
+  assert.ok(withoutIds(stream.text).endsWith('event: done\ndata: [DONE]\n\n'), stream.text);
   const events = await parseSSE(stream.text);
   assert.equal(events.filter((e) => e.event === 'message').map((e) => e.data).join(''), 'Hello world!\nBye');
   assert.deepEqual(events.at(-1), { event: 'done', data: '[DONE]', id: undefined });
@@ -211,7 +212,7 @@ test('the page aborts a stream: the turn\'s signal aborts, the history keeps no 
   });
   const page = await openPage(t, pageA);
   const stream = await within(readStream(page, `${routerB.url}/chat-5/chat?stream=true`, 'cancel me', 'data: partial'), 'the page to abort its stream');
-  assert.deepEqual(stream, { status: 200, text: 'data: partial\n\n', error: 'AbortError' });
+  assert.deepEqual({ ...stream, text: withoutIds(stream.text) }, { status: 200, text: 'data: partial\n\n', error: 'AbortError' });
 
   const reason = await within(aborted.promise, "the model request's signal to abort");
   assert.equal((reason as { code?: unknown }).code, 'client_closed');

@@ -10,6 +10,7 @@ import { test, type TestContext } from 'node:test';
 import { freePort, runExample } from '../helpers/readme-example.ts';
 import { listen } from '../helpers/listen.ts';
 import { noTurnId } from '../helpers/turns.ts';
+import { withoutIds } from '../helpers/sse.ts';
 
 const root = process.cwd();
 const source = (name: string): string => readFileSync(path.join(root, 'examples', name), 'utf8');
@@ -42,7 +43,7 @@ test('node-http.mjs: chat, invoke, state and a stream', async (t) => {
   assert.deepEqual(noTurnId(JSON.parse((await post(`${base}/chat`, { message: 'hello' })).text)), {"agent_id":"counter-1","response":"hello"});
   assert.deepEqual(noTurnId(JSON.parse((await post(`${base}/invoke`, { method: 'increment', params: { by: 2 } })).text)), {"agent_id":"counter-1","result":2});
   assert.equal(await (await fetch(`${base}/state`)).text(), '{"agent_id":"counter-1","state":{"count":2}}');
-  assert.equal((await post(`${base}/chat?stream=true`, { message: 'hi there' })).text, 'data: hi\n\ndata:  there\n\nevent: done\ndata: [DONE]\n\n');
+  assert.equal(withoutIds((await post(`${base}/chat?stream=true`, { message: 'hi there' })).text), 'data: hi\n\ndata:  there\n\nevent: done\ndata: [DONE]\n\n');
 });
 
 test('standalone-server.mjs: serves /agent/{id}/chat and /healthz', async (t) => {
@@ -59,7 +60,7 @@ for (const [file, aliases] of [
   test(`${file}: the router under /api, and the app's own route beside it`, async (t) => {
     const port = await run(t, file, { aliases });
     assert.deepEqual(noTurnId(JSON.parse((await post(`http://127.0.0.1:${port}/api/bot-1/chat`, { message: 'hello' })).text)), {"agent_id":"bot-1","response":"hello"});
-    assert.equal((await post(`http://127.0.0.1:${port}/api/bot-1/chat?stream=true`, { message: 'a b' })).text, 'data: a\n\ndata:  b\n\nevent: done\ndata: [DONE]\n\n');
+    assert.equal(withoutIds((await post(`http://127.0.0.1:${port}/api/bot-1/chat?stream=true`, { message: 'a b' })).text), 'data: a\n\ndata:  b\n\nevent: done\ndata: [DONE]\n\n');
     assert.equal(await (await fetch(`http://127.0.0.1:${port}/api/health`)).text(), 'ok');
   });
 }
@@ -71,7 +72,7 @@ test('remote-back.mjs and remote-front.mjs: a remote-* id is served by the back,
   const front = await run(t, 'remote-front.mjs', {}, { '8001': back });
   assert.deepEqual(noTurnId(JSON.parse((await post(`http://127.0.0.1:${front}/remote-1/chat`, { message: 'from afar' })).text)), {"agent_id":"remote-1","response":"from afar"});
   assert.deepEqual(noTurnId(JSON.parse((await post(`http://127.0.0.1:${back}/agent/remote-1/chat`, { message: 'direct' })).text)), {"agent_id":"remote-1","response":"direct"});
-  assert.equal((await post(`http://127.0.0.1:${front}/remote-1/chat?stream=true`, { message: 'x y' })).text, 'data: x\n\ndata:  y\n\nevent: done\ndata: [DONE]\n\n');
+  assert.equal(withoutIds((await post(`http://127.0.0.1:${front}/remote-1/chat?stream=true`, { message: 'x y' })).text), 'data: x\n\ndata:  y\n\nevent: done\ndata: [DONE]\n\n');
   assert.deepEqual(noTurnId(JSON.parse((await post(`http://127.0.0.1:${front}/local-1/chat`, { message: 'here' })).text)), {"agent_id":"local-1","response":"here"});
 });
 

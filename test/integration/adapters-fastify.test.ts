@@ -19,6 +19,7 @@ import { listen } from '../helpers/listen.ts';
 import { settledHeap } from '../helpers/fuzz-heap.ts';
 import { BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post, postChunked, assertError } from './adapters-shared.ts';
 import { noTurnId } from '../helpers/turns.ts';
+import { withoutIds } from '../helpers/sse.ts';
 
 // The two majors' types differ in details the tests do not touch; the bodies
 // are written once against Fastify 5's types, and the first test below
@@ -385,7 +386,7 @@ for (const [name, fastify] of majors) {
     let rest = '';
     for (let step = await reader.read(); !step.done; step = await reader.read()) rest += step.value;
     assert.ok(Date.now() - closedAt >= 250, 'not aborted before shutdownTimeout');
-    assert.match(rest, /event: error\ndata: \{"error":"Server is shutting down","code":"shutting_down"\}/);
+    assert.match(withoutIds(rest), /event: error\ndata: \{"error":"Server is shutting down","code":"shutting_down"\}/);
     assert.equal(((await fixture.aborted) as { code?: string }).code, 'shutting_down', "the model's signal was aborted");
     await closing;
   });

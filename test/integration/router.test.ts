@@ -13,6 +13,7 @@ import { MemoryStorage } from '../../src/storage/memory.ts';
 import { deferred, getJson, postJson, postTransferCoded } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { noTurnId } from '../helpers/turns.ts';
+import { withoutIds } from '../helpers/sse.ts';
 
 class Counter extends Agent<{ count: number; log: string[] }> {
   static override actions = ['increment', 'add', 'reset', 'explode'];
@@ -458,7 +459,7 @@ test("handle()'s hint.signal cuts a running turn (JSON and stream) with its reas
   await started.promise;
   controller.abort(shutdown);
   const text = await (await stream).text();
-  assert.match(text, /event: error\ndata: \{"error":"The server is shutting down","code":"shutting_down"\}/);
+  assert.match(withoutIds(text), /event: error\ndata: \{"error":"The server is shutting down","code":"shutting_down"\}/);
   assert.equal(router.openStreams, 0);
 
   controller = new AbortController();

@@ -69,3 +69,26 @@ test('turn ids: a Turn the agent makes for chat() or invoke() in code has an id 
   const agent = new Agent('code-turn', { model: echoModel(), storage: new MemoryStorage() });
   assert.equal(await agent.chat('still works'), 'still works');
 });
+
+test('event ids: every event of a turn carries <turn_id>:<seq>, seq from 1, in both stream modes', async (t) => {
+  const { url } = await serve(t);
+  const plain = await streamChat(`${url}/a/chat`, 'one two three');
+  const id = plain.headers.get('turn-id');
+  const { events, text } = await collectSSE(plain);
+  assert.equal(text, 'one two three', 'a client reading data lines sees the reply as before');
+  assert.deepEqual(events.map((e) => [e.event, e.id]), [
+    ['message', `${id}:1`],
+    ['message', `${id}:2`],
+    ['message', `${id}:3`],
+    ['done', `${id}:4`],
+  ]);
+  const typed = await streamChat(`${url}/a/chat`, 'one two', { query: '?stream=events' });
+  const typedId = typed.headers.get('turn-id');
+  const got = await collectSSE(typed);
+  assert.deepEqual(got.events.map((e) => [e.event, e.id]), [
+    ['turn.started', `${typedId}:1`],
+    ['text.delta', `${typedId}:2`],
+    ['text.delta', `${typedId}:3`],
+    ['turn.finished', `${typedId}:4`],
+  ]);
+});
