@@ -10,6 +10,7 @@ import type { JsonObject } from '../types.ts';
 import type { Exchange, ExchangeHost } from './exchange.ts';
 import { invokePayload, requireMessage } from './payload.ts';
 import type { RouteAction } from './routes.ts';
+import type { TurnLogs } from './turn-log.ts';
 import { streamReply, type ReplySource, type StreamOptions } from './stream.ts';
 
 /** Where a request lands: a local instance, or a remote agent behind a transport. */
@@ -28,6 +29,8 @@ export interface DispatchHost extends ExchangeHost {
   /** Checks a stream could be opened, without counting it. */
   checkStreams(): void;
   readonly streamOptions: Omit<StreamOptions, 'typed' | 'cancel'>;
+  /** The logs of streamed turns, for rejoins. */
+  readonly replays: TurnLogs;
   resolve(agentId: string, req: IncomingMessage): Target;
 }
 
@@ -36,7 +39,7 @@ export interface DispatchHost extends ExchangeHost {
  * an action, or a state read. It answers through the exchange, now or once
  * the turn ends; a request refused before any turn starts throws.
  */
-export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request'>, body: Record<string, unknown>): void {
+export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request' | 'events'>, body: Record<string, unknown>): void {
   const { req, res, agentId } = exchange;
   // Gone while an async authorize hook ran: no 'close' will come again to cut the turn, so it must not start.
   if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');

@@ -22,6 +22,8 @@ import { ROUTER_OPTION_KINDS, type AgentRequestListener, type AgentRouterOptions
 import { asObject, requestIdOf, unwrapEnvelope } from './payload.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteMatch } from './routes.ts';
 import { RunningTurns } from './running-turns.ts';
+import { rejoin } from './rejoin.ts';
+import { TurnLogs } from './turn-log.ts';
 
 export type { Logger } from '../lib/logger.ts';
 export type { AgentRequestListener, AgentRouterOptions, RequestHint } from './options.ts';
@@ -35,6 +37,9 @@ export const serveRequest: unique symbol = Symbol('agent-router.serveRequest');
  * waiting on an authorize hook). @internal
  */
 export const shutTurns: unique symbol = Symbol('agent-router.shutTurns');
+
+/** The router's turn logs (for tests of their bounds). @internal */
+export const replayStore: unique symbol = Symbol('agent-router.replayStore');
 
 /**
  * A host app behind the router (an adapter's): a path of the generic
@@ -96,14 +101,16 @@ export class AgentRouter {
       exchange.cancel?.abort(new AgentRouterError(504, 'turn_timeout', message, { expose: true }));
     });
     const logger = loggerOf(options.logger);
+    const replays = new TurnLogs(options.replayTTL ?? 300, options.replayLimit ?? 1024 * 1024, options.now);
     this.#host = {
+      replays,
       logger,
       // A client that reads nothing for turnTimeout is taken as gone.
       unreadMs: turnTimeout > 0 ? turnTimeout * 1000 : Infinity,
       turns,
       timing: turns.timing,
       shut: undefined,
-      streamOptions: { pingInterval: options.pingInterval, stallTimeout: turnTimeout, logger },
+      streamOptions: { pingInterval: options.pingInterval, stallTimeout: turnTimeout, logger, replays },
       streamClosed: () => {
         this.#openStreams--;
       },
@@ -197,6 +204,10 @@ export class AgentRouter {
       exchange.agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
       exchange.query = query;
       const authorize = this.options.authorize;
+      if (route.action === 'events') {
+        if (authorize !== undefined) await authorizeRequest(authorize, req, exchange.agentId, 'read');
+        return rejoin(this.#host, exchange, route.turn as string);
+      }
       let action = route.action;
       if (authorize !== undefined && action !== 'request') await authorizeRequest(authorize, req, exchange.agentId, action);
       let body = route.method === 'POST' ? this.#body(exchange, hint.body) : {};
@@ -292,6 +303,11 @@ export class AgentRouter {
   [shutTurns](reason: unknown): void {
     this.#host.shut = { reason };
     this.abortAll(reason);
+  }
+
+  /** See `replayStore`. @internal */
+  get [replayStore](): TurnLogs {
+    return this.#host.replays;
   }
 
   /** Open SSE streams now. */

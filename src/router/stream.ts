@@ -8,6 +8,7 @@ import { ChunkSeam } from '../sse/seams.ts';
 import { SSEWriter } from '../http/sse-writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
 import type { Logger } from '../lib/logger.ts';
+import type { TurnLog, TurnLogs } from './turn-log.ts';
 
 /** Where a streamed reply comes from: chunks to pull, or a local agent's turn, which pushes them into the stream. */
 export type ReplySource = { chunks: AsyncIterable<string> | ChunkStream } | { agent: Agent<any>; message: string };
@@ -22,6 +23,8 @@ export interface StreamOptions {
   /** Seconds a client may leave the stream unread before it is cut (see SSEWriterOptions). */
   stallTimeout: number;
   logger: Logger;
+  /** Where a turn's events are kept for rejoins. */
+  replays?: TurnLogs | undefined;
 }
 
 /** Where a stream reports its end: `done` once it answered, however it ended; `fail` when it never began and a JSON status still answers. */
@@ -75,6 +78,8 @@ class ReplyStream implements ChatSink {
   readonly #logger: Logger;
   readonly #owner: StreamOwner;
   readonly #turnId: string | undefined;
+  /** The turn's events for rejoins: entry k is the event of seq k (k + 1 typed); see TurnLog. */
+  readonly #log: TurnLog | undefined;
   /** The reply so far (the typed stream's `turn.finished` carries it). */
   #text = '';
   /** The plain stream's watch on a pair or a CRLF split between chunks; made by the first chunk that splits one. */
@@ -82,9 +87,10 @@ class ReplyStream implements ChatSink {
   /** The turn's events so far (text, then its end): an event's `id:` seq, plus one in the typed stream, whose turn.started is 1. */
   #seq = 0;
 
-  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger }: StreamOptions, owner: StreamOwner) {
+  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger, replays }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
     this.#turnId = owner.turnId;
+    this.#log = owner.turnId === undefined ? undefined : replays?.open(owner.turnId, agentId);
     this.#typed = typed;
     this.#cancel = cancel;
     this.#logger = logger;
@@ -123,6 +129,7 @@ class ReplyStream implements ChatSink {
     // A turn whose client is gone ends without committing (as the pull loop stops pulling).
     if (!this.#writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
     this.#seq++;
+    this.#log?.text(text);
     if (!this.#typed) {
       if (this.#seam !== undefined) text = this.#seam.next(text);
       else if (ChunkSeam.needed(text)) text = (this.#seam = new ChunkSeam()).next(text);
@@ -143,7 +150,11 @@ class ReplyStream implements ChatSink {
    * The turn completed; a local agent's is committed, even when the request was cut during the commit.
    * A reply the provider cut short says so in the typed stream's result (plain SSE has no field for it).
    */
-  done(_reply?: string, truncated = false): void {
+  done(reply?: string, truncated = false): void {
+    if (this.#log !== undefined) {
+      const text = this.#typed ? this.#text : (reply ?? this.#log.joined() ?? '');
+      this.#log.end({ finished: truncated ? { agent_id: this.#agentId, text, truncated } : { agent_id: this.#agentId, text } });
+    }
     const rest = this.#seam?.rest();
     // The held end of the last chunk goes out with the done event, in the same write, under its id.
     if (rest) this.#writer.send(rest);
@@ -159,6 +170,7 @@ class ReplyStream implements ChatSink {
     const status = statusOf(cause);
     if (worthLogging(cause)) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${status}`, cause);
     const body = errorBody(cause);
+    this.#log?.end({ failed: body });
     this.#seq++;
     this.#end(this.#typed ? formatEvent(typedFrame('turn.failed', body), 'turn.failed', this.#id()) : formatEvent(JSON.stringify(body), 'error', this.#id()));
   }
