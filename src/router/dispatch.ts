@@ -31,6 +31,8 @@ export interface DispatchHost extends ExchangeHost {
   readonly streamOptions: Omit<StreamOptions, 'typed' | 'cancel'>;
   /** The logs of streamed turns, for rejoins. */
   readonly replays: TurnLogs;
+  /** onDisconnect is `continue`: a turn whose client leaves runs to its end. */
+  readonly keepOnDisconnect: boolean;
   resolve(agentId: string, req: IncomingMessage): Target;
 }
 
@@ -55,13 +57,14 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
   const target = host.resolve(agentId, req);
   exchange.pooled = 'agent' in target && target.pooled;
   if (action === 'state' && 'agent' in target) return answerState(host, exchange, target.agent);
+  const keep = keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect);
   // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
-  const cancel = exchange.begin(host.timing && 'agent' in target);
+  const cancel = exchange.begin(host.timing && 'agent' in target, keep);
   const turnId = 'agent' in target ? exchange.newTurnId() : undefined;
   if (stream !== false) {
     host.openStream();
     exchange.streaming = true;
-    const options = { ...host.streamOptions, typed: stream === 'events', cancel };
+    const options = { ...host.streamOptions, typed: stream === 'events', cancel, keep };
     return streamReply(res, agentId, sourceOf(target, exchange, message, cancel), options, exchange);
   }
   if (action === 'chat' && 'agent' in target && target.agent[servesDirectly]) {
@@ -175,4 +178,12 @@ function withTurnId(reply: JsonObject, turnId: string | undefined): JsonObject {
   if (turnId === undefined) return reply;
   const { agent_id, ...rest } = reply;
   return { agent_id, turn_id: turnId, ...rest } as JsonObject;
+}
+
+/** `?on_disconnect=`: `continue` keeps the turn running when its client leaves, `cancel` cuts it; absent, the router's option. */
+function keepOnDisconnect(value: string | undefined, byDefault: boolean): boolean {
+  if (value === undefined || value === '') return byDefault;
+  if (value === 'continue') return true;
+  if (value === 'cancel') return false;
+  throw httpErrors.badRequest('bad_query', 'Query parameter on_disconnect must be cancel or continue');
 }

@@ -68,14 +68,23 @@ export class Exchange implements RunningTurn {
    * Starts the request's turn: a cancel that the client leaving, the
    * caller's signal and (when `timed`) the turn timeout abort.
    */
-  begin(timed: boolean): TurnCancel {
+  begin(timed: boolean, keepOnClose = false): TurnCancel {
     const cancel = (this.cancel = new TurnCancel());
     const res = this.res;
+    this.timed = timed;
+    this.#host.turns.add(this);
+    // onDisconnect 'continue': the client leaving does not cut the turn (the timeout and abortAll still do).
+    if (keepOnClose) return this.#watchOuter(cancel);
     // Not `writableFinished`: node:http2's compatibility response reports it once a cancelled stream closes, ended or not.
     this.#onClose = () => {
       if (!res.writableEnded) cancel.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
     };
     res.on('close', this.#onClose);
+    return this.#watchOuter(cancel);
+  }
+
+  /** The caller's signal (RequestHint.signal) aborts the turn too. */
+  #watchOuter(cancel: TurnCancel): TurnCancel {
     const outer = this.#outer;
     if (outer !== undefined) {
       const onOuterAbort = (): void => cancel.abort(outer.reason);
@@ -83,8 +92,6 @@ export class Exchange implements RunningTurn {
       if (outer.aborted) onOuterAbort();
       else whenAborted(outer, onOuterAbort);
     }
-    this.timed = timed;
-    this.#host.turns.add(this);
     return cancel;
   }
 

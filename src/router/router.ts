@@ -86,6 +86,9 @@ export class AgentRouter {
     else throw new TypeError('AgentRouter: the first argument must be an Agent or an AgentRegistry');
     checkOptions(options, ROUTER_OPTION_KINDS, 'AgentRouter');
     if (options.cors !== undefined) checkCors(options.cors, 'AgentRouter');
+    if (options.onDisconnect !== undefined && options.onDisconnect !== 'cancel' && options.onDisconnect !== 'continue') {
+      throw new TypeError(`AgentRouter: onDisconnect must be 'cancel' or 'continue', got ${JSON.stringify(options.onDisconnect)}`);
+    }
     this.options = options;
     this.prefix = normalizePrefix(options.prefix);
     this.#bodyLimit = options.bodyLimit ?? 1024 * 1024;
@@ -104,6 +107,7 @@ export class AgentRouter {
     const replays = new TurnLogs(options.replayTTL ?? 300, options.replayLimit ?? 1024 * 1024, options.now);
     this.#host = {
       replays,
+      keepOnDisconnect: options.onDisconnect === 'continue',
       logger,
       // A client that reads nothing for turnTimeout is taken as gone.
       unreadMs: turnTimeout > 0 ? turnTimeout * 1000 : Infinity,

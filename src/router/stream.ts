@@ -25,6 +25,8 @@ export interface StreamOptions {
   logger: Logger;
   /** Where a turn's events are kept for rejoins. */
   replays?: TurnLogs | undefined;
+  /** onDisconnect 'continue': the turn goes on once the client is gone (its events still reach the log). */
+  keep?: boolean | undefined;
 }
 
 /** Where a stream reports its end: `done` once it answered, however it ended; `fail` when it never began and a JSON status still answers. */
@@ -80,6 +82,7 @@ class ReplyStream implements ChatSink {
   readonly #turnId: string | undefined;
   /** The turn's events for rejoins: entry k is the event of seq k (k + 1 typed); see TurnLog. */
   readonly #log: TurnLog | undefined;
+  readonly #keep: boolean;
   /** The reply so far (the typed stream's `turn.finished` carries it). */
   #text = '';
   /** The plain stream's watch on a pair or a CRLF split between chunks; made by the first chunk that splits one. */
@@ -87,10 +90,11 @@ class ReplyStream implements ChatSink {
   /** The turn's events so far (text, then its end): an event's `id:` seq, plus one in the typed stream, whose turn.started is 1. */
   #seq = 0;
 
-  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger, replays }: StreamOptions, owner: StreamOwner) {
+  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger, replays, keep }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
     this.#turnId = owner.turnId;
     this.#log = owner.turnId === undefined ? undefined : replays?.open(owner.turnId, agentId);
+    this.#keep = keep === true;
     this.#typed = typed;
     this.#cancel = cancel;
     this.#logger = logger;
@@ -116,9 +120,9 @@ class ReplyStream implements ChatSink {
     pull(source.chunks, this).then(() => this.#pulled(), (error: unknown) => this.failed(error));
   }
 
-  /** False once the client is gone or the stream ended. */
+  /** False once the client is gone (unless the turn goes on without it) or the stream ended. */
   get open(): boolean {
-    return this.#writer.open;
+    return this.#writer.open || this.#keep;
   }
 
   event(event: TurnEvent): Promise<void> | undefined {
@@ -127,7 +131,7 @@ class ReplyStream implements ChatSink {
 
   chunk(text: string): Promise<void> | undefined {
     // A turn whose client is gone ends without committing (as the pull loop stops pulling).
-    if (!this.#writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+    if (!this.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
     this.#seq++;
     this.#log?.text(text);
     if (!this.#typed) {

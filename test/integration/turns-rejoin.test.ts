@@ -95,3 +95,48 @@ test('rejoin: authorize is asked with the action read', async (t) => {
   await (await fetch(rejoinUrl(url, 'bot', turnId))).text();
   assert.deepEqual(asked, ['chat', 'read']);
 });
+
+for (const mode of ['plain', 'typed'] as const) {
+  const query = mode === 'typed' ? '?stream=events' : '?stream=true';
+  test(`onDisconnect continue (${mode}): cut the stream after each event in turn, rejoin, get exactly the missing events; the turn commits`, async (t) => {
+    const total = WORDS.length + (mode === 'typed' ? 2 : 1);
+    for (let k = 0; k < total; k++) {
+      const steps = new Steps();
+      const perRequest = k % 2 === 1;
+      const { url, storage } = await serveWords(t, WORDS, perRequest ? {} : { onDisconnect: 'continue' }, steps);
+      const controller = new AbortController();
+      const first = await streamChat(`${url}/bot/chat`, 'go', { query: perRequest ? `${query}&on_disconnect=continue` : query, signal: controller.signal });
+      const turnId = first.headers.get('turn-id') as string;
+      steps.release(Math.max(0, mode === 'typed' ? k - 1 : k));
+      const seen = await take(eventsOf(first), k);
+      controller.abort();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      steps.release();
+      const headers: Record<string, string> = k === 0 ? {} : { 'last-event-id': (seen.at(-1) as { id: string }).id };
+      const rejoined = await collectSSE(await fetch(rejoinUrl(url, 'bot', turnId, mode === 'typed' ? '?stream=events' : ''), { headers }));
+      const all = await collectSSE(await fetch(rejoinUrl(url, 'bot', turnId, mode === 'typed' ? '?stream=events' : '')));
+      assert.equal(all.events.length, total, `after ${k}: the whole turn`);
+      assert.deepEqual(rejoined.events, all.events.slice(k), `after ${k}`);
+      assert.equal(all.events.at(-1)?.event, mode === 'typed' ? 'turn.finished' : 'done');
+      const stored = await storage.load('bot');
+      assert.equal(stored?.messages.at(-1)?.content, WORDS.join(''), 'committed');
+    }
+  });
+}
+
+test('onDisconnect cancel (the default): a cut turn ends, stores nothing, and a rejoin sees it fail; a bad on_disconnect is 400', async (t) => {
+  const steps = new Steps();
+  const { url, storage } = await serveWords(t, WORDS, {}, steps);
+  const controller = new AbortController();
+  const first = await streamChat(`${url}/bot/chat`, 'go', { signal: controller.signal });
+  const turnId = first.headers.get('turn-id') as string;
+  steps.release(1);
+  await take(eventsOf(first), 1);
+  controller.abort();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  const after = await collectSSE(await fetch(rejoinUrl(url, 'bot', turnId)));
+  assert.equal(after.events.at(-1)?.event, 'error');
+  assert.equal((await storage.load('bot'))?.messages.length ?? 0, 0);
+  const bad = await fetch(`${url}/bot/chat?on_disconnect=maybe`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"x"}' });
+  assert.equal(bad.status, 400);
+});
