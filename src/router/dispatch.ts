@@ -41,7 +41,7 @@ export interface DispatchHost extends ExchangeHost {
  * an action, or a state read. It answers through the exchange, now or once
  * the turn ends; a request refused before any turn starts throws.
  */
-export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request' | 'events'>, body: Record<string, unknown>): void {
+export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request' | 'events' | 'cancel'>, body: Record<string, unknown>): void {
   const { req, res, agentId } = exchange;
   // Gone while an async authorize hook ran: no 'close' will come again to cut the turn, so it must not start.
   if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
@@ -61,6 +61,7 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
   // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
   const cancel = exchange.begin(host.timing && 'agent' in target, keep);
   const turnId = 'agent' in target ? exchange.newTurnId() : undefined;
+  if (turnId !== undefined) host.agentTurns.add(exchange);
   if (stream !== false) {
     host.openStream();
     exchange.streaming = true;

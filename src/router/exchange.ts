@@ -7,6 +7,7 @@ import { sendError, sendJson } from '../http/respond.ts';
 import { cutIfLeftUnread } from '../http/unread.ts';
 import { stopWatching, whenAborted } from '../lib/signal-watch.ts';
 import type { JsonObject } from '../types.ts';
+import type { AgentTurns } from './agent-turns.ts';
 import type { RunningTurn, RunningTurns } from './running-turns.ts';
 
 /** What an exchange needs of its router. */
@@ -16,6 +17,8 @@ export interface ExchangeHost {
   readonly unreadMs: number;
   /** The requests running now: what abortAll() and the turn timeout reach. */
   readonly turns: RunningTurns<Exchange>;
+  /** The local turns running or queued now, per agent (cancel, whenBusy). */
+  readonly agentTurns: AgentTurns<Exchange>;
   /** A stream this exchange opened is over. */
   streamClosed(): void;
   /** The exchange's use of a pooled agent is over. */
@@ -110,10 +113,10 @@ export class Exchange implements RunningTurn {
   }
 
   /** Answers with a JSON reply. */
-  finish(reply: JsonObject): void {
+  finish(reply: JsonObject, status = 200): void {
     if (this.#over) return;
     try {
-      sendJson(this.res, 200, reply);
+      sendJson(this.res, status, reply);
       cutIfLeftUnread(this.res, this.#host.unreadMs);
     } catch (error) {
       // A reply that cannot be sent (a remote's result JSON cannot hold): answered as the failure.
@@ -144,6 +147,7 @@ export class Exchange implements RunningTurn {
     try {
       if (this.streaming) host.streamClosed();
       host.turns.delete(this);
+      if (this.turnId !== undefined) host.agentTurns.delete(this);
       if (this.#onClose !== undefined) this.res.off('close', this.#onClose);
       if (this.#onOuterAbort !== undefined && this.#outer !== undefined) stopWatching(this.#outer, this.#onOuterAbort);
       if (this.pooled) host.release(this.agentId);

@@ -86,6 +86,15 @@ const SCHEMAS: Record<string, Schema> = {
       result: { description: "The action's return value (null for none)." },
     },
   },
+  CancelRequest: {
+    type: 'object',
+    properties: { turn_id: { type: 'string', description: 'The turn to cancel (its `Turn-Id`), running or queued; absent: the running turn.' } },
+  },
+  CancelResponse: {
+    type: 'object',
+    required: ['agent_id', 'turn_id', 'cancelled'],
+    properties: { agent_id: { type: 'string' }, turn_id: { type: 'string' }, cancelled: { type: 'boolean', const: true } },
+  },
   StateResponse: {
     type: 'object',
     required: ['agent_id', 'state'],
@@ -173,6 +182,7 @@ export function buildOpenAPI(info: OpenAPIRouterInfo): OpenAPIDocument {
   const paths: OpenAPIDocument['paths'] = {};
   for (const route of routes) (paths[route.path] ??= {})[route.method] = operation(route, info, registry);
   paths[`${base}/turns/{turn_id}/events`] = { get: rejoinOperation(info, registry, base) };
+  paths[`${base}/cancel`] = { post: cancelOperation(info, registry, base) };
   if (info.servesDocument === true) {
     paths[`${info.prefix}/openapi.json`] = {
       get: withOptions(info, {
@@ -254,6 +264,17 @@ function rejoinOperation(info: OpenAPIRouterInfo, registry: boolean, base: strin
   const error = (description: string, code: string): object => ({ description, content: { 'application/json': { schema: ref('Error'), example: { error: description, code } } } });
   op.responses['404'] = error('No such turn of this agent, or it ended more than replayTTL seconds ago', 'turn_not_found');
   op.responses['410'] = error('The events asked for are no longer kept (replayLimit)', 'replay_expired');
+  return withOptions(info, op);
+}
+
+/** `POST .../cancel`: cancels a running or queued turn of the agent in this process. */
+function cancelOperation(info: OpenAPIRouterInfo, registry: boolean, base: string): OpenAPIOperation {
+  const summary = 'Cancel the running turn, or the turn named, of the agent (in this process); it stores nothing';
+  const op = operation({ name: 'cancel', method: 'post', path: `${base}/cancel`, summary, request: 'CancelRequest', reply: 'CancelResponse' }, info, registry);
+  const ok = op.responses['200'];
+  delete op.responses['200'];
+  op.responses['202'] = { ...(ok as object), description: 'Cancelled: its stream ends with `cancelled`' };
+  op.responses['404'] = { description: 'No such turn runs or waits here', content: { 'application/json': { schema: ref('Error'), example: { error: 'Agent "bot" runs no turn here', code: 'no_running_turn' } } } };
   return withOptions(info, op);
 }
 

@@ -24,6 +24,7 @@ import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteMat
 import { RunningTurns } from './running-turns.ts';
 import { rejoin } from './rejoin.ts';
 import { TurnLogs } from './turn-log.ts';
+import { AgentTurns } from './agent-turns.ts';
 
 export type { Logger } from '../lib/logger.ts';
 export type { AgentRequestListener, AgentRouterOptions, RequestHint } from './options.ts';
@@ -106,6 +107,7 @@ export class AgentRouter {
     const logger = loggerOf(options.logger);
     const replays = new TurnLogs(options.replayTTL ?? 300, options.replayLimit ?? 1024 * 1024, options.now);
     this.#host = {
+      agentTurns: new AgentTurns<Exchange>(),
       replays,
       keepOnDisconnect: options.onDisconnect === 'continue',
       logger,
@@ -224,6 +226,7 @@ export class AgentRouter {
         action = envelope.action;
         body = envelope.body;
       }
+      if (action === 'cancel') return exchange.finish(this.#host.agentTurns.cancel(exchange.agentId, turnIdIn(body)), 202);
       dispatch(this.#host, exchange, action, body);
     } catch (error) {
       exchange.fail(error);
@@ -332,6 +335,14 @@ export class AgentRouter {
     if (isTransport(target)) return { transport: target, requestId: requestIdOf(req), requestHeaders: req.headers };
     return { agent: (this.pool as AgentPool).acquire(agentId, (id) => new target(id)), pooled: true };
   }
+}
+
+/** A cancel's `turn_id`, if it names one. */
+function turnIdIn(body: Record<string, unknown>): string | undefined {
+  const turnId = body['turn_id'];
+  if (turnId === undefined || turnId === null) return undefined;
+  if (typeof turnId !== 'string' || turnId === '') throw httpErrors.badRequest('invalid_body', 'Cancel takes {"turn_id": "<Turn-Id>"}, or no body for the running turn');
+  return turnId;
 }
 
 /**

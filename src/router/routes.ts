@@ -1,5 +1,5 @@
 /** What a request asks for, once its path is matched. */
-export type RouteAction = 'chat' | 'invoke' | 'state' | 'request' | 'events';
+export type RouteAction = 'chat' | 'invoke' | 'state' | 'request' | 'events' | 'cancel';
 
 export interface RouteMatch {
   action: RouteAction;
@@ -27,6 +27,8 @@ const SINGLE: Record<string, RouteMatch> = Object.assign(Object.create(null) as 
   '/invoke/': { action: 'invoke', segment: undefined, method: 'POST' },
   '/state': { action: 'state', segment: undefined, method: 'GET' },
   '/state/': { action: 'state', segment: undefined, method: 'GET' },
+  '/cancel': { action: 'cancel', segment: undefined, method: 'POST' },
+  '/cancel/': { action: 'cancel', segment: undefined, method: 'POST' },
   '/': { action: 'request', segment: undefined, method: 'POST' },
   '': { action: 'request', segment: undefined, method: 'POST' },
 });
@@ -59,6 +61,9 @@ export function matchRegistry(path: string): RouteMatch | undefined {
     case '/state':
     case '/state/':
       return { action: 'state', segment, method: 'GET' };
+    case '/cancel':
+    case '/cancel/':
+      return { action: 'cancel', segment, method: 'POST' };
     default:
       return matchTurn(rest, segment);
   }
