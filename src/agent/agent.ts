@@ -59,9 +59,12 @@ export interface TurnOptions {
 /** How the router hands a turn its own cancel instead of a `signal`. @internal */
 const turnCancel: unique symbol = Symbol('agent-router.turnCancel');
 
-/** Turn options carrying the router's cancel. @internal */
-export function cancelledBy(cancel: TurnCancel): TurnOptions {
-  return { [turnCancel]: cancel } as TurnOptions;
+/** How the router hands a turn the id it already sent to the client. @internal */
+const turnIdOf: unique symbol = Symbol('agent-router.turnId');
+
+/** Turn options carrying the router's cancel, and the turn id the router made. @internal */
+export function cancelledBy(cancel: TurnCancel, turnId?: string): TurnOptions {
+  return { [turnCancel]: cancel, [turnIdOf]: turnId } as TurnOptions;
 }
 
 /** The router's chat turn: starts it now, reporting to a sink, and returns the Turn. @internal */
@@ -300,7 +303,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   #newTurn(kind: 'chat' | 'action', options: TurnOptions): Turn<S & JsonObject> {
     if (typeof options !== 'object' || options === null) throw new TypeError('Agent: turn options must be an object, e.g. { signal }');
     const given = (options as { [turnCancel]?: TurnCancel })[turnCancel];
-    if (given !== undefined) return new Turn(kind, given, false);
+    if (given !== undefined) return new Turn(kind, given, false, false, (options as { [turnIdOf]?: string })[turnIdOf]);
     return new Turn(kind, new TurnCancel(options.signal), true);
   }
 }

@@ -42,7 +42,7 @@ export type TurnEvent =
  */
 export class Turn<S extends JsonObject = JsonObject> {
   /** Random and URL-safe: unique across processes. */
-  readonly id: string = randomUUID();
+  readonly id: string;
   readonly kind: TurnKind;
   readonly cancel: TurnCancel;
   /**
@@ -66,7 +66,9 @@ export class Turn<S extends JsonObject = JsonObject> {
   /** A setState turn applying another turn's carried updates: a setState during it is a turn of its own. */
   readonly appliesCarried: boolean;
 
-  constructor(kind: TurnKind, cancel: TurnCancel, ownsCancel: boolean, appliesCarried = false) {
+  /** `id`: one the router made (it sends it before the turn starts); a random one otherwise. */
+  constructor(kind: TurnKind, cancel: TurnCancel, ownsCancel: boolean, appliesCarried = false, id: string = randomUUID()) {
+    this.id = id;
     this.kind = kind;
     this.cancel = cancel;
     this.ownsCancel = ownsCancel;

@@ -146,8 +146,9 @@ export function applyCors(options: CorsOptions, req: IncomingMessage, res: Serve
   }
   if (req.method !== 'OPTIONS' || req.headers['access-control-request-method'] === undefined) {
     // Retry-After (on 429 and 503) is not a CORS-safelisted response header: without this, a page
-    // sees the status but not how long to wait (Chromium's res.headers.get('retry-after') is null).
+    // sees the status but not how long to wait (Chromium's res.headers.get('retry-after') is null). Turn-Id likewise.
     if (ok) addToList(res, 'Access-Control-Expose-Headers', 'Retry-After', ['retry-after']);
+    if (ok) addToList(res, 'Access-Control-Expose-Headers', 'Turn-Id', ['turn-id']);
     return false;
   }
   if (ok) {

@@ -95,8 +95,8 @@ export class SSEWriter {
    * for `drain`), undefined when the next may go at once: most chunks, and
    * an await per chunk is measurable in a burst.
    */
-  send(chunk: string, event?: string): Promise<void> | undefined {
-    return this.#write(formatEvent(chunk, event));
+  send(chunk: string, event?: string, id?: string): Promise<void> | undefined {
+    return this.#write(formatEvent(chunk, event, id));
   }
 
 

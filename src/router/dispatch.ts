@@ -10,6 +10,7 @@ import type { JsonObject } from '../types.ts';
 import type { Exchange, ExchangeHost } from './exchange.ts';
 import { invokePayload, requireMessage } from './payload.ts';
 import type { RouteAction } from './routes.ts';
+import type { TurnLogs } from './turn-log.ts';
 import { streamReply, type ReplySource, type StreamOptions } from './stream.ts';
 import { logToolFailure, ToolCallList } from './tool-wire.ts';
 import type { TurnEvent } from '../agent/turn.ts';
@@ -31,6 +32,10 @@ export interface DispatchHost extends ExchangeHost {
   /** Checks a stream could be opened, without counting it. */
   checkStreams(): void;
   readonly streamOptions: Omit<StreamOptions, 'typed' | 'cancel'>;
+  /** The logs of streamed turns, for rejoins. */
+  readonly replays: TurnLogs;
+  /** onDisconnect is `continue`: a turn whose client leaves runs to its end. */
+  readonly keepOnDisconnect: boolean;
   resolve(agentId: string, req: IncomingMessage): Target;
 }
 
@@ -39,7 +44,7 @@ export interface DispatchHost extends ExchangeHost {
  * an action, or a state read. It answers through the exchange, now or once
  * the turn ends; a request refused before any turn starts throws.
  */
-export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request'>, body: Record<string, unknown>): void {
+export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request' | 'events' | 'cancel'>, body: Record<string, unknown>): void {
   const { req, res, agentId } = exchange;
   // Gone while an async authorize hook ran: no 'close' will come again to cut the turn, so it must not start.
   if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
@@ -55,19 +60,22 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
   const target = host.resolve(agentId, req);
   exchange.pooled = 'agent' in target && target.pooled;
   if (action === 'state' && 'agent' in target) return answerState(host, exchange, target.agent);
+  const keep = keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect);
   // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
-  const cancel = exchange.begin(host.timing && 'agent' in target);
+  const cancel = exchange.begin(host.timing && 'agent' in target, keep);
+  const turnId = 'agent' in target ? exchange.newTurnId() : undefined;
+  if (turnId !== undefined) host.agentTurns.add(exchange);
   if (stream !== false) {
     host.openStream();
     exchange.streaming = true;
-    const options = { ...host.streamOptions, typed: stream === 'events', cancel };
-    return streamReply(res, agentId, sourceOf(target, agentId, message, cancel, options.typed), options, exchange);
+    const options = { ...host.streamOptions, typed: stream === 'events', cancel, keep };
+    return streamReply(res, agentId, sourceOf(target, exchange, message, cancel, options.typed), options, exchange);
   }
   if (action === 'chat' && 'agent' in target && target.agent[servesDirectly]) {
-    target.agent[chatTurn](message, cancelledBy(cancel), new ChatReply(exchange, host.logger));
+    target.agent[chatTurn](message, cancelledBy(cancel, turnId), new ChatReply(exchange, host.logger));
     return;
   }
-  call(target, agentId, action, body, message, cancel).then(
+  call(target, exchange, action, body, message, cancel).then(
     (reply) => exchange.finish(reply),
     (error: unknown) => exchange.fail(error),
   );
@@ -91,7 +99,8 @@ class ChatReply implements ChatSink {
   }
 
   done(text: string, truncated: boolean): void {
-    const reply: JsonObject = { agent_id: this.#exchange.agentId, response: text };
+    const { agentId, turnId } = this.#exchange;
+    const reply: JsonObject = { agent_id: agentId, turn_id: turnId as string, response: text };
     if (truncated) reply['truncated'] = true;
     const tools = this.#tools?.list;
     if (tools !== undefined) reply['tool_calls'] = tools;
@@ -132,22 +141,23 @@ function answerState(host: DispatchHost, exchange: Exchange, agent: Agent<any>):
   );
 }
 
-function sourceOf(target: Target, agentId: string, message: string, cancel: TurnCancel, typed: boolean): ReplySource {
+function sourceOf(target: Target, exchange: Exchange, message: string, cancel: TurnCancel, typed: boolean): ReplySource {
   if (!('agent' in target)) {
     const remote = target.transport;
+    const options = callOptions(target, cancel, exchange);
     // A typed stream asks the remote for one, so its tool events reach the client as it sent them.
     if (typed && remote instanceof HTTPTransport && remote.stream === HTTPTransport.prototype.stream) {
-      return { chunks: remote[typedStream](agentId, message, callOptions(target, cancel)) };
+      return { chunks: remote[typedStream](exchange.agentId, message, options) };
     }
-    return { chunks: remote.stream(agentId, message, callOptions(target, cancel)) };
+    return { chunks: remote.stream(exchange.agentId, message, options) };
   }
   const agent = target.agent;
   // Pushed straight to the writer, unless a subclass has its own stream() to go through.
-  return agent[servesDirectly] ? { agent, message } : { chunks: agent.stream(message, cancelledBy(cancel)) };
+  return agent[servesDirectly] ? { agent, message } : { chunks: agent.stream(message, cancelledBy(cancel, exchange.turnId)) };
 }
 
-function callOptions(target: RemoteTarget, cancel: TurnCancel): TransportCallOptions {
-  return { signal: cancel.signal, requestId: target.requestId, requestHeaders: target.requestHeaders };
+function callOptions(target: RemoteTarget, cancel: TurnCancel, exchange: Exchange): TransportCallOptions {
+  return { signal: cancel.signal, requestId: target.requestId, requestHeaders: target.requestHeaders, onTurnId: (id) => exchange.relayTurnId(id) };
 }
 
 /**
@@ -155,9 +165,10 @@ function callOptions(target: RemoteTarget, cancel: TurnCancel): TransportCallOpt
  * reports to a ChatReply instead). Resolved, not assumed promises: a
  * transport or subclass of the user's may answer synchronously.
  */
-function call(target: Target, agentId: string, action: RouteAction, body: Record<string, unknown>, message: string, cancel: TurnCancel): Promise<JsonObject> {
+function call(target: Target, exchange: Exchange, action: RouteAction, body: Record<string, unknown>, message: string, cancel: TurnCancel): Promise<JsonObject> {
+  const { agentId, turnId } = exchange;
   const remote = 'transport' in target ? target.transport : undefined;
-  const options = 'transport' in target ? callOptions(target, cancel) : undefined;
+  const options = 'transport' in target ? callOptions(target, cancel, exchange) : undefined;
   const agent = 'agent' in target ? target.agent : undefined;
   switch (action) {
     case 'chat': {
@@ -167,11 +178,11 @@ function call(target: Target, agentId: string, action: RouteAction, body: Record
           const reply: JsonObject = { agent_id: agentId, response };
           if (truncated) reply['truncated'] = true;
           if (toolCalls !== undefined) reply['tool_calls'] = toolCalls;
-          return reply;
+          return withTurnId(reply, exchange.turnId);
         });
       }
-      const replying = remote !== undefined ? remote.chat(agentId, message, options) : (agent as Agent<any>).chat(message, cancelledBy(cancel));
-      return Promise.resolve(replying).then((response) => ({ agent_id: agentId, response }));
+      const replying = remote !== undefined ? remote.chat(agentId, message, options) : (agent as Agent<any>).chat(message, cancelledBy(cancel, turnId));
+      return Promise.resolve(replying).then((response) => withTurnId({ agent_id: agentId, response }, exchange.turnId));
     }
     case 'invoke': {
       const payload = invokePayload(body);
@@ -180,11 +191,26 @@ function call(target: Target, agentId: string, action: RouteAction, body: Record
         throw httpErrors.badRequest('missing_method', 'Invoke needs a "method" string, e.g. {"method": "increment", "params": {"by": 2}}');
       }
       const params = payload['params'];
-      const result = remote !== undefined ? remote.invoke(agentId, method, params, options) : (agent as Agent<any>).invoke(method, params, cancelledBy(cancel));
-      return Promise.resolve(result).then((value) => ({ agent_id: agentId, result: (value ?? null) as JsonObject }));
+      const result = remote !== undefined ? remote.invoke(agentId, method, params, options) : (agent as Agent<any>).invoke(method, params, cancelledBy(cancel, turnId));
+      return Promise.resolve(result).then((value) => withTurnId({ agent_id: agentId, result: (value ?? null) as JsonObject }, exchange.turnId));
     }
     default:
       // A local agent's state is answered by answerState, before any turn starts.
       return Promise.resolve((remote as AgentTransport).state(agentId, options)).then((state) => ({ agent_id: agentId, state }));
   }
+}
+
+/** `turn_id` right after `agent_id`: the local turn's, or the one a remote sent. */
+function withTurnId(reply: JsonObject, turnId: string | undefined): JsonObject {
+  if (turnId === undefined) return reply;
+  const { agent_id, ...rest } = reply;
+  return { agent_id, turn_id: turnId, ...rest } as JsonObject;
+}
+
+/** `?on_disconnect=`: `continue` keeps the turn running when its client leaves, `cancel` cuts it; absent, the router's option. */
+function keepOnDisconnect(value: string | undefined, byDefault: boolean): boolean {
+  if (value === undefined || value === '') return byDefault;
+  if (value === 'continue') return true;
+  if (value === 'cancel') return false;
+  throw httpErrors.badRequest('bad_query', 'Query parameter on_disconnect must be cancel or continue');
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, statusOf, worthLogging } from '../errors.ts';
@@ -6,6 +7,7 @@ import { sendError, sendJson } from '../http/respond.ts';
 import { cutIfLeftUnread } from '../http/unread.ts';
 import { stopWatching, whenAborted } from '../lib/signal-watch.ts';
 import type { JsonObject } from '../types.ts';
+import type { AgentTurns } from './agent-turns.ts';
 import type { RunningTurn, RunningTurns } from './running-turns.ts';
 
 /** What an exchange needs of its router. */
@@ -15,6 +17,8 @@ export interface ExchangeHost {
   readonly unreadMs: number;
   /** The requests running now: what abortAll() and the turn timeout reach. */
   readonly turns: RunningTurns<Exchange>;
+  /** The local turns running or queued now, per agent (cancel, whenBusy). */
+  readonly agentTurns: AgentTurns<Exchange>;
   /** A stream this exchange opened is over. */
   streamClosed(): void;
   /** The exchange's use of a pooled agent is over. */
@@ -38,6 +42,8 @@ export class Exchange implements RunningTurn {
   query = '';
   /** The turn's cancel, once `begin` started one. */
   cancel: TurnCancel | undefined;
+  /** The id of the local turn this request runs, sent before the turn starts (`Turn-Id`). */
+  turnId: string | undefined;
   /** The agent is the pool's, to give back at the end. */
   pooled = false;
   /** Counted in the router's open streams. */
@@ -65,14 +71,23 @@ export class Exchange implements RunningTurn {
    * Starts the request's turn: a cancel that the client leaving, the
    * caller's signal and (when `timed`) the turn timeout abort.
    */
-  begin(timed: boolean): TurnCancel {
+  begin(timed: boolean, keepOnClose = false): TurnCancel {
     const cancel = (this.cancel = new TurnCancel());
     const res = this.res;
+    this.timed = timed;
+    this.#host.turns.add(this);
+    // onDisconnect 'continue': the client leaving does not cut the turn (the timeout and abortAll still do).
+    if (keepOnClose) return this.#watchOuter(cancel);
     // Not `writableFinished`: node:http2's compatibility response reports it once a cancelled stream closes, ended or not.
     this.#onClose = () => {
       if (!res.writableEnded) cancel.abort(new AgentRouterError(499, 'client_closed', 'Client closed the connection'));
     };
     res.on('close', this.#onClose);
+    return this.#watchOuter(cancel);
+  }
+
+  /** The caller's signal (RequestHint.signal) aborts the turn too. */
+  #watchOuter(cancel: TurnCancel): TurnCancel {
     const outer = this.#outer;
     if (outer !== undefined) {
       const onOuterAbort = (): void => cancel.abort(outer.reason);
@@ -80,16 +95,28 @@ export class Exchange implements RunningTurn {
       if (outer.aborted) onOuterAbort();
       else whenAborted(outer, onOuterAbort);
     }
-    this.timed = timed;
-    this.#host.turns.add(this);
     return cancel;
   }
 
+  /** Makes the id of the request's turn and sends it in the `Turn-Id` header (JSON replies and streams alike). */
+  newTurnId(): string {
+    const id = (this.turnId = randomUUID());
+    this.res.setHeader('Turn-Id', id);
+    return id;
+  }
+
+  /** A remote's turn id, relayed while the answer has not begun. */
+  relayTurnId(id: string): void {
+    if (this.res.headersSent) return;
+    this.turnId = id;
+    this.res.setHeader('Turn-Id', id);
+  }
+
   /** Answers with a JSON reply. */
-  finish(reply: JsonObject): void {
+  finish(reply: JsonObject, status = 200): void {
     if (this.#over) return;
     try {
-      sendJson(this.res, 200, reply);
+      sendJson(this.res, status, reply);
       cutIfLeftUnread(this.res, this.#host.unreadMs);
     } catch (error) {
       // A reply that cannot be sent (a remote's result JSON cannot hold): answered as the failure.
@@ -120,6 +147,7 @@ export class Exchange implements RunningTurn {
     try {
       if (this.streaming) host.streamClosed();
       host.turns.delete(this);
+      if (this.turnId !== undefined) host.agentTurns.delete(this);
       if (this.#onClose !== undefined) this.res.off('close', this.#onClose);
       if (this.#onOuterAbort !== undefined && this.#outer !== undefined) stopWatching(this.#outer, this.#onOuterAbort);
       if (this.pooled) host.release(this.agentId);

@@ -54,9 +54,10 @@ const SCHEMAS: Record<string, Schema> = {
   },
   ChatResponse: {
     type: 'object',
-    required: ['agent_id', 'response'],
+    required: ['agent_id', 'turn_id', 'response'],
     properties: {
       agent_id: { type: 'string' },
+      turn_id: { type: 'string', description: 'The turn, as in the `Turn-Id` header (absent only behind a transport of your own that sends none).' },
       response: { type: 'string', description: 'The reply (all of it, unless truncated says the provider cut it short).' },
       truncated: { type: 'boolean', const: true, description: "Present when the model's provider cut the reply short at its token limit." },
       tool_calls: { type: 'array', items: ref('ToolCallRecord'), description: 'Present when the turn called tools: each call in order, with its result or error.' },
@@ -110,8 +111,21 @@ const SCHEMAS: Record<string, Schema> = {
   },
   InvokeResponse: {
     type: 'object',
-    required: ['agent_id', 'result'],
-    properties: { agent_id: { type: 'string' }, result: { description: "The action's return value (null for none)." } },
+    required: ['agent_id', 'turn_id', 'result'],
+    properties: {
+      agent_id: { type: 'string' },
+      turn_id: { type: 'string', description: 'The turn, as in the `Turn-Id` header (absent only behind a transport of your own that sends none).' },
+      result: { description: "The action's return value (null for none)." },
+    },
+  },
+  CancelRequest: {
+    type: 'object',
+    properties: { turn_id: { type: 'string', description: 'The turn to cancel (its `Turn-Id`), running or queued; absent: the running turn.' } },
+  },
+  CancelResponse: {
+    type: 'object',
+    required: ['agent_id', 'turn_id', 'cancelled'],
+    properties: { agent_id: { type: 'string' }, turn_id: { type: 'string' }, cancelled: { type: 'boolean', const: true } },
   },
   StateResponse: {
     type: 'object',
@@ -144,10 +158,11 @@ const EVENT_STREAM = {
       description:
         'Server-Sent Events: one `data:` event per chunk of the reply, then `event: done` + `data: [DONE]`; ' +
         'a failure after the stream began ends it with `event: error` + `data: {"error", "code"}`; `: ping` comments keep an idle stream open. ' +
+        'Every event carries `id: <turn_id>:<seq>` (seq from 1; the `Turn-Id` header names the turn). ' +
         // What a client of stream=events parses; the document had only the plain stream's shape.
-        'With `stream=events`, typed JSON events whose `type` is the event name: `turn.started` (`{"type", "agent_id"}`), `text.delta` (`{"type", "text"}`), ' +
+        'With `stream=events`, typed JSON events whose `type` is the event name: `turn.started` (`{"type", "agent_id", "turn_id"}`), `text.delta` (`{"type", "text"}`), ' +
         'then `turn.finished` (`{"type", "result": {"agent_id", "text"}}`, `"truncated": true` in `result` when the provider cut the reply short) or `turn.failed` (`{"type", "error", "code"}`). ' +
-        'A turn that calls tools sends `tool.call` (`{"type", "id", "name", "arguments"}`, schema ToolCallEvent) and `tool.result` (`{"type", "id", "name", "result"}` or `{..., "error": {"message", "code"}}`, schema ToolResultEvent) in order between the `text.delta` events; the plain stream sends only text.',
+        'A turn that calls tools sends `tool.call` (`{"type", "id", "name", "arguments"}`, schema ToolCallEvent) and `tool.result` (`{"type", "id", "name", "result"}` or `{..., "error": {"message", "code"}}`, schema ToolResultEvent) in order between the `text.delta` events; the plain stream sends only text, though its `id:` seq counts the tool events too.',
     },
     example: 'data: Hello\n\ndata:  world\n\nevent: done\ndata: [DONE]\n\n',
   },
@@ -199,6 +214,8 @@ export function buildOpenAPI(info: OpenAPIRouterInfo): OpenAPIDocument {
   ];
   const paths: OpenAPIDocument['paths'] = {};
   for (const route of routes) (paths[route.path] ??= {})[route.method] = operation(route, info, registry);
+  paths[`${base}/turns/{turn_id}/events`] = { get: rejoinOperation(info, registry, base) };
+  paths[`${base}/cancel`] = { post: cancelOperation(info, registry, base) };
   if (info.servesDocument === true) {
     paths[`${info.prefix}/openapi.json`] = {
       get: withOptions(info, {
@@ -263,6 +280,35 @@ function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean)
     ...(route.request === undefined ? {} : { requestBody: { required: true, content: json(ref(route.request)) } }),
     responses,
   });
+}
+
+/** `GET .../turns/{turn_id}/events`: a streamed turn's events again, then the live ones (in-process only for now). */
+function rejoinOperation(info: OpenAPIRouterInfo, registry: boolean, base: string): OpenAPIOperation {
+  const summary = 'Rejoin a streamed turn: its events after Last-Event-ID, then the live ones to its end';
+  const op = operation({ name: 'turn events', method: 'get', path: `${base}/turns/{turn_id}/events`, summary, reply: 'Error', streams: false }, info, registry);
+  const query = (name: string, description: string): object => ({ name, in: 'query', required: false, description, schema: { type: 'string' } });
+  op.parameters = [
+    ...(op.parameters ?? []),
+    { name: 'turn_id', in: 'path', required: true, description: 'The `Turn-Id` of the turn.', schema: { type: 'string', minLength: 1 } },
+    query('stream', '`events` for the typed stream; otherwise the plain one.'),
+    query('last_event_id', 'The `id` of the last event received (`<turn_id>:<seq>`), when no `Last-Event-ID` header is sent.'),
+  ];
+  op.responses['200'] = { description: 'OK', content: EVENT_STREAM };
+  const error = (description: string, code: string): object => ({ description, content: { 'application/json': { schema: ref('Error'), example: { error: description, code } } } });
+  op.responses['404'] = error('No such turn of this agent, or it ended more than replayTTL seconds ago', 'turn_not_found');
+  op.responses['410'] = error('The events asked for are no longer kept (replayLimit)', 'replay_expired');
+  return withOptions(info, op);
+}
+
+/** `POST .../cancel`: cancels a running or queued turn of the agent in this process. */
+function cancelOperation(info: OpenAPIRouterInfo, registry: boolean, base: string): OpenAPIOperation {
+  const summary = 'Cancel the running turn, or the turn named, of the agent (in this process); it stores nothing';
+  const op = operation({ name: 'cancel', method: 'post', path: `${base}/cancel`, summary, request: 'CancelRequest', reply: 'CancelResponse' }, info, registry);
+  const ok = op.responses['200'];
+  delete op.responses['200'];
+  op.responses['202'] = { ...(ok as object), description: 'Cancelled: its stream ends with `cancelled`' };
+  op.responses['404'] = { description: 'No such turn runs or waits here', content: { 'application/json': { schema: ref('Error'), example: { error: 'Agent "bot" runs no turn here', code: 'no_running_turn' } } } };
+  return withOptions(info, op);
 }
 
 /** Adds the router's `tags`, and merges its `responses` over each status (theirs win, field by field). */

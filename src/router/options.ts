@@ -39,6 +39,15 @@ export interface AgentRouterOptions extends AgentPoolOptions {
   maxStreams?: number | undefined;
   /** Where 5xx details go (never to the client). @defaultValue console */
   logger?: Logger | undefined;
+  /**
+   * What a turn does when its client leaves: `cancel` it (nothing is stored), or `continue` to its end and
+   * commit, so the client can rejoin its stream. Per request: `?on_disconnect=`. @defaultValue 'cancel'
+   */
+  onDisconnect?: 'cancel' | 'continue' | undefined;
+  /** Seconds a finished streamed turn can still be rejoined (`GET .../turns/{turn_id}/events`), in full. @defaultValue 300 */
+  replayTTL?: number | undefined;
+  /** Bytes of a streamed turn's events kept for rejoins; past it the oldest go (a rejoin asking for them gets 410). @defaultValue 1 MiB */
+  replayLimit?: number | undefined;
   /** Share an existing pool (AgentServer does); otherwise the router makes its own from these options. */
   pool?: AgentPool | undefined;
 }
@@ -59,6 +68,9 @@ export const ROUTER_OPTION_KINDS: { readonly [K in keyof Required<AgentRouterOpt
   maxStreams: 'limit',
   logger: 'logger',
   pool: 'object',
+  onDisconnect: 'string',
+  replayTTL: 'seconds',
+  replayLimit: 'limit',
   idleTimeout: 'idleSeconds',
   maxAgents: 'positiveCount',
   onCreate: 'function',

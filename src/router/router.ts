@@ -22,6 +22,9 @@ import { ROUTER_OPTION_KINDS, type AgentRequestListener, type AgentRouterOptions
 import { asObject, requestIdOf, unwrapEnvelope } from './payload.ts';
 import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteMatch } from './routes.ts';
 import { RunningTurns } from './running-turns.ts';
+import { rejoin } from './rejoin.ts';
+import { TurnLogs } from './turn-log.ts';
+import { AgentTurns } from './agent-turns.ts';
 
 export type { Logger } from '../lib/logger.ts';
 export type { AgentRequestListener, AgentRouterOptions, RequestHint } from './options.ts';
@@ -35,6 +38,9 @@ export const serveRequest: unique symbol = Symbol('agent-router.serveRequest');
  * waiting on an authorize hook). @internal
  */
 export const shutTurns: unique symbol = Symbol('agent-router.shutTurns');
+
+/** The router's turn logs (for tests of their bounds). @internal */
+export const replayStore: unique symbol = Symbol('agent-router.replayStore');
 
 /**
  * A host app behind the router (an adapter's): a path of the generic
@@ -81,6 +87,9 @@ export class AgentRouter {
     else throw new TypeError('AgentRouter: the first argument must be an Agent or an AgentRegistry');
     checkOptions(options, ROUTER_OPTION_KINDS, 'AgentRouter');
     if (options.cors !== undefined) checkCors(options.cors, 'AgentRouter');
+    if (options.onDisconnect !== undefined && options.onDisconnect !== 'cancel' && options.onDisconnect !== 'continue') {
+      throw new TypeError(`AgentRouter: onDisconnect must be 'cancel' or 'continue', got ${JSON.stringify(options.onDisconnect)}`);
+    }
     this.options = options;
     this.prefix = normalizePrefix(options.prefix);
     this.#bodyLimit = options.bodyLimit ?? 1024 * 1024;
@@ -96,14 +105,18 @@ export class AgentRouter {
       exchange.cancel?.abort(new AgentRouterError(504, 'turn_timeout', message, { expose: true }));
     });
     const logger = loggerOf(options.logger);
+    const replays = new TurnLogs(options.replayTTL ?? 300, options.replayLimit ?? 1024 * 1024, options.now);
     this.#host = {
+      agentTurns: new AgentTurns<Exchange>(),
+      replays,
+      keepOnDisconnect: options.onDisconnect === 'continue',
       logger,
       // A client that reads nothing for turnTimeout is taken as gone.
       unreadMs: turnTimeout > 0 ? turnTimeout * 1000 : Infinity,
       turns,
       timing: turns.timing,
       shut: undefined,
-      streamOptions: { pingInterval: options.pingInterval, stallTimeout: turnTimeout, logger },
+      streamOptions: { pingInterval: options.pingInterval, stallTimeout: turnTimeout, logger, replays },
       streamClosed: () => {
         this.#openStreams--;
       },
@@ -197,6 +210,10 @@ export class AgentRouter {
       exchange.agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
       exchange.query = query;
       const authorize = this.options.authorize;
+      if (route.action === 'events') {
+        if (authorize !== undefined) await authorizeRequest(authorize, req, exchange.agentId, 'read');
+        return rejoin(this.#host, exchange, route.turn as string);
+      }
       let action = route.action;
       if (authorize !== undefined && action !== 'request') await authorizeRequest(authorize, req, exchange.agentId, action);
       let body = route.method === 'POST' ? this.#body(exchange, hint.body) : {};
@@ -209,6 +226,7 @@ export class AgentRouter {
         action = envelope.action;
         body = envelope.body;
       }
+      if (action === 'cancel') return exchange.finish(this.#host.agentTurns.cancel(exchange.agentId, turnIdIn(body)), 202);
       dispatch(this.#host, exchange, action, body);
     } catch (error) {
       exchange.fail(error);
@@ -294,6 +312,11 @@ export class AgentRouter {
     this.abortAll(reason);
   }
 
+  /** See `replayStore`. @internal */
+  get [replayStore](): TurnLogs {
+    return this.#host.replays;
+  }
+
   /** Open SSE streams now. */
   get openStreams(): number {
     return this.#openStreams;
@@ -312,6 +335,14 @@ export class AgentRouter {
     if (isTransport(target)) return { transport: target, requestId: requestIdOf(req), requestHeaders: req.headers };
     return { agent: (this.pool as AgentPool).acquire(agentId, (id) => new target(id)), pooled: true };
   }
+}
+
+/** A cancel's `turn_id`, if it names one. */
+function turnIdIn(body: Record<string, unknown>): string | undefined {
+  const turnId = body['turn_id'];
+  if (turnId === undefined || turnId === null) return undefined;
+  if (typeof turnId !== 'string' || turnId === '') throw httpErrors.badRequest('invalid_body', 'Cancel takes {"turn_id": "<Turn-Id>"}, or no body for the running turn');
+  return turnId;
 }
 
 /**

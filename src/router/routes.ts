@@ -1,5 +1,5 @@
 /** What a request asks for, once its path is matched. */
-export type RouteAction = 'chat' | 'invoke' | 'state' | 'request';
+export type RouteAction = 'chat' | 'invoke' | 'state' | 'request' | 'events' | 'cancel';
 
 export interface RouteMatch {
   action: RouteAction;
@@ -7,6 +7,17 @@ export interface RouteMatch {
   segment: string | undefined;
   /** The one method this route answers. */
   method: 'GET' | 'POST';
+  /** The raw `{turn_id}` segment of a rejoin. */
+  turn?: string | undefined;
+}
+
+/** `/turns/{turn_id}/events` (the rest of a path after the agent), or undefined. */
+function matchTurn(rest: string, segment: string | undefined): RouteMatch | undefined {
+  if (!rest.startsWith('/turns/')) return undefined;
+  const end = rest.endsWith('/events/') ? rest.length - 8 : rest.endsWith('/events') ? rest.length - 7 : -1;
+  const turn = end > 7 ? rest.slice(7, end) : '';
+  if (turn === '' || turn.includes('/')) return undefined;
+  return { action: 'events', segment, method: 'GET', turn };
 }
 
 const SINGLE: Record<string, RouteMatch> = Object.assign(Object.create(null) as Record<string, RouteMatch>, {
@@ -16,13 +27,15 @@ const SINGLE: Record<string, RouteMatch> = Object.assign(Object.create(null) as 
   '/invoke/': { action: 'invoke', segment: undefined, method: 'POST' },
   '/state': { action: 'state', segment: undefined, method: 'GET' },
   '/state/': { action: 'state', segment: undefined, method: 'GET' },
+  '/cancel': { action: 'cancel', segment: undefined, method: 'POST' },
+  '/cancel/': { action: 'cancel', segment: undefined, method: 'POST' },
   '/': { action: 'request', segment: undefined, method: 'POST' },
   '': { action: 'request', segment: undefined, method: 'POST' },
 });
 
 /** `/chat`, `/invoke`, `/state`, `/` of a single-agent router (a trailing slash is tolerated, as on a registry router). */
 export function matchSingle(path: string): RouteMatch | undefined {
-  return SINGLE[path];
+  return SINGLE[path] ?? matchTurn(path, undefined);
 }
 
 /**
@@ -48,8 +61,11 @@ export function matchRegistry(path: string): RouteMatch | undefined {
     case '/state':
     case '/state/':
       return { action: 'state', segment, method: 'GET' };
+    case '/cancel':
+    case '/cancel/':
+      return { action: 'cancel', segment, method: 'POST' };
     default:
-      return undefined;
+      return matchTurn(rest, segment);
   }
 }
 

@@ -3,7 +3,7 @@ import { cancelledBy, chatTurn, type Agent, type ChatSink } from '../agent/agent
 import type { TurnEvent } from '../agent/turn.ts';
 import type { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, errorBody, statusOf, worthLogging } from '../errors.ts';
-import { DONE_FRAME, formatEvent } from '../sse/format.ts';
+import { formatEvent } from '../sse/format.ts';
 import { ChunkSeam } from '../sse/seams.ts';
 import { SSEWriter } from '../http/sse-writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
@@ -11,6 +11,7 @@ import type { TypedChunkStream } from '../transports/http.ts';
 import type { RelayedEvent } from '../transports/http-call.ts';
 import type { Logger } from '../lib/logger.ts';
 import { logToolFailure, toolCallPayload, toolResultPayload } from './tool-wire.ts';
+import type { TurnLog, TurnLogs } from './turn-log.ts';
 
 /** Where a streamed reply comes from: chunks to pull, or a local agent's turn, which pushes them into the stream. */
 export type ReplySource = { chunks: AsyncIterable<string> | ChunkStream | TypedChunkStream } | { agent: Agent<any>; message: string };
@@ -25,10 +26,16 @@ export interface StreamOptions {
   /** Seconds a client may leave the stream unread before it is cut (see SSEWriterOptions). */
   stallTimeout: number;
   logger: Logger;
+  /** Where a turn's events are kept for rejoins. */
+  replays?: TurnLogs | undefined;
+  /** onDisconnect 'continue': the turn goes on once the client is gone (its events still reach the log). */
+  keep?: boolean | undefined;
 }
 
 /** Where a stream reports its end: `done` once it answered, however it ended; `fail` when it never began and a JSON status still answers. */
 export interface StreamOwner {
+  /** The turn's id (a remote's, once it answered): in `turn.started`, and with seq in every event's `id:`. */
+  readonly turnId?: string | undefined;
   done(): void;
   fail(error: unknown): void;
 }
@@ -75,13 +82,22 @@ class ReplyStream implements ChatSink {
   readonly #cancel: TurnCancel;
   readonly #logger: Logger;
   readonly #owner: StreamOwner;
+  readonly #turnId: string | undefined;
+  /** The turn's events for rejoins: entry k is the event of seq k (k + 1 typed); see TurnLog. */
+  readonly #log: TurnLog | undefined;
+  readonly #keep: boolean;
   /** The reply so far (the typed stream's `turn.finished` carries it). */
   #text = '';
   /** The plain stream's watch on a pair or a CRLF split between chunks; made by the first chunk that splits one. */
   #seam: ChunkSeam | undefined;
+  /** The turn's events so far (text, then its end): an event's `id:` seq, plus one in the typed stream, whose turn.started is 1. */
+  #seq = 0;
 
-  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger }: StreamOptions, owner: StreamOwner) {
+  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger, replays, keep }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
+    this.#turnId = owner.turnId;
+    this.#log = owner.turnId === undefined ? undefined : replays?.open(owner.turnId, agentId);
+    this.#keep = keep === true;
     this.#typed = typed;
     this.#cancel = cancel;
     this.#logger = logger;
@@ -91,7 +107,7 @@ class ReplyStream implements ChatSink {
 
   start(source: ReplySource): void {
     try {
-      const started = this.#typed ? this.#writer.send(typedFrame('turn.started', { agent_id: this.#agentId }), 'turn.started') : undefined;
+      const started = this.#typed ? this.#writer.send(typedFrame('turn.started', this.#turnId === undefined ? { agent_id: this.#agentId } : { agent_id: this.#agentId, turn_id: this.#turnId }), 'turn.started', this.#id()) : undefined;
       if (started === undefined) this.#pump(source);
       else started.then(() => this.#pump(source), (error: unknown) => this.failed(error));
     } catch (error) {
@@ -101,43 +117,52 @@ class ReplyStream implements ChatSink {
 
   #pump(source: ReplySource): void {
     if ('agent' in source) {
-      source.agent[chatTurn](source.message, cancelledBy(this.#cancel), this);
+      source.agent[chatTurn](source.message, cancelledBy(this.#cancel, this.#turnId), this);
       return;
     }
     pull(source.chunks, this).then(() => this.#pulled(), (error: unknown) => this.failed(error));
   }
 
-  /** False once the client is gone or the stream ended. */
+  /** False once the client is gone (unless the turn goes on without it) or the stream ended. */
   get open(): boolean {
-    return this.#writer.open;
+    return this.#writer.open || this.#keep;
   }
 
   event(event: TurnEvent): Promise<void> | undefined {
     if (event.type === 'text') return this.chunk(event.text);
     if (event.type === 'tool.result') logToolFailure(this.#logger, this.#agentId, event);
     // The plain stream carries text only; the typed one each call and its result, in order between the deltas.
-    if (!this.#typed || (event.type !== 'tool.call' && event.type !== 'tool.result')) return undefined;
-    if (!this.#writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+    if (event.type !== 'tool.call' && event.type !== 'tool.result') return undefined;
+    if (!this.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
     const payload = event.type === 'tool.call' ? toolCallPayload(event.call) : toolResultPayload(event.call, event.outcome);
-    return this.#writer.send(JSON.stringify(payload), event.type);
+    return this.#tool({ event: event.type, data: JSON.stringify(payload) });
+  }
+
+  /** A tool event: counted and logged in both modes (so ids agree), sent in the typed stream only. */
+  #tool(entry: { event: string; data: string }): Promise<void> | undefined {
+    this.#seq++;
+    this.#log?.tool(entry);
+    return this.#typed ? this.#writer.send(entry.data, entry.event, this.#id()) : undefined;
   }
 
   /** A remote typed stream's tool event, sent on as it came. */
   relay(event: RelayedEvent): Promise<void> | undefined {
-    if (!this.#writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
-    return this.#typed ? this.#writer.send(event.data, event.event) : undefined;
+    if (!this.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+    return this.#tool({ event: event.event, data: event.data });
   }
 
   chunk(text: string): Promise<void> | undefined {
     // A turn whose client is gone ends without committing (as the pull loop stops pulling).
-    if (!this.#writer.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+    if (!this.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+    this.#seq++;
+    this.#log?.text(text);
     if (!this.#typed) {
       if (this.#seam !== undefined) text = this.#seam.next(text);
       else if (ChunkSeam.needed(text)) text = (this.#seam = new ChunkSeam()).next(text);
-      return text === '' ? undefined : this.#writer.send(text);
+      return text === '' ? undefined : this.#writer.send(text, undefined, this.#id());
     }
     this.#text += text;
-    return this.#writer.send(typedFrame('text.delta', { text }), 'text.delta');
+    return this.#writer.send(typedFrame('text.delta', { text }), 'text.delta', this.#id());
   }
 
   /** A pulled stream ran out: complete, unless the pull stopped because the request was cut. */
@@ -151,12 +176,18 @@ class ReplyStream implements ChatSink {
    * The turn completed; a local agent's is committed, even when the request was cut during the commit.
    * A reply the provider cut short says so in the typed stream's result (plain SSE has no field for it).
    */
-  done(_reply?: string, truncated = false): void {
+  done(reply?: string, truncated = false): void {
+    if (this.#log !== undefined) {
+      const text = this.#typed ? this.#text : (reply ?? this.#log.joined() ?? '');
+      this.#log.end({ finished: truncated ? { agent_id: this.#agentId, text, truncated } : { agent_id: this.#agentId, text } });
+    }
     const rest = this.#seam?.rest();
+    // The held end of the last chunk goes out with the done event, in the same write, under its id.
     if (rest) this.#writer.send(rest);
-    if (!this.#typed) return this.#end(DONE_FRAME);
+    this.#seq++;
+    if (!this.#typed) return this.#end(formatEvent('[DONE]', 'done', this.#id()));
     const result = truncated ? { agent_id: this.#agentId, text: this.#text, truncated } : { agent_id: this.#agentId, text: this.#text };
-    this.#end(formatEvent(typedFrame('turn.finished', { result }), 'turn.finished'));
+    this.#end(formatEvent(typedFrame('turn.finished', { result }), 'turn.finished', this.#id()));
   }
 
   failed(error: unknown): void {
@@ -165,7 +196,14 @@ class ReplyStream implements ChatSink {
     const status = statusOf(cause);
     if (worthLogging(cause)) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${status}`, cause);
     const body = errorBody(cause);
-    this.#end(this.#typed ? formatEvent(typedFrame('turn.failed', body), 'turn.failed') : formatEvent(JSON.stringify(body), 'error'));
+    this.#log?.end({ failed: body });
+    this.#seq++;
+    this.#end(this.#typed ? formatEvent(typedFrame('turn.failed', body), 'turn.failed', this.#id()) : formatEvent(JSON.stringify(body), 'error', this.#id()));
+  }
+
+  /** The `id:` of the event being sent: `<turn_id>:<seq>`; none for a turn with no id (a transport's own stream). */
+  #id(): string | undefined {
+    return this.#turnId === undefined ? undefined : `${this.#turnId}:${this.#typed ? this.#seq + 1 : this.#seq}`;
   }
 
   /** Writes the last frame and reports the end; never throws (the turn, or a promise nobody catches, called it). */

@@ -107,6 +107,9 @@ const FILE_KEYS: Record<string, string> = {
   turn_timeout: 'turnTimeout',
   max_streams: 'maxStreams',
   openapi: 'openapi',
+  on_disconnect: 'onDisconnect',
+  replay_ttl: 'replayTTL',
+  replay_limit: 'replayLimit',
 };
 const FILE_EXTRA: Record<string, OptionKind> = { port: 'port', host: 'string', data_dir: 'string', storage: 'string', cors_origins: 'origins' };
 

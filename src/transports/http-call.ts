@@ -146,7 +146,7 @@ export class RemoteCall {
             else if (text !== '') queue.push(text);
           } else if (kind === 'tool.call' || kind === 'tool.result') queue.push({ event: kind, data: event.data });
           else if (kind === 'turn.finished') finished = true;
-          else if (kind === 'turn.failed') failure = streamFailed(this.remote, event.data);
+          else if (kind === 'turn.failed') failure = streamFailed(this.remote, this.origin, event.data);
           if (failure !== undefined) finished = true;
           return;
         }

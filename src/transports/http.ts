@@ -255,7 +255,7 @@ export class HTTPTransport implements AgentTransport {
   #start(agentId: string, route: string, body: object | undefined, stream: boolean | 'events', options: HTTPTransportCallOptions): RemoteCall {
     const url = this.#url(agentId, route, stream);
     const requestId = options.requestId !== undefined && REQUEST_ID.test(options.requestId) ? options.requestId : randomUUID();
-    return new RemoteCall(this.#settings, {
+    const call = new RemoteCall(this.#settings, {
       url,
       method: body === undefined ? 'GET' : 'POST',
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -265,7 +265,17 @@ export class HTTPTransport implements AgentTransport {
       forwarded: this.#forward.length === 0 || options.requestHeaders === undefined ? undefined : pick(this.#forward, options.requestHeaders),
       signal: options.signal,
     });
+    const onTurnId = options.onTurnId;
+    // Registered before any caller awaits the response: the id is known before the reply or stream goes on.
+    if (onTurnId !== undefined) call.response.then((response) => relayTurnId(response, onTurnId), noop);
+    return call;
   }
+}
+
+/** The remote's `Turn-Id`, when it is one (printable, no spaces, at most 200 characters). */
+function relayTurnId(response: Response, onTurnId: (turnId: string) => void): void {
+  const id = response.headers.get('turn-id');
+  if (id !== null && /^[\x21-\x7e]{1,200}$/.test(id)) onTurnId(id);
 }
 
 /** `forwardHeaders` checked and lowercased; `configured` is the `headers` option's. */

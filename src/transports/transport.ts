@@ -11,6 +11,8 @@ export interface TransportCallOptions {
    * some of them on (HTTPTransport's `forwardHeaders`).
    */
   requestHeaders?: Readonly<Record<string, string | string[] | undefined>> | undefined;
+  /** Hears the remote turn's id (its `Turn-Id` header) once the remote answers: the router relays it. */
+  onTurnId?: ((turnId: string) => void) | undefined;
 }
 
 /**

@@ -15,6 +15,8 @@ import { readSSE, type SSEEvent } from '../../src/sse/parser.ts';
 import { launchChromium, servePage, type Chromium, type PageReply, type PageStream, type PageWindow } from '../helpers/browser.ts';
 import { deferred, streamChat } from '../helpers/http.ts';
 import { listen, type Listening } from '../helpers/listen.ts';
+import { noTurnId } from '../helpers/turns.ts';
+import { withoutIds } from '../helpers/sse.ts';
 
 const TOKEN = 'Bearer page-token';
 const JSON_HEADERS = { 'content-type': 'application/json', authorization: TOKEN };
@@ -127,7 +129,7 @@ test('a page on another origin chats with an Authorization header: the browser p
   const page = await openPage(t, pageA);
   const reply = ok(await chat(page, `${routerB.url}/chat-1/chat`, 'hello from the page'));
   assert.equal(reply.status, 200);
-  assert.deepEqual(JSON.parse(reply.text), { agent_id: 'chat-1', response: 'you said: hello from the page' });
+  assert.deepEqual(noTurnId(JSON.parse(reply.text)), { agent_id: 'chat-1', response: 'you said: hello from the page' });
   assert.equal(reply.headers['content-type'], 'application/json; charset=utf-8');
   const here = seen.filter((line) => line.includes('/chat-1/chat'));
   assert.deepEqual(here, [`OPTIONS /chat-1/chat ${pageA.url}`, `POST /chat-1/chat ${pageA.url}`], 'one preflight, then the POST');
@@ -161,7 +163,7 @@ test('a page on an origin cors does not allow is blocked by the browser; the mod
   assert.equal(read.error, 'TypeError');
 
   const allowed = ok(await chat(await openPage(t, pageA), `${routerB.url}/chat-3/chat`, 'still there?'));
-  assert.deepEqual(JSON.parse(allowed.text), { agent_id: 'chat-3', response: 'you said: still there?' });
+  assert.deepEqual(noTurnId(JSON.parse(allowed.text)), { agent_id: 'chat-3', response: 'you said: still there?' });
 });
 
 test('a stream reaches the page chunk by chunk as the model makes it, and ends with event: done', async (t) => {
@@ -187,14 +189,14 @@ test('a stream reaches the page chunk by chunk as the model makes it, and ends w
 
   const sofar = await within(first.promise, 'the first chunk to reach the page');
   assert.equal(released, false, 'the page had the first chunk while the model still held the rest');
-  assert.equal(sofar, 'data: Hello\n\n');
+  assert.equal(withoutIds(sofar), 'data: Hello\n\n');
   release.resolve();
 
   const stream = await within(reading, 'the stream to end');
   assert.equal(stream.error, undefined);
   assert.equal(stream.status, 200);
   assert.equal(stream.contentType, 'text/event-stream');
-  assert.ok(stream.text.endsWith('event: done\ndata: [DONE]\n\n'), stream.text);
+  assert.ok(withoutIds(stream.text).endsWith('event: done\ndata: [DONE]\n\n'), stream.text);
   const events = await parseSSE(stream.text);
   assert.equal(events.filter((e) => e.event === 'message').map((e) => e.data).join(''), 'Hello world!\nBye');
   assert.deepEqual(events.at(-1), { event: 'done', data: '[DONE]', id: undefined });
@@ -210,13 +212,13 @@ test('the page aborts a stream: the turn\'s signal aborts, the history keeps no 
   });
   const page = await openPage(t, pageA);
   const stream = await within(readStream(page, `${routerB.url}/chat-5/chat?stream=true`, 'cancel me', 'data: partial'), 'the page to abort its stream');
-  assert.deepEqual(stream, { status: 200, text: 'data: partial\n\n', error: 'AbortError' });
+  assert.deepEqual({ ...stream, text: withoutIds(stream.text) }, { status: 200, text: 'data: partial\n\n', error: 'AbortError' });
 
   const reason = await within(aborted.promise, "the model request's signal to abort");
   assert.equal((reason as { code?: unknown }).code, 'client_closed');
 
   const next = ok(await chat(page, `${routerB.url}/chat-5/chat`, 'after the cancel'));
-  assert.deepEqual(JSON.parse(next.text), { agent_id: 'chat-5', response: 'you said: after the cancel' });
+  assert.deepEqual(noTurnId(JSON.parse(next.text)), { agent_id: 'chat-5', response: 'you said: after the cancel' });
   assert.deepEqual(asked.at(-1), ['after the cancel'], 'the cancelled turn left nothing in the history');
   assert.deepEqual(logged, []);
 });
@@ -233,7 +235,7 @@ test('AgentServer: its cors option reaches the browser, and a 429 shows the page
   const base = `${server.url}/agent`;
   const page = await openPage(t, pageA);
   const reply = ok(await chat(page, `${base}/chat-6/chat`, 'hello server'));
-  assert.deepEqual(JSON.parse(reply.text), { agent_id: 'chat-6', response: 'you said: hello server' });
+  assert.deepEqual(noTurnId(JSON.parse(reply.text)), { agent_id: 'chat-6', response: 'you said: hello server' });
 
   // The one live agent is busy with a stream, so a new agent id is refused.
   replies.set('hold the slot', async function* () {

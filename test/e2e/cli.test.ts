@@ -10,6 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { cliArgs, listening, runCli, spawnNode, type Cli } from '../helpers/cli.ts';
 import { getJson, postJson } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
+import { noTurnId } from '../helpers/turns.ts';
 
 const root = process.cwd();
 const fromSource = import.meta.url.endsWith('.ts');
@@ -23,14 +24,14 @@ test('the demo serves echo and counter agents, prints curl lines, exits 0 on SIG
   const url = await listening(cli);
   assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/);
 
-  assert.deepEqual((await postJson(`${url}/agent/echo-1/chat`, { message: 'Hello, agent' })).body, { agent_id: 'echo-1', response: 'Hello, agent' });
+  assert.deepEqual(noTurnId((await postJson(`${url}/agent/echo-1/chat`, { message: 'Hello, agent' })).body), { agent_id: 'echo-1', response: 'Hello, agent' });
   const stream = await fetch(`${url}/agent/echo-1/chat?stream=true`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ message: 'Stream these words' }),
   });
   assert.equal((await collectSSE(stream)).text, 'Stream these words');
-  assert.deepEqual((await postJson(`${url}/agent/counter-1/invoke`, { method: 'increment', params: { by: 2 } })).body, { agent_id: 'counter-1', result: 2 });
+  assert.deepEqual(noTurnId((await postJson(`${url}/agent/counter-1/invoke`, { method: 'increment', params: { by: 2 } })).body), { agent_id: 'counter-1', result: 2 });
   assert.deepEqual((await getJson(`${url}/agent/counter-1/state`)).body, { agent_id: 'counter-1', state: { count: 2 } });
   assert.equal((await postJson(`${url}/agent/counter-1/invoke`, { method: 'increment', params: { by: 'x' } })).status, 400);
   assert.deepEqual((await getJson(`${url}/healthz`)).body, { status: 'ok' });
@@ -83,7 +84,7 @@ test('serves a module whose default export is a registry; a config file sets the
   // The module path and the config path are resolved from the working directory.
   const cli = runCli(t, ['serve', path.relative(dir, exampleModule), '--config', 'server.json'], dir);
   const url = await listening(cli);
-  assert.deepEqual((await postJson(`${url}/agent/notes-alice/invoke`, { method: 'add', params: { text: 'buy milk' } })).body, { agent_id: 'notes-alice', result: 1 });
+  assert.deepEqual(noTurnId((await postJson(`${url}/agent/notes-alice/invoke`, { method: 'add', params: { text: 'buy milk' } })).body), { agent_id: 'notes-alice', result: 1 });
   assert.deepEqual((await getJson(`${url}/agent/notes-alice/state`)).body.state, { notes: ['buy milk'] });
   assert.deepEqual((await getJson(`${url}/agents`)).body.agents.map((agent: { id: string }) => agent.id), ['notes-alice']);
   cli.child.kill('SIGINT');
@@ -113,7 +114,7 @@ test('serves a module whose default export is a promise of a registry (CommonJS,
   );
   const cli = runCli(t, ['serve', 'later.mjs', '--port', '0'], dir);
   const url = await listening(cli);
-  assert.deepEqual((await postJson(`${url}/agent/notes-bob/invoke`, { method: 'add', params: { text: 'call back' } })).body, { agent_id: 'notes-bob', result: 1 });
+  assert.deepEqual(noTurnId((await postJson(`${url}/agent/notes-bob/invoke`, { method: 'add', params: { text: 'call back' } })).body), { agent_id: 'notes-bob', result: 1 });
   cli.child.kill('SIGTERM');
   assert.deepEqual(await cli.exited, { code: 0, signal: null });
 });
@@ -130,14 +131,14 @@ test('serves a module whose default export is an Agent, or an AgentServer with i
 
   const agent = runCli(t, ['serve', 'agent.mjs', '--port', '0'], dir);
   const agentUrl = await listening(agent);
-  assert.deepEqual((await postJson(`${agentUrl}/agent/solo/chat`, { message: 'just me' })).body, { agent_id: 'solo', response: 'just me' });
+  assert.deepEqual(noTurnId((await postJson(`${agentUrl}/agent/solo/chat`, { message: 'just me' })).body), { agent_id: 'solo', response: 'just me' });
   assert.equal((await getJson(`${agentUrl}/agents`)).status, 404);
   agent.child.kill('SIGTERM');
   assert.deepEqual(await agent.exited, { code: 0, signal: null });
 
   const server = runCli(t, ['serve', 'server.mjs', '--port', '0', '--config', 'config.json'], dir);
   const serverUrl = await listening(server);
-  assert.deepEqual((await postJson(`${serverUrl}/agent/solo/chat`, { message: 'hi' })).body, { agent_id: 'solo', response: 'hi' });
+  assert.deepEqual(noTurnId((await postJson(`${serverUrl}/agent/solo/chat`, { message: 'hi' })).body), { agent_id: 'solo', response: 'hi' });
   assert.deepEqual((await getJson(`${serverUrl}/agents`)).body.agents.map((live: { id: string }) => live.id), ['solo'], 'its own enableListAgents');
   assert.equal(server.stderr(), 'agent-router: note: server.mjs exports its own AgentServer; only port and host from --config apply\n');
   server.child.kill('SIGTERM');
@@ -294,7 +295,7 @@ export default registry;
 `);
   const cli = npmStart(t, ['serve', 'agents.mjs', '--port', '0'], dir);
   const url = await listening(cli);
-  assert.deepEqual((await postJson(`${url}/agent/echo-9/chat`, { message: 'from the module' })).body, { agent_id: 'echo-9', response: 'from the module' });
+  assert.deepEqual(noTurnId((await postJson(`${url}/agent/echo-9/chat`, { message: 'from the module' })).body), { agent_id: 'echo-9', response: 'from the module' });
   cli.child.kill('SIGTERM');
   assert.deepEqual(await cli.exited, { code: 0, signal: null });
   const help = npmStart(t, ['help'], dir);

@@ -9,6 +9,8 @@ import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { freePort, runExample } from '../helpers/readme-example.ts';
 import { listen } from '../helpers/listen.ts';
+import { noTurnId } from '../helpers/turns.ts';
+import { withoutIds } from '../helpers/sse.ts';
 
 const root = process.cwd();
 const source = (name: string): string => readFileSync(path.join(root, 'examples', name), 'utf8');
@@ -38,15 +40,15 @@ test('examples/: every runnable file has a test here', () => {
 test('node-http.mjs: chat, invoke, state and a stream', async (t) => {
   const port = await run(t, 'node-http.mjs');
   const base = `http://127.0.0.1:${port}/counter-1`;
-  assert.equal((await post(`${base}/chat`, { message: 'hello' })).text, '{"agent_id":"counter-1","response":"hello"}');
-  assert.equal((await post(`${base}/invoke`, { method: 'increment', params: { by: 2 } })).text, '{"agent_id":"counter-1","result":2}');
+  assert.deepEqual(noTurnId(JSON.parse((await post(`${base}/chat`, { message: 'hello' })).text)), {"agent_id":"counter-1","response":"hello"});
+  assert.deepEqual(noTurnId(JSON.parse((await post(`${base}/invoke`, { method: 'increment', params: { by: 2 } })).text)), {"agent_id":"counter-1","result":2});
   assert.equal(await (await fetch(`${base}/state`)).text(), '{"agent_id":"counter-1","state":{"count":2}}');
-  assert.equal((await post(`${base}/chat?stream=true`, { message: 'hi there' })).text, 'data: hi\n\ndata:  there\n\nevent: done\ndata: [DONE]\n\n');
+  assert.equal(withoutIds((await post(`${base}/chat?stream=true`, { message: 'hi there' })).text), 'data: hi\n\ndata:  there\n\nevent: done\ndata: [DONE]\n\n');
 });
 
 test('standalone-server.mjs: serves /agent/{id}/chat and /healthz', async (t) => {
   const port = await run(t, 'standalone-server.mjs');
-  assert.equal((await post(`http://127.0.0.1:${port}/agent/bot-1/chat`, { message: 'hello' })).text, '{"agent_id":"bot-1","response":"hello"}');
+  assert.deepEqual(noTurnId(JSON.parse((await post(`http://127.0.0.1:${port}/agent/bot-1/chat`, { message: 'hello' })).text)), {"agent_id":"bot-1","response":"hello"});
   assert.equal(await (await fetch(`http://127.0.0.1:${port}/healthz`)).text(), '{"status":"ok"}');
 });
 
@@ -57,8 +59,8 @@ for (const [file, aliases] of [
 ] as const) {
   test(`${file}: the router under /api, and the app's own route beside it`, async (t) => {
     const port = await run(t, file, { aliases });
-    assert.equal((await post(`http://127.0.0.1:${port}/api/bot-1/chat`, { message: 'hello' })).text, '{"agent_id":"bot-1","response":"hello"}');
-    assert.equal((await post(`http://127.0.0.1:${port}/api/bot-1/chat?stream=true`, { message: 'a b' })).text, 'data: a\n\ndata:  b\n\nevent: done\ndata: [DONE]\n\n');
+    assert.deepEqual(noTurnId(JSON.parse((await post(`http://127.0.0.1:${port}/api/bot-1/chat`, { message: 'hello' })).text)), {"agent_id":"bot-1","response":"hello"});
+    assert.equal(withoutIds((await post(`http://127.0.0.1:${port}/api/bot-1/chat?stream=true`, { message: 'a b' })).text), 'data: a\n\ndata:  b\n\nevent: done\ndata: [DONE]\n\n');
     assert.equal(await (await fetch(`http://127.0.0.1:${port}/api/health`)).text(), 'ok');
   });
 }
@@ -68,10 +70,10 @@ test('remote-back.mjs and remote-front.mjs: a remote-* id is served by the back,
   const back = await freePort();
   await runExample(t, source('remote-back.mjs').replaceAll('8001', String(back)), back);
   const front = await run(t, 'remote-front.mjs', {}, { '8001': back });
-  assert.equal((await post(`http://127.0.0.1:${front}/remote-1/chat`, { message: 'from afar' })).text, '{"agent_id":"remote-1","response":"from afar"}');
-  assert.equal((await post(`http://127.0.0.1:${back}/agent/remote-1/chat`, { message: 'direct' })).text, '{"agent_id":"remote-1","response":"direct"}');
-  assert.equal((await post(`http://127.0.0.1:${front}/remote-1/chat?stream=true`, { message: 'x y' })).text, 'data: x\n\ndata:  y\n\nevent: done\ndata: [DONE]\n\n');
-  assert.equal((await post(`http://127.0.0.1:${front}/local-1/chat`, { message: 'here' })).text, '{"agent_id":"local-1","response":"here"}');
+  assert.deepEqual(noTurnId(JSON.parse((await post(`http://127.0.0.1:${front}/remote-1/chat`, { message: 'from afar' })).text)), {"agent_id":"remote-1","response":"from afar"});
+  assert.deepEqual(noTurnId(JSON.parse((await post(`http://127.0.0.1:${back}/agent/remote-1/chat`, { message: 'direct' })).text)), {"agent_id":"remote-1","response":"direct"});
+  assert.equal(withoutIds((await post(`http://127.0.0.1:${front}/remote-1/chat?stream=true`, { message: 'x y' })).text), 'data: x\n\ndata:  y\n\nevent: done\ndata: [DONE]\n\n');
+  assert.deepEqual(noTurnId(JSON.parse((await post(`http://127.0.0.1:${front}/local-1/chat`, { message: 'here' })).text)), {"agent_id":"local-1","response":"here"});
 });
 
 test('file-storage.mjs: the conversation is a journal file under ./data/agents', async (t) => {
@@ -97,7 +99,7 @@ test('openai-compatible.mjs: chats with the server at OPENAI_BASE_URL', async (t
   t.after(close);
   const port = await freePort();
   await runExample(t, source('openai-compatible.mjs').replaceAll('8080', String(port)), port, { env: { OPENAI_BASE_URL: `${url}/v1`, OPENAI_MODEL: 'tiny' } });
-  assert.equal((await post(`http://127.0.0.1:${port}/agent/assistant-1/chat`, { message: 'hello' })).text, '{"agent_id":"assistant-1","response":"Hi from the model"}');
+  assert.deepEqual(noTurnId(JSON.parse((await post(`http://127.0.0.1:${port}/agent/assistant-1/chat`, { message: 'hello' })).text)), {"agent_id":"assistant-1","response":"Hi from the model"});
   assert.equal(received.url, '/v1/chat/completions');
   assert.equal(received.body?.model, 'tiny');
 });

@@ -25,3 +25,8 @@ export function naiveSSEText(raw: string): string {
     .map((line) => line.slice(6))
     .join('');
 }
+
+/** The raw stream without its `id:` lines (each carries the turn's random id), for tests about the rest of the bytes. */
+export function withoutIds(raw: string): string {
+  return raw.replace(/^id: [^\n]*\n/gm, '');
+}

@@ -15,6 +15,8 @@ import { AgentRegistry } from '../../src/registry/registry.ts';
 import { deferred } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { assertError, BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post, postChunked } from './adapters-shared.ts';
+import { noTurnId } from '../helpers/turns.ts';
+import { withoutIds } from '../helpers/sse.ts';
 
 /** A registry whose agents reply 'first', then ' last' once `release` settles: a stream held open between them. */
 function firstThenLast(release: Promise<unknown>): AgentRegistry {
@@ -87,7 +89,7 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     assert.deepEqual(await (await post(`${url}/api/host/echo`, body)).json(), { echoed: body });
     // The router's own requests still have them dropped.
     const invoked = await post(`${url}/api/counter-9/invoke`, { method: 'echo', params: body });
-    assert.deepEqual(await invoked.json(), { agent_id: 'counter-9', result: { schema: {}, tags: {} } });
+    assert.deepEqual(noTurnId(await invoked.json()), { agent_id: 'counter-9', result: { schema: {}, tags: {} } });
   });
 
   test(`${name}: no body parser before the router, mount path /api plus the router's prefix /v1`, async (t) => {
@@ -136,7 +138,7 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     const { url, close } = await listen(app);
     t.after(close);
     for (const base of ['/raw', '/text']) {
-      assert.deepEqual(await (await post(`${url}${base}/counter-1/chat`, { message: `hi ${base}` })).json(), { agent_id: 'counter-1', response: `hi ${base}` });
+      assert.deepEqual(noTurnId(await (await post(`${url}${base}/counter-1/chat`, { message: `hi ${base}` })).json()), { agent_id: 'counter-1', response: `hi ${base}` });
       await assertError(await post(`${url}${base}/counter-1/chat`, '{"message":'), 400, 'invalid_json');
       // Chunked, so no declared length tells the limit is passed: the text itself is measured.
       const big = JSON.stringify({ message: 'x'.repeat(BODY_LIMIT * 2) });
@@ -166,10 +168,10 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     const { url, close } = await listen(app);
     t.after(close);
     // The router's reader threw on the string at the body's end: an uncaught exception, the process gone.
-    assert.deepEqual(await (await post(`${url}/api/counter-1/chat`, { message: 'caf\u00e9 \u2615' })).json(), { agent_id: 'counter-1', response: 'caf\u00e9 \u2615' });
+    assert.deepEqual(noTurnId(await (await post(`${url}/api/counter-1/chat`, { message: 'caf\u00e9 \u2615' })).json()), { agent_id: 'counter-1', response: 'caf\u00e9 \u2615' });
     // Many chunks, chunked: counted and joined as bytes.
     const long = 'x\u00e9'.repeat(100_000);
-    assert.deepEqual(await (await postChunked(`${url}/api/counter-1/chat`, JSON.stringify({ message: long }))).json(), { agent_id: 'counter-1', response: long });
+    assert.deepEqual(noTurnId(await (await postChunked(`${url}/api/counter-1/chat`, JSON.stringify({ message: long }))).json()), { agent_id: 'counter-1', response: long });
     await assertError(await post(`${url}/api/counter-1/chat`, '{"message":'), 400, 'invalid_json');
   });
 
@@ -222,7 +224,7 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
       if (done) break;
       seen += decoder.decode(value, { stream: true });
     }
-    assert.equal(seen, 'data: first\n\ndata:  last\n\nevent: done\ndata: [DONE]\n\n');
+    assert.equal(withoutIds(seen), 'data: first\n\ndata:  last\n\nevent: done\ndata: [DONE]\n\n');
   });
 
   test(`${name}: behind compression(), a stream read slowly leaves no 'drain' listener behind per wait for drain`, async (t) => {

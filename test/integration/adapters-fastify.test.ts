@@ -18,6 +18,8 @@ import { streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { settledHeap } from '../helpers/fuzz-heap.ts';
 import { BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post, postChunked, assertError } from './adapters-shared.ts';
+import { noTurnId } from '../helpers/turns.ts';
+import { withoutIds } from '../helpers/sse.ts';
 
 // The two majors' types differ in details the tests do not touch; the bodies
 // are written once against Fastify 5's types, and the first test below
@@ -62,7 +64,7 @@ test('the plugin type-checks and runs with each major\'s own types', async (t) =
   for (const app of [app4, app5]) {
     const url = await app.listen({ port: 0, host: '127.0.0.1' });
     t.after(() => app.close());
-    assert.deepEqual(await (await post(`${url}/bot/chat`, { message: 'typed' })).json(), { agent_id: 'bot', response: 'typed' });
+    assert.deepEqual(noTurnId(await (await post(`${url}/bot/chat`, { message: 'typed' })).json()), { agent_id: 'bot', response: 'typed' });
   }
 });
 
@@ -124,13 +126,13 @@ for (const [name, fastify] of majors) {
     const chat = (hook: string, body: string | Uint8Array<ArrayBuffer>, headers: Record<string, string> = {}) =>
       fetch(`${url}/api/counter-1/chat`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-hook': hook, ...headers }, body });
     for (const hook of ['pass', 'keep']) {
-      assert.deepEqual(await (await chat(hook, '{"message":"through the hook"}')).json(), { agent_id: 'counter-1', response: 'through the hook' }, hook);
+      assert.deepEqual(noTurnId(await (await chat(hook, '{"message":"through the hook"}')).json()), { agent_id: 'counter-1', response: 'through the hook' }, hook);
       await assertError(await chat(hook, '{"message":'), 400, 'invalid_json');
       await assertError(await chat(hook, Uint8Array.from(Buffer.from('{"message":"caf\xe9"}', 'latin1'))), 400, 'invalid_json');
       await assertError(await chat(hook, '{"nothing":1}'), 400, 'missing_message');
     }
     const gzipped = Uint8Array.from(gzipSync('{"message":"unzipped by the host"}'));
-    assert.deepEqual(await (await chat('gunzip', gzipped, { 'content-encoding': 'gzip' })).json(), { agent_id: 'counter-1', response: 'unzipped by the host' });
+    assert.deepEqual(noTurnId(await (await chat('gunzip', gzipped, { 'content-encoding': 'gzip' })).json()), { agent_id: 'counter-1', response: 'unzipped by the host' });
     // Over the router's limit, with no length declared: refused once the limit is passed.
     const res = await postChunked(`${url}/api/counter-1/chat`, `{"message":"${'x'.repeat(BODY_LIMIT * 4)}"}`, { 'content-type': 'application/json', 'x-hook': 'pass' });
     // The hook's stream stopped at the limit, the rest unread: the connection closes, or it would stall on it.
@@ -153,7 +155,7 @@ for (const [name, fastify] of majors) {
       // Without an answer the request waited for good: fail the test instead of hanging it.
       signal: AbortSignal.timeout(10_000),
     });
-    assert.deepEqual(await res.json(), { agent_id: 'counter-1', response: 'inflated' });
+    assert.deepEqual(noTurnId(await res.json()), { agent_id: 'counter-1', response: 'inflated' });
   });
 
   test(`${name}: a body a host preParsing hook's stream gives is limited by its bytes, and a refusal that leaves the upload unread closes the connection`, async (t) => {
@@ -215,7 +217,7 @@ for (const [name, fastify] of majors) {
     });
     await app.register(toFastify(makeRegistryRouter().router), { prefix: '/api' });
     const url = await start(t, app);
-    assert.deepEqual(await (await post(`${url}/api/counter-1/chat`, { message: 'read twice' })).json(), { agent_id: 'counter-1', response: 'read twice' });
+    assert.deepEqual(noTurnId(await (await post(`${url}/api/counter-1/chat`, { message: 'read twice' })).json()), { agent_id: 'counter-1', response: 'read twice' });
     assert.deepEqual(kept, ['{"message":"read twice"}'], 'the hook has its copy too');
     await assertError(await post(`${url}/api/counter-1/chat`, '{"message":'), 400, 'invalid_json');
     await assertError(await post(`${url}/api/counter-1/chat`, { message: 'x'.repeat(BODY_LIMIT * 2) }), 413, 'body_too_large');
@@ -270,7 +272,7 @@ for (const [name, fastify] of majors) {
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
     await app.register(toFastify(fixture.router), { prefix: '/api' });
     const url = await start(t, app);
-    assert.deepEqual(await (await post(`${url}/api/counter-1/chat`, { message: 'bytes' })).json(), { agent_id: 'counter-1', response: 'bytes' });
+    assert.deepEqual(noTurnId(await (await post(`${url}/api/counter-1/chat`, { message: 'bytes' })).json()), { agent_id: 'counter-1', response: 'bytes' });
     await assertError(await post(`${url}/api/counter-1/chat`, '{"message":'), 400, 'invalid_json');
   });
 
@@ -300,7 +302,7 @@ for (const [name, fastify] of majors) {
     await t.test('headers a hook set through Fastify survive the hijack', async () => {
       const res = await post(`${url}/api/counter-1/chat`, { message: 'hi' });
       assert.equal(res.headers.get('x-host-hook'), 'ran');
-      assert.deepEqual(await res.json(), { agent_id: 'counter-1', response: 'hi' });
+      assert.deepEqual(noTurnId(await res.json()), { agent_id: 'counter-1', response: 'hi' });
     });
     await t.test('an error that is not a body refusal goes to the host\'s error handler', async () => {
       const res = await post(`${url}/api/counter-1/chat`, { message: 'hi' }, { 'content-type': 'application/json', 'x-deny': '1' });
@@ -359,12 +361,12 @@ for (const [name, fastify] of majors) {
     const url = await start(t, app);
     for (const tenant of ['acme', 'a', 'averyverylongtenant']) {
       // The prefix pattern is 10 characters: cut there, /t/acme/counter-1/chat was read as the generic route of agent "chat".
-      assert.deepEqual(await (await post(`${url}/t/${tenant}/counter-1/chat`, { message: 'hi' })).json(), { agent_id: 'counter-1', response: 'hi' }, tenant);
+      assert.deepEqual(noTurnId(await (await post(`${url}/t/${tenant}/counter-1/chat`, { message: 'hi' })).json()), { agent_id: 'counter-1', response: 'hi' }, tenant);
       const state = await fetch(`${url}/t/${tenant}/counter-1/state`);
       assert.deepEqual(await state.json(), { agent_id: 'counter-1', state: { count: 0 } }, tenant);
     }
     const invoked = await post(`${url}/t/acme/counter-2/invoke?x=/a/b`, { method: 'increment' });
-    assert.deepEqual(await invoked.json(), { agent_id: 'counter-2', result: 1 }, 'a query holding slashes is not a segment');
+    assert.deepEqual(noTurnId(await invoked.json()), { agent_id: 'counter-2', result: 1 }, 'a query holding slashes is not a segment');
     const slash = await fetch(`${url}/api/counter-1/state`);
     assert.deepEqual(await slash.json(), { agent_id: 'counter-1', state: { count: 0 } });
   });
@@ -384,7 +386,7 @@ for (const [name, fastify] of majors) {
     let rest = '';
     for (let step = await reader.read(); !step.done; step = await reader.read()) rest += step.value;
     assert.ok(Date.now() - closedAt >= 250, 'not aborted before shutdownTimeout');
-    assert.match(rest, /event: error\ndata: \{"error":"Server is shutting down","code":"shutting_down"\}/);
+    assert.match(withoutIds(rest), /event: error\ndata: \{"error":"Server is shutting down","code":"shutting_down"\}/);
     assert.equal(((await fixture.aborted) as { code?: string }).code, 'shutting_down', "the model's signal was aborted");
     await closing;
   });
@@ -536,6 +538,6 @@ test('a path Fastify cannot percent-decode is refused by Fastify before any rout
     t.after(() => mapped.close());
     await assertError(await fetch(`${mappedUrl}/api/a%zz/state`), 400, 'bad_agent_id');
     // Paths Fastify can decode are unaffected.
-    assert.deepEqual(await (await post(`${mappedUrl}/api/counter-1/chat`, { message: 'hi' })).json(), { agent_id: 'counter-1', response: 'hi' });
+    assert.deepEqual(noTurnId(await (await post(`${mappedUrl}/api/counter-1/chat`, { message: 'hi' })).json()), { agent_id: 'counter-1', response: 'hi' });
   }
 });

@@ -12,6 +12,7 @@ import { AgentRegistry } from '../../src/registry/registry.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { postTransferCoded } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
+import { noTurnId } from '../helpers/turns.ts';
 
 /** The body limit every fixture router uses, small so the 413 test sends little. */
 export const BODY_LIMIT = 1024;
@@ -140,7 +141,7 @@ export async function checkRegistryRoutes(
   await t.test('chat', async () => {
     const res = await post(`${api}/counter-1/chat`, { message: 'hello there' });
     assert.equal(res.status, 200);
-    assert.deepEqual(await res.json(), { agent_id: 'counter-1', response: 'hello there' });
+    assert.deepEqual(noTurnId(await res.json()), { agent_id: 'counter-1', response: 'hello there' });
   });
 
   await t.test('chat?stream=true streams SSE', async () => {
@@ -160,9 +161,9 @@ export async function checkRegistryRoutes(
 
   await t.test('invoke, bare and wrapped in payload', async () => {
     const bare = await post(`${api}/counter-2/invoke`, { method: 'increment', params: { by: 2 } });
-    assert.deepEqual(await bare.json(), { agent_id: 'counter-2', result: 2 });
+    assert.deepEqual(noTurnId(await bare.json()), { agent_id: 'counter-2', result: 2 });
     const wrapped = await post(`${api}/counter-2/invoke`, { payload: { method: 'increment', params: { by: 3 } } });
-    assert.deepEqual(await wrapped.json(), { agent_id: 'counter-2', result: 5 });
+    assert.deepEqual(noTurnId(await wrapped.json()), { agent_id: 'counter-2', result: 5 });
   });
 
   await t.test('state', async () => {
@@ -179,15 +180,15 @@ export async function checkRegistryRoutes(
   });
 
   await t.test('generic envelope: invoke, chat (the default), state', async () => {
-    assert.deepEqual(await (await post(`${api}/counter-3`, { action: 'invoke', payload: { method: 'increment' } })).json(), { agent_id: 'counter-3', result: 1 });
-    assert.deepEqual(await (await post(`${api}/counter-3`, { message: 'yo' })).json(), { agent_id: 'counter-3', response: 'yo' });
+    assert.deepEqual(noTurnId(await (await post(`${api}/counter-3`, { action: 'invoke', payload: { method: 'increment' } })).json()), { agent_id: 'counter-3', result: 1 });
+    assert.deepEqual(noTurnId(await (await post(`${api}/counter-3`, { message: 'yo' })).json()), { agent_id: 'counter-3', response: 'yo' });
     assert.deepEqual(await (await post(`${api}/counter-3/`, { action: 'state' })).json(), { agent_id: 'counter-3', state: { count: 1 } });
   });
 
   await t.test(`keys named __proto__ and constructor are ${unsafeKeys}`, async () => {
     const res = await post(`${api}/counter-4/invoke`, '{"method":"echo","params":{"a":1,"__proto__":{"x":1},"nested":[{"constructor":{"y":2},"b":2}]}}');
     if (unsafeKeys === 'refused') return assertError(res, 400, 'invalid_json');
-    assert.deepEqual(await res.json(), { agent_id: 'counter-4', result: { a: 1, nested: [{ b: 2 }] } });
+    assert.deepEqual(noTurnId(await res.json()), { agent_id: 'counter-4', result: { a: 1, nested: [{ b: 2 }] } });
   });
 
   await t.test('invalid JSON is 400 invalid_json', async () => {
@@ -311,10 +312,10 @@ export async function checkRegistryRoutes(
 /** A single-agent router mounted at `base`: its four routes, including the bare prefix. */
 export async function checkSingleRoutes(t: TestContext, origin: string, base: string): Promise<void> {
   await t.test('single agent: chat, state, generic at the bare mount path', async () => {
-    assert.deepEqual(await (await post(`${origin}${base}/chat`, { message: 'hi bot' })).json(), { agent_id: 'bot', response: 'hi bot' });
+    assert.deepEqual(noTurnId(await (await post(`${origin}${base}/chat`, { message: 'hi bot' })).json()), { agent_id: 'bot', response: 'hi bot' });
     assert.deepEqual(await (await fetch(`${origin}${base}/state`)).json(), { agent_id: 'bot', state: {} });
     assert.deepEqual(await (await post(`${origin}${base}`, { action: 'state' })).json(), { agent_id: 'bot', state: {} });
-    assert.deepEqual(await (await post(`${origin}${base}/`, { message: 'again' })).json(), { agent_id: 'bot', response: 'again' });
+    assert.deepEqual(noTurnId(await (await post(`${origin}${base}/`, { message: 'again' })).json()), { agent_id: 'bot', response: 'again' });
     await assertError(await post(`${origin}${base}/invoke`, { method: 'nope' }), 404, 'unknown_method');
   });
 }
@@ -330,6 +331,6 @@ export async function checkServedOpenAPI(t: TestContext, url: string, firstPath:
     assert.deepEqual(doc.servers, mountPath === undefined ? undefined : [{ url: mountPath }]);
     // What a docs page (Swagger UI) does: the server's url, relative to the document's, then the path.
     const chat = new URL(`${doc.servers?.[0]?.url ?? ''}${firstPath.replace('{agent_id}', 'counter-1')}`, url);
-    assert.deepEqual(await (await post(chat.href, { message: 'from the docs' })).json(), { agent_id: 'counter-1', response: 'from the docs' });
+    assert.deepEqual(noTurnId(await (await post(chat.href, { message: 'from the docs' })).json()), { agent_id: 'counter-1', response: 'from the docs' });
   });
 }

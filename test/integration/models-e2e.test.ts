@@ -15,6 +15,7 @@ import { MemoryStorage } from '../../src/storage/memory.ts';
 import { postJson, streamChat } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
 import { collect, fakeProvider, fixture, SPLITS, type FakeReply } from './models-fake-provider.ts';
+import { noTurnId } from '../helpers/turns.ts';
 
 const OPENAI_KEY = 'sk-e2e-openai-SECRET';
 const ANTHROPIC_KEY = 'sk-ant-e2e-SECRET';
@@ -106,7 +107,7 @@ for (const provider of providers) {
 
     // The next turn sends the system prompt, the stored history and the new message.
     const second = await postJson(url, { message: 'And you?' });
-    assert.deepEqual(second.body, { agent_id: 'bot-1', response: provider.text });
+    assert.deepEqual(noTurnId(second.body), { agent_id: 'bot-1', response: provider.text });
     assert.deepEqual(provider.conversation((await fake.request(1)).body), [
       ['system', 'Be brief.'],
       ['user', 'Hello'],
@@ -160,7 +161,7 @@ for (const provider of providers) {
     assert.deepEqual(JSON.parse(last?.data ?? ''), { error: 'Request failed', code: 'model_refused' });
     assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
     const next = await postJson(url, { message: 'Something else' });
-    assert.deepEqual(next.body, { agent_id: 'bot-1', response: provider.text });
+    assert.deepEqual(noTurnId(next.body), { agent_id: 'bot-1', response: provider.text });
     assert.deepEqual(provider.conversation((await fake.request(1)).body), [['system', 'Be brief.'], ['user', 'Something else']]);
   });
 
@@ -195,7 +196,7 @@ test('openai: a server that sends "error": null in every chunk (Foundry Local) s
   const sse = await collectSSE(await streamChat(url, 'Hi'));
   assert.equal(sse.text, 'Hello!');
   assert.equal(sse.events.at(-1)?.event, 'done');
-  assert.deepEqual(await postJson(url, { message: 'Again' }).then((reply) => reply.body), { agent_id: 'bot-1', response: 'Hello!' });
+  assert.deepEqual(noTurnId(await postJson(url, { message: 'Again' }).then((reply) => reply.body)), { agent_id: 'bot-1', response: 'Hello!' });
   assert.equal((await storage.load('bot-1'))?.messages.length, 4);
 });
 
@@ -252,7 +253,7 @@ test("openai: Mistral's finish_reason model_length (the context's end) keeps the
     ].map(openAIChunk).join('') + 'data: [DONE]\n\n';
   const { storage, url } = await serve(t, openai, (index) => ({ body: stream(index === 0 ? 'model_length' : 'error') }));
   const cut = await postJson(url, { message: 'A story' });
-  assert.deepEqual(cut.body, { agent_id: 'bot-1', response: 'Once upon a time', truncated: true });
+  assert.deepEqual(noTurnId(cut.body), { agent_id: 'bot-1', response: 'Once upon a time', truncated: true });
   const sse = await collectSSE(await streamChat(url, 'Another'));
   assert.equal(sse.text, 'Once upon a time');
   assert.equal(sse.events.at(-1)?.event, 'error');
@@ -305,14 +306,14 @@ test('openai: a server that sends finish_reason "" in every chunk (SenseNova, Hu
   assert.deepEqual(JSON.parse(sse.events.at(-1)?.data ?? ''), { error: 'Request failed', code: 'model_stream_interrupted' });
   assert.equal((await storage.load('bot-1'))?.messages.length ?? 0, 0);
   const next = await postJson(url, { message: 'Hi' });
-  assert.deepEqual(next.body, { agent_id: 'bot-1', response: 'The answer is 42.' });
+  assert.deepEqual(noTurnId(next.body), { agent_id: 'bot-1', response: 'The answer is 42.' });
 });
 
 test('openai: a hand-written compatible proxy that ends with "data: [DONE] " (a trailing space) and sends no finish_reason has its reply kept, as OpenAI\'s SDKs read it', async (t) => {
   const body = [{ choices: [{ index: 0, delta: { content: 'Hello' } }] }, { choices: [{ index: 0, delta: { content: ' there' } }] }].map(openAIChunk).join('') + 'data: [DONE] \n\n';
   const { storage, url } = await serve(t, openai, () => ({ body }));
   const reply = await postJson(url, { message: 'Hi' });
-  assert.deepEqual(reply.body, { agent_id: 'bot-1', response: 'Hello there' });
+  assert.deepEqual(noTurnId(reply.body), { agent_id: 'bot-1', response: 'Hello there' });
   const sse = await collectSSE(await streamChat(url, 'Hi'));
   assert.equal(sse.text, 'Hello there');
   assert.equal(sse.events.at(-1)?.event, 'done');
@@ -441,7 +442,7 @@ test('openai: a server that ignores stream: true and answers a whole chat.comple
   const sse = await collectSSE(await streamChat(url, 'Hi'));
   assert.equal(sse.text, 'Hello! How can I help?');
   assert.equal(sse.events.at(-1)?.event, 'done');
-  assert.deepEqual(await postJson(url, { message: 'A story' }).then((reply) => reply.body), { agent_id: 'bot-1', response: 'Once upon', truncated: true });
+  assert.deepEqual(noTurnId(await postJson(url, { message: 'A story' }).then((reply) => reply.body)), { agent_id: 'bot-1', response: 'Once upon', truncated: true });
   assert.deepEqual(await storage.load('bot-1').then((record) => record?.messages), [
     { role: 'user', content: 'Hi' },
     { role: 'assistant', content: 'Hello! How can I help?', usage: { inputTokens: 9, outputTokens: 12, totalTokens: 21 } },
@@ -466,8 +467,8 @@ test('anthropic: a gateway that ignores stream: true and answers a whole Message
     headers: { 'content-type': 'application/json' },
     body: index === 0 ? message('Hello!', 'end_turn') : message('Once upon', 'max_tokens'),
   }));
-  assert.deepEqual(await postJson(url, { message: 'Hi' }).then((reply) => reply.body), { agent_id: 'bot-1', response: 'Hello!' });
-  assert.deepEqual(await postJson(url, { message: 'A story' }).then((reply) => reply.body), { agent_id: 'bot-1', response: 'Once upon', truncated: true });
+  assert.deepEqual(noTurnId(await postJson(url, { message: 'Hi' }).then((reply) => reply.body)), { agent_id: 'bot-1', response: 'Hello!' });
+  assert.deepEqual(noTurnId(await postJson(url, { message: 'A story' }).then((reply) => reply.body)), { agent_id: 'bot-1', response: 'Once upon', truncated: true });
   assert.deepEqual(await storage.load('bot-1').then((record) => record?.messages.slice(1, 2)), [
     { role: 'assistant', content: 'Hello!', usage: { inputTokens: 15, outputTokens: 7, totalTokens: 22 } },
   ]);

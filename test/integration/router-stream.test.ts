@@ -13,7 +13,8 @@ import { HTTPTransport } from '../../src/transports/http.ts';
 import { deferred, pollUntil, postJson, rawChatPost, streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { counterOn } from '../helpers/agents.ts';
-import { collectSSE, naiveSSEText } from '../helpers/sse.ts';
+import { collectSSE, naiveSSEText, withoutIds } from '../helpers/sse.ts';
+import { noTurnId } from '../helpers/turns.ts';
 
 async function serve(t: { after: (fn: () => Promise<void>) => void }, model: ScriptedFunction | null, options = {}) {
   class Bot extends Agent {
@@ -50,7 +51,7 @@ test('the exact bytes: data lines, blank line per event, newlines split into sev
   const { url } = await serve(t, () => ['Hello', ' world\nsecond line', '', 'a\r\nb'][Symbol.iterator]());
   const res = await streamChat(`${url}/x/chat`, 'ignored');
   const raw = await res.text();
-  assert.equal(raw, 'data: Hello\n\ndata:  world\ndata: second line\n\ndata: a\ndata: b\n\nevent: done\ndata: [DONE]\n\n');
+  assert.equal(withoutIds(raw), 'data: Hello\n\ndata:  world\ndata: second line\n\ndata: a\ndata: b\n\nevent: done\ndata: [DONE]\n\n');
   const again = await collectSSE(await streamChat(`${url}/y/chat`, 'ignored'));
   assert.equal(again.text, 'Hello world\nsecond linea\nb', 'a spec parser rebuilds chunks (CRLF becomes LF)');
   assert.equal(naiveSSEText('data: Hello\n\ndata:  world\n\n'), 'Hello world', 'a client stripping "data: " prints the text');
@@ -73,7 +74,7 @@ test('no chunk can inject an SSE field or event', async (t) => {
   const { url } = await serve(t, () => hostile);
   const { events, text } = await collectSSE(await streamChat(`${url}/x/chat`, 'x'));
   assert.deepEqual(events.map((e) => e.event), ['message', 'done']);
-  assert.equal(events[0]?.id, undefined);
+  assert.match(events[0]?.id ?? '', /^[0-9a-f-]{36}:1$/, 'the id is the turn\'s, never one a chunk wrote');
   assert.equal(text, hostile.replace(/\r/g, '\n'));
 });
 
@@ -91,7 +92,7 @@ test('stream flag: boolean-like values, Accept-only event-stream, and stream=fal
   });
   assert.equal((await collectSSE(accept)).text, 'by accept');
   const off = await streamChat(`${url}/a/chat`, 'json please', { query: '?stream=off' });
-  assert.deepEqual(await off.json(), { agent_id: 'a', response: 'json please' });
+  assert.deepEqual(noTurnId(await off.json()), { agent_id: 'a', response: 'json please' });
   const mixed = await fetch(`${url}/a/chat`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'text/event-stream, application/json' },
@@ -138,7 +139,7 @@ test('an idle stream gets : ping comments', async (t) => {
     raw += value;
     if (raw.includes(': ping\n\n')) sawPing.resolve();
   }
-  assert.match(raw, /^data: before\n\n(: ping\n\n)+data:  after\n\nevent: done\ndata: \[DONE\]\n\n$/);
+  assert.match(withoutIds(raw), /^data: before\n\n(: ping\n\n)+data:  after\n\nevent: done\ndata: \[DONE\]\n\n$/);
 });
 
 test('a ping comes at most one pingInterval after the stream last sent, wherever that fell in the ping timer\'s cycle', async (t) => {
@@ -174,7 +175,7 @@ test('a ping comes at most one pingInterval after the stream last sent, wherever
   // Idle, it is pinged once per interval.
   t.mock.timers.tick(7000);
   await readUntil(': ping\n\n', 2);
-  assert.equal(raw, 'data: before\n\ndata: middle\n\n: ping\n\n: ping\n\n');
+  assert.equal(withoutIds(raw), 'data: before\n\ndata: middle\n\n: ping\n\n: ping\n\n');
   done.resolve();
   await reader.cancel();
 });
@@ -255,7 +256,7 @@ test('events a model hands over in one tick go out as one chunked-encoding frame
   }
   // One frame for the burst and the done event together (Node writes nothing before the next tick).
   assert.equal(frames.length, 1, `${frames.length} frames`);
-  assert.equal(frames.join(''), `${chunks.map((chunk) => `data: ${chunk}\n\n`).join('')}event: done\ndata: [DONE]\n\n`);
+  assert.equal(withoutIds(frames.join('')), `${chunks.map((chunk) => `data: ${chunk}\n\n`).join('')}event: done\ndata: [DONE]\n\n`);
 });
 
 test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, and a cancelled stream cuts its turn', async (t) => {
@@ -303,10 +304,10 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
   });
   const json = await request('/h2-1/chat', JSON.stringify({ message: 'over two' }));
   assert.equal(json.headers[':status'], 200);
-  assert.deepEqual(JSON.parse(json.text), { agent_id: 'h2-1', response: 'over two' });
+  assert.deepEqual(noTurnId(JSON.parse(json.text)), { agent_id: 'h2-1', response: 'over two' });
   const sse = await request('/h2-1/chat?stream=true', JSON.stringify({ message: 'over two' }));
   assert.equal(sse.headers['content-type'], 'text/event-stream');
-  assert.equal(sse.text, 'data: over\n\ndata:  two\n\nevent: done\ndata: [DONE]\n\n');
+  assert.equal(withoutIds(sse.text), 'data: over\n\ndata:  two\n\nevent: done\ndata: [DONE]\n\n');
   // A client that cancels its stream cuts the turn, as a closed HTTP/1.1 connection does. Node's
   // Http2ServerResponse reports writableFinished once the stream is closed, ended or not, so the
   // router used to take the cancel for a finished answer and let the model run on.
@@ -315,7 +316,7 @@ test('over HTTP/2 (node:http2\'s compatibility API): no header HTTP/2 forbids, a
   await new Promise((resolve) => held.once('data', resolve));
   held.close(http2.constants.NGHTTP2_CANCEL);
   assert.equal((await cut.promise as { code?: string }).code, 'client_closed');
-  assert.equal((await request('/h2-2/chat', JSON.stringify({ message: 'still here' }))).text, '{"agent_id":"h2-2","response":"still here"}');
+  assert.deepEqual(noTurnId(JSON.parse((await request('/h2-2/chat', JSON.stringify({ message: 'still here' }))).text)), { agent_id: 'h2-2', response: 'still here' });
   // HTTP/2 declares no length and no chunking: a body with no Content-Type is told by the stream going on after the headers.
   const untyped = await request('/h2-3/chat', JSON.stringify({ message: 'untyped' }), null);
   assert.deepEqual([untyped.headers[':status'], JSON.parse(untyped.text).code], [415, 'unsupported_media_type']);
@@ -357,7 +358,7 @@ test('over HTTP/2: router.handle in a host app\'s own node:http2 listener answer
     stream.on('error', reject);
     if (body !== undefined) stream.end(body);
   });
-  assert.deepEqual(await request('POST', '/api/h2-1/chat?stream=true', '{"message":"both ways"}'), [200, 'data: both\n\ndata:  ways\n\nevent: done\ndata: [DONE]\n\n']);
+  assert.deepEqual(await request('POST', '/api/h2-1/chat?stream=true', '{"message":"both ways"}').then(([status, text]) => [status, withoutIds(text as string)]), [200, 'data: both\n\ndata:  ways\n\nevent: done\ndata: [DONE]\n\n']);
   assert.deepEqual(await request('GET', '/api/h2-1/state'), [200, '{"agent_id":"h2-1","state":{}}']);
   assert.deepEqual(await request('GET', '/elsewhere'), [418, 'the host app']);
 });
@@ -706,9 +707,9 @@ test('a reply the provider cut short says truncated in the JSON reply, the envel
   const { url, close } = await listen(new AgentRouter(bot, { logger: { error: () => {} } }).toRequestListener());
   t.after(close);
 
-  assert.deepEqual((await postJson(`${url}/chat`, { message: 'long one' })).body, { agent_id: 'bot', response: 'long one', truncated: true });
-  assert.deepEqual((await postJson(`${url}/chat`, { message: 'short' })).body, { agent_id: 'bot', response: 'short' }, 'no field on a whole reply');
-  assert.deepEqual((await postJson(`${url}/`, { action: 'chat', message: 'long two' })).body, { agent_id: 'bot', response: 'long two', truncated: true });
+  assert.deepEqual(noTurnId((await postJson(`${url}/chat`, { message: 'long one' })).body), { agent_id: 'bot', response: 'long one', truncated: true });
+  assert.deepEqual(noTurnId((await postJson(`${url}/chat`, { message: 'short' })).body), { agent_id: 'bot', response: 'short' }, 'no field on a whole reply');
+  assert.deepEqual(noTurnId((await postJson(`${url}/`, { action: 'chat', message: 'long two' })).body), { agent_id: 'bot', response: 'long two', truncated: true });
 
   const typed = await collectSSE(await streamChat(`${url}/chat`, 'long three', { query: '?stream=events' }));
   assert.deepEqual(JSON.parse(typed.events.at(-1)?.data ?? ''), { type: 'turn.finished', result: { agent_id: 'bot', text: 'long three', truncated: true } });

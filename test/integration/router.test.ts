@@ -12,6 +12,8 @@ import { AgentRegistry } from '../../src/registry/registry.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { deferred, getJson, postJson, postTransferCoded } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
+import { noTurnId } from '../helpers/turns.ts';
+import { withoutIds } from '../helpers/sse.ts';
 
 class Counter extends Agent<{ count: number; log: string[] }> {
   static override actions = ['increment', 'add', 'reset', 'explode'];
@@ -54,11 +56,11 @@ test('single agent: chat, invoke, state and the generic envelope', async (t) => 
   const { url, close } = await listen(new AgentRouter(agent).toRequestListener());
   t.after(close);
 
-  assert.deepEqual((await postJson(`${url}/chat`, { message: 'hello there' })).body, { agent_id: 'solo', response: 'hello there' });
-  assert.deepEqual((await postJson(`${url}/invoke`, { method: 'increment', params: { by: 2 } })).body, { agent_id: 'solo', result: 2 });
+  assert.deepEqual(noTurnId((await postJson(`${url}/chat`, { message: 'hello there' })).body), { agent_id: 'solo', response: 'hello there' });
+  assert.deepEqual(noTurnId((await postJson(`${url}/invoke`, { method: 'increment', params: { by: 2 } })).body), { agent_id: 'solo', result: 2 });
   assert.deepEqual((await getJson(`${url}/state`)).body, { agent_id: 'solo', state: { count: 2, log: [] } });
-  assert.deepEqual((await postJson(`${url}/`, { message: 'default is chat' })).body, { agent_id: 'solo', response: 'default is chat' });
-  assert.deepEqual((await postJson(`${url}/`, { action: 'invoke', payload: { method: 'increment' } })).body, { agent_id: 'solo', result: 3 });
+  assert.deepEqual(noTurnId((await postJson(`${url}/`, { message: 'default is chat' })).body), { agent_id: 'solo', response: 'default is chat' });
+  assert.deepEqual(noTurnId((await postJson(`${url}/`, { action: 'invoke', payload: { method: 'increment' } })).body), { agent_id: 'solo', result: 3 });
   assert.deepEqual((await postJson(`${url}/`, { action: 'state' })).body, { agent_id: 'solo', state: { count: 3, log: [] } });
   assert.deepEqual(agent.messages.map((m) => m.content), ['hello there', 'hello there', 'default is chat', 'default is chat']);
 });
@@ -83,7 +85,7 @@ test('registry: one live instance per id keeps state and history across requests
   const { url, close } = await listen(router.toRequestListener());
   t.after(close);
   const base = `${url}/agents/counter-1`;
-  assert.deepEqual((await postJson(`${base}/invoke`, { method: 'increment', params: { by: 5 } })).body, { agent_id: 'counter-1', result: 5 });
+  assert.deepEqual(noTurnId((await postJson(`${base}/invoke`, { method: 'increment', params: { by: 5 } })).body), { agent_id: 'counter-1', result: 5 });
   assert.deepEqual((await postJson(`${base}/invoke`, { payload: { method: 'increment', params: { by: 5 } } })).body.result, 10);
   assert.deepEqual((await postJson(`${base}/invoke`, { method: 'add', params: [2, 3] })).body.result, 5);
   // Spread as arguments, half a million overflowed the stack (a 500); past 256 it is the caller's mistake.
@@ -91,7 +93,7 @@ test('registry: one live instance per id keeps state and history across requests
   const tooMany = await postJson(`${base}/invoke`, { method: 'add', params: Array(500_000).fill(1) });
   assert.deepEqual([tooMany.status, tooMany.body.code], [400, 'too_many_params']);
   assert.match(tooMany.body.error, /"params" holds 500000 positional arguments, more than 256; pass a list as one argument/);
-  assert.deepEqual((await postJson(`${base}/invoke`, { method: 'reset' })).body, { agent_id: 'counter-1', result: null });
+  assert.deepEqual(noTurnId((await postJson(`${base}/invoke`, { method: 'reset' })).body), { agent_id: 'counter-1', result: null });
   assert.deepEqual((await postJson(`${base}/invoke`, { method: 'increment' })).body.result, 1);
   assert.deepEqual((await getJson(`${base}/state`)).body, { agent_id: 'counter-1', state: { count: 1, log: [] } });
   assert.deepEqual((await getJson(`${url}/agents/counter-2/state`)).body.state, { count: 0, log: [] });
@@ -113,7 +115,7 @@ test('strictContentType: false takes a body with no Content-Type as JSON; a decl
 
   const lax = await listen(registryRouter({ strictContentType: false }).toRequestListener());
   t.after(lax.close);
-  assert.deepEqual(await (await untyped(`${lax.url}/counter-1/invoke`)).json(), { agent_id: 'counter-1', result: 1 });
+  assert.deepEqual(noTurnId(await (await untyped(`${lax.url}/counter-1/invoke`)).json()), { agent_id: 'counter-1', result: 1 });
   assert.equal((await postJson(`${lax.url}/counter-1/chat`, 'message=hi', { 'content-type': 'text/plain' })).status, 415);
   assert.throws(() => registryRouter({ strictContentType: 'no' as never }), /strictContentType/);
 });
@@ -457,7 +459,7 @@ test("handle()'s hint.signal cuts a running turn (JSON and stream) with its reas
   await started.promise;
   controller.abort(shutdown);
   const text = await (await stream).text();
-  assert.match(text, /event: error\ndata: \{"error":"The server is shutting down","code":"shutting_down"\}/);
+  assert.match(withoutIds(text), /event: error\ndata: \{"error":"The server is shutting down","code":"shutting_down"\}/);
   assert.equal(router.openStreams, 0);
 
   controller = new AbortController();
@@ -675,7 +677,7 @@ test('bodies: JSON must be UTF-8 (another charset or a compressed body is 415, i
 test('the generic envelope takes invoke bare beside "action" too, and says what is wrong with a payload that is not an object', async (t) => {
   const { url, close } = await listen(registryRouter().toRequestListener());
   t.after(close);
-  assert.deepEqual((await postJson(`${url}/counter-1`, { action: 'invoke', method: 'increment', params: { by: 3 } })).body, { agent_id: 'counter-1', result: 3 });
+  assert.deepEqual(noTurnId((await postJson(`${url}/counter-1`, { action: 'invoke', method: 'increment', params: { by: 3 } })).body), { agent_id: 'counter-1', result: 3 });
   const bad = await postJson(`${url}/counter-1`, { action: 'invoke', payload: 'increment' });
   assert.equal(bad.status, 400);
   assert.match(bad.body.error, /^"payload" must be an object/);
@@ -736,7 +738,7 @@ test("a host's callback for an answered request that throws is called once and l
   assert.deepEqual(errors, []);
   assert.ok(logged.some((message) => message.includes("callback for an answered request threw")), JSON.stringify(logged));
   // Served on (the handler hands every request the same parsed body).
-  assert.deepEqual((await postJson(`${url}/chat`, { message: 'hi' }, { 'x-warm': '1' })).body, { agent_id: 'solo', response: 'hi' });
+  assert.deepEqual(noTurnId((await postJson(`${url}/chat`, { message: 'hi' }, { 'x-warm': '1' })).body), { agent_id: 'solo', response: 'hi' });
 });
 
 test('a string pattern that is no regex on its own (an unbalanced group) throws at register and serves no id', async (t) => {

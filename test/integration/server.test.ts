@@ -17,6 +17,7 @@ import type { Storage } from '../../src/storage/storage.ts';
 import { deferred, getJson, postJson, streamChat } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
 import { counterOn } from '../helpers/agents.ts';
+import { noTurnId } from '../helpers/turns.ts';
 
 const quiet = { error: () => {} };
 
@@ -91,13 +92,13 @@ test('serve(0) binds a free port; chat, stream, invoke and state under /agent/{i
   assert.equal(typeof server.port, 'number');
   assert.equal(url, `http://127.0.0.1:${server.port}`);
 
-  assert.deepEqual((await postJson(`${url}/agent/counter-1/chat`, { message: 'hello there' })).body, { agent_id: 'counter-1', response: 'hello there' });
+  assert.deepEqual(noTurnId((await postJson(`${url}/agent/counter-1/chat`, { message: 'hello there' })).body), { agent_id: 'counter-1', response: 'hello there' });
   const res = await streamChat(`${url}/agent/counter-1/chat`, 'streamed words here');
   assert.equal(res.headers.get('content-type'), 'text/event-stream');
   const { text, events } = await collectSSE(res);
   assert.equal(text, 'streamed words here');
   assert.equal(events.at(-1)?.event, 'done');
-  assert.deepEqual((await postJson(`${url}/agent/counter-1/invoke`, { method: 'increment', params: { by: 3 } })).body, { agent_id: 'counter-1', result: 3 });
+  assert.deepEqual(noTurnId((await postJson(`${url}/agent/counter-1/invoke`, { method: 'increment', params: { by: 3 } })).body), { agent_id: 'counter-1', result: 3 });
   assert.deepEqual((await getJson(`${url}/agent/counter-1/state`)).body, { agent_id: 'counter-1', state: { count: 3 } });
   assert.deepEqual((await postJson(`${url}/agent/counter-1`, { action: 'state' })).body, { agent_id: 'counter-1', state: { count: 3 } });
   assert.equal((await postJson(`${url}/agent/nobody/chat`, { message: 'x' })).body.code, 'agent_not_found');
@@ -108,7 +109,7 @@ test('serve(0, "[::1]") takes an IPv6 address as a URL writes it (and as url pri
   t.after(() => server.close());
   await server.serve(0, '[::1]');
   assert.equal(server.url, `http://[::1]:${server.port}`);
-  assert.deepEqual((await postJson(`${server.url}/agent/solo/chat`, { message: 'over ipv6' })).body, { agent_id: 'solo', response: 'over ipv6' });
+  assert.deepEqual(noTurnId((await postJson(`${server.url}/agent/solo/chat`, { message: 'over ipv6' })).body), { agent_id: 'solo', response: 'over ipv6' });
 });
 
 test('GET /healthz answers ok; other methods get 405 with Allow', async (t) => {
@@ -277,7 +278,7 @@ test('429 with Retry-After when every live agent is mid-turn', async (t) => {
   assert.equal((await getJson(`${url}/agent/gated-1/state`)).status, 200, 'a live agent is still served at the cap');
   gate.resolve();
   assert.equal((await a.rest()).at(-1)?.event, 'done');
-  assert.deepEqual((await b).body, { agent_id: 'gated-2', response: 'first second' });
+  assert.deepEqual(noTurnId((await b).body), { agent_id: 'gated-2', response: 'first second' });
   assert.equal((await postJson(`${url}/agent/counter-9/chat`, { message: 'x' })).status, 200, 'room again once they finish');
 });
 
@@ -479,7 +480,7 @@ test('serving one Agent: it answers at /agent/{its id}', async (t) => {
   await server.serve(0);
   t.after(() => server.close());
   const reply = await postJson(`${server.url}/agent/${encodeURIComponent(agent.id)}/chat`, { message: 'hi you' });
-  assert.deepEqual(reply.body, { agent_id: 'support bot+1', response: 'hi you' });
+  assert.deepEqual(noTurnId(reply.body), { agent_id: 'support bot+1', response: 'hi you' });
   assert.equal(server.pool.peek(agent.id), agent, 'the very instance is served');
   assert.equal((await postJson(`${server.url}/agent/support%20bottt1/chat`, { message: 'x' })).status, 404, 'the id is matched literally');
 });
@@ -670,7 +671,8 @@ test('the listener on your own HTTP/2 server: close() answers and drains without
   assert.equal(refused.status, 503);
   assert.equal(JSON.parse(refused.text).code, 'shutting_down');
   release.resolve();
-  assert.deepEqual(await running, { status: 200, text: '{"agent_id":"h2-1","response":"late"}' });
+  const late = await running;
+  assert.deepEqual({ ...late, text: noTurnId(JSON.parse(late.text)) }, { status: 200, text: { agent_id: 'h2-1', response: 'late' } });
   await closing;
   await new Promise(setImmediate);
   assert.deepEqual(warnings.map((warning) => warning.message), []);

@@ -10,7 +10,8 @@ import { MemoryStorage } from '../../src/storage/memory.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
 import { deferred, getJson, postJson, streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
-import { collectSSE } from '../helpers/sse.ts';
+import { collectSSE, withoutIds } from '../helpers/sse.ts';
+import { noTurnId } from '../helpers/turns.ts';
 
 // Real routers on loopback: A's registry sends `remote-.*` to B through an
 // HTTPTransport; B (and C, for three hops) serve the agents themselves.
@@ -118,7 +119,7 @@ test('every route through A answers as B does: same status, same body', async (t
     const direct = await request(b.base, `remote-counter-b-${name.replace(/ /g, '-')}`);
     const proxied = await request(a.base, `remote-counter-a-${name.replace(/ /g, '-')}`);
     // A relayed error names B's origin (see viaA); the rest of the body is B's.
-    const normalize = (body: any) => JSON.parse(JSON.stringify(body).replace(/remote-counter-[ab]-/g, 'remote-counter-X-').replace(/ \(from the remote agent server at [^)]+\)/, ''));
+    const normalize = (body: any) => noTurnId(JSON.parse(JSON.stringify(body).replace(/remote-counter-[ab]-/g, 'remote-counter-X-').replace(/ \(from the remote agent server at [^)]+\)/, '')));
     assert.equal(proxied.status, direct.status, name);
     assert.deepEqual(normalize(proxied.body), normalize(direct.body), name);
   }
@@ -161,10 +162,10 @@ test('forwardHeaders refuses, when the transport is made, a name the transport o
 test("a remote reply the provider cut short keeps its truncated mark through the hop (JSON chat and the envelope's)", async (t) => {
   const script: Script = { current: ({ messages }) => [`cut: ${messages.at(-1)?.content ?? ''}`, { truncated: true }] };
   const { a } = await pair(t, script);
-  assert.deepEqual((await postJson(`${a.base}/remote-bot-1/chat`, { message: 'hi' })).body, { agent_id: 'remote-bot-1', response: 'cut: hi', truncated: true });
-  assert.deepEqual((await postJson(`${a.base}/remote-bot-1`, { action: 'chat', message: 'yo' })).body, { agent_id: 'remote-bot-1', response: 'cut: yo', truncated: true });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/remote-bot-1/chat`, { message: 'hi' })).body), { agent_id: 'remote-bot-1', response: 'cut: hi', truncated: true });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/remote-bot-1`, { action: 'chat', message: 'yo' })).body), { agent_id: 'remote-bot-1', response: 'cut: yo', truncated: true });
   script.current = echo;
-  assert.deepEqual((await postJson(`${a.base}/remote-bot-1/chat`, { message: 'whole' })).body, { agent_id: 'remote-bot-1', response: 'echo: whole' });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/remote-bot-1/chat`, { message: 'whole' })).body), { agent_id: 'remote-bot-1', response: 'echo: whole' });
 });
 
 test('remote errors: a 404 is relayed with its status and code, naming B\'s origin in its message and Agent-Router-Upstream, a 500 becomes a 502 that names the remote in the log only, never the detail', async (t) => {
@@ -267,8 +268,8 @@ test('streaming through A: the same SSE framing and headers as B, byte for byte'
     assert.equal(proxied.headers.get(header), direct.headers.get(header), header);
   }
   const raw = await direct.text();
-  assert.equal(raw, 'data: Hello\n\ndata:  world\ndata: second line\n\ndata: a\ndata: b\n\ndata:  done\n\nevent: done\ndata: [DONE]\n\n');
-  assert.equal(await proxied.text(), raw);
+  assert.equal(withoutIds(raw), 'data: Hello\n\ndata:  world\ndata: second line\n\ndata: a\ndata: b\n\ndata:  done\n\nevent: done\ndata: [DONE]\n\n');
+  assert.equal(withoutIds(await proxied.text()), withoutIds(raw));
 });
 
 test('streaming through A relays chunk by chunk: the first arrives before B has finished', async (t) => {
@@ -288,11 +289,11 @@ test('streaming through A relays chunk by chunk: the first arrives before B has 
   const decoder = new TextDecoder();
   let received = '';
   for (let i = 0; i < 100 && !received.includes('data: first\n\n'); i++) received += decoder.decode((await reader.read()).value, { stream: true });
-  assert.equal(received, 'data: first\n\n');
+  assert.equal(withoutIds(received), 'data: first\n\n');
   assert.equal(finished, false, 'B is still holding the rest of the reply');
   gate.resolve();
   for (let step = await reader.read(); step.done !== true; step = await reader.read()) received += decoder.decode(step.value, { stream: true });
-  assert.equal(received, 'data: first\n\ndata:  second\n\nevent: done\ndata: [DONE]\n\n');
+  assert.equal(withoutIds(received), 'data: first\n\ndata:  second\n\nevent: done\ndata: [DONE]\n\n');
 });
 
 test('a stream to an id B does not know is answered as JSON 404 by A, before any SSE, naming B\'s origin', async (t) => {
@@ -415,13 +416,13 @@ test('three hops, A -> B -> C: every route, streaming included, and odd ids arri
   const a = await hop(t, { next: b, headers: { Authorization: 'Bearer a-to-b' } });
   const id = 'remote-counter-ü 1?#%';
   const segment = encodeURIComponent(id);
-  assert.deepEqual((await postJson(`${a.base}/${segment}/chat`, { message: 'three hops' })).body, { agent_id: id, response: 'echo: three hops' });
-  assert.deepEqual((await postJson(`${a.base}/${segment}/invoke`, { method: 'increment', params: { by: 3 } })).body, { agent_id: id, result: 3 });
-  assert.deepEqual((await postJson(`${a.base}/${segment}`, { action: 'invoke', payload: { method: 'increment' } })).body, { agent_id: id, result: 4 });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/${segment}/chat`, { message: 'three hops' })).body), { agent_id: id, response: 'echo: three hops' });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/${segment}/invoke`, { method: 'increment', params: { by: 3 } })).body), { agent_id: id, result: 3 });
+  assert.deepEqual(noTurnId((await postJson(`${a.base}/${segment}`, { action: 'invoke', payload: { method: 'increment' } })).body), { agent_id: id, result: 4 });
   assert.deepEqual((await getJson(`${a.base}/${segment}/state`)).body, { agent_id: id, state: { count: 4 } });
   const streamed = await collectSSE(await streamChat(`${a.base}/${segment}/chat`, 'streamed'));
   assert.equal(streamed.text, 'echo: streamed');
-  assert.deepEqual(streamed.events.at(-1), { event: 'done', data: '[DONE]', id: undefined });
+  assert.deepEqual({ ...streamed.events.at(-1), id: undefined }, { event: 'done', data: '[DONE]', id: undefined });
   const missing = await postJson(`${a.base}/remote-nobody/chat`, { message: 'x' });
   assert.equal(missing.status, 404);
   assert.equal(missing.body.code, 'agent_not_found');

@@ -1,0 +1,150 @@
+import { AgentRouterError, errorBody, httpErrors } from '../errors.ts';
+import { queryParam } from '../http/path.ts';
+import { SSEWriter } from '../http/sse-writer.ts';
+import type { TurnCancel } from '../lib/cancel.ts';
+import { formatEvent } from '../sse/format.ts';
+import { ChunkSeam } from '../sse/seams.ts';
+import type { DispatchHost } from './dispatch.ts';
+import type { Exchange } from './exchange.ts';
+import type { LogEntry, LogFollower, TurnLog } from './turn-log.ts';
+
+/**
+ * `GET /{agent_id}/turns/{turn_id}/events`: the events of a streamed turn
+ * after `Last-Event-ID` (header, or `?last_event_id=`), then the live ones
+ * to its end, in the mode asked (`?stream=events` typed, else plain).
+ */
+export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): void {
+  const log = host.replays.get(turnId);
+  // Another agent's turn is as unknown here as one never seen.
+  if (log === undefined || log.agentId !== exchange.agentId) {
+    throw httpErrors.notFound('turn_not_found', `No turn ${JSON.stringify(turnId)} of agent ${JSON.stringify(exchange.agentId)} to rejoin (finished turns are kept for replayTTL seconds)`);
+  }
+  const typed = queryParam(exchange.query, 'stream')?.toLowerCase() === 'events';
+  const header = exchange.req.headers['last-event-id'];
+  const seen = lastSeq(typeof header === 'string' ? header : queryParam(exchange.query, 'last_event_id'), turnId);
+  // Entries are numbered as the plain stream's seqs; the typed stream's turn.started is 1 before them.
+  const after = typed ? Math.max(0, seen - 1) : seen;
+  if (after + 1 < log.first) {
+    throw new AgentRouterError(410, 'replay_expired', `The events after ${seen} of turn ${JSON.stringify(turnId)} are no longer kept (replayLimit)`, { expose: true });
+  }
+  host.checkStreams();
+  const cancel = exchange.begin(false);
+  host.openStream();
+  exchange.streaming = true;
+  exchange.res.setHeader('Turn-Id', turnId);
+  new Rejoined(host, exchange, log, typed, Math.min(after, log.next - 1), cancel).start(typed && seen === 0);
+}
+
+/** The seq a Last-Event-ID names (0 for none); one of another turn is refused. */
+function lastSeq(value: string | undefined, turnId: string): number {
+  if (value === undefined || value === '') return 0;
+  const colon = value.lastIndexOf(':');
+  const seq = Number(value.slice(colon + 1));
+  if ((colon !== -1 && value.slice(0, colon) !== turnId) || !Number.isSafeInteger(seq) || seq < 0 || value.slice(colon + 1) === '') {
+    throw httpErrors.badRequest('bad_last_event_id', `Last-Event-ID must be "${turnId}:<seq>", an id this turn's stream sent`);
+  }
+  return seq;
+}
+
+/** One rejoined stream: a cursor into the turn's log, sent on as the log grows and the client reads. */
+class Rejoined implements LogFollower {
+  readonly #exchange: Exchange;
+  readonly #log: TurnLog;
+  readonly #typed: boolean;
+  readonly #cancel: TurnCancel;
+  readonly #writer: SSEWriter;
+  readonly #seam = new ChunkSeam();
+  /** The last entry sent. */
+  #sent: number;
+  #waiting = false;
+  #over = false;
+  readonly #onCut = (): void => this.#finish();
+
+  constructor(host: DispatchHost, exchange: Exchange, log: TurnLog, typed: boolean, after: number, cancel: TurnCancel) {
+    this.#exchange = exchange;
+    this.#log = log;
+    this.#typed = typed;
+    this.#cancel = cancel;
+    this.#sent = after;
+    const { pingInterval, stallTimeout } = host.streamOptions;
+    this.#writer = new SSEWriter(exchange.res, { pingInterval, stallTimeout });
+    // The plain stream holds back a split CRLF or surrogate pair: replay the entries before as the first stream did.
+    if (!typed) for (let i = log.first; i <= after; i++) this.#render(log.at(i) as LogEntry, i);
+  }
+
+  start(sendStarted: boolean): void {
+    if (sendStarted) this.#writer.send(JSON.stringify({ type: 'turn.started', agent_id: this.#log.agentId, turn_id: this.#log.turnId }), 'turn.started', `${this.#log.turnId}:1`);
+    if (this.#cancel.aborted) return this.#finish();
+    this.#cancel.onAbort(this.#onCut);
+    this.#log.follow(this);
+    this.wake();
+  }
+
+  wake(): void {
+    if (this.#waiting || this.#over) return;
+    const log = this.#log;
+    while (this.#sent + 1 < log.next) {
+      const index = this.#sent + 1;
+      const entry = log.at(index);
+      if (entry === undefined) return this.#expired();
+      this.#sent = index;
+      const frame = this.#render(entry, index);
+      if (typeof entry !== 'string' && !('data' in entry)) {
+        this.#writer.end(frame);
+        return this.#finish();
+      }
+      const event = typeof entry === 'string' ? (this.#typed ? 'text.delta' : undefined) : entry.event;
+      const waiting = frame === '' ? undefined : this.#writer.send(frame, event, this.#id(index));
+      if (waiting !== undefined) {
+        this.#waiting = true;
+        waiting.then(
+          () => {
+            this.#waiting = false;
+            this.wake();
+          },
+          () => this.#finish(),
+        );
+        return;
+      }
+    }
+    // Rejoined after the end was already seen: nothing more will come.
+    if (log.ended && this.#sent >= log.next - 1) this.#finish();
+  }
+
+  /** A text entry's data (sent by wake with its id), or an end's whole frame; the plain stream's seam moves on either way. */
+  #render(entry: LogEntry, index: number): string {
+    if (typeof entry === 'string') {
+      if (this.#typed) return JSON.stringify({ type: 'text.delta', text: entry });
+      return this.#seam.next(entry);
+    }
+    if ('data' in entry) return this.#typed ? entry.data : '';
+    const id = this.#id(index);
+    if ('finished' in entry) {
+      if (this.#typed) return formatEvent(JSON.stringify({ type: 'turn.finished', result: entry.finished }), 'turn.finished', id);
+      const rest = this.#seam.rest();
+      return `${rest ? formatEvent(rest) : ''}${formatEvent('[DONE]', 'done', id)}`;
+    }
+    if (this.#typed) return formatEvent(JSON.stringify({ type: 'turn.failed', ...entry.failed }), 'turn.failed', id);
+    return formatEvent(JSON.stringify(entry.failed), 'error', id);
+  }
+
+  #id(index: number): string {
+    return `${this.#log.turnId}:${this.#typed ? index + 1 : index}`;
+  }
+
+  /** The client read too slowly: the events it needs next were dropped (replayLimit). */
+  #expired(): void {
+    const body = errorBody(new AgentRouterError(410, 'replay_expired', 'The next events of this turn are no longer kept (replayLimit)', { expose: true }));
+    this.#writer.end(this.#typed ? formatEvent(JSON.stringify({ type: 'turn.failed', ...body }), 'turn.failed') : formatEvent(JSON.stringify(body), 'error'));
+    this.#finish();
+  }
+
+  #finish(): void {
+    if (this.#over) return;
+    this.#over = true;
+    this.#log.unfollow(this);
+    this.#cancel.offAbort(this.#onCut);
+    this.#writer.end();
+    this.#exchange.done();
+  }
+}
