@@ -91,8 +91,18 @@ function jsonProblem(expected: (id: string) => string): ExpectedReply['problem']
   };
 }
 
+/** The router names each turn (`turn_id`) and each event (`id:`); the bare server has neither, so the checks look past them. */
+function withoutTurnId(problem: ExpectedReply['problem']): ExpectedReply['problem'] {
+  return (request, body) => problem(request, body.replace(/"turn_id":"[^"]*",/, ''));
+}
+
+function withoutEventIds(body: string): string {
+  return body.replace(/^id: [^\n]*\n/gm, '');
+}
+
 /** An SSE reply must hold every chunk of the message, in order, then the done event. */
-const sseProblem: ExpectedReply['problem'] = (_request, body) => {
+const sseProblem: ExpectedReply['problem'] = (_request, sent) => {
+  const body = withoutEventIds(sent);
   let at = 0;
   for (const chunk of chunksOf(SSE_MESSAGE)) {
     at = body.indexOf(`data: ${chunk}\n\n`, at);
@@ -101,7 +111,7 @@ const sseProblem: ExpectedReply['problem'] = (_request, body) => {
   return body.includes('event: done\ndata: [DONE]\n\n', at) ? undefined : 'no done event after the chunks';
 };
 
-const chatReply = jsonProblem((id) => `{"agent_id":"${id}","response":${JSON.stringify(CHAT_MESSAGE)}}`);
+const chatReply = withoutTurnId(jsonProblem((id) => `{"agent_id":"${id}","response":${JSON.stringify(CHAT_MESSAGE)}}`));
 const LOADS: Record<string, { request: (id: string) => MemoryRequest; id: (connection: number, k: number) => string; expected: ExpectedReply }> = {
   chat: {
     id: (c, k) => `chat-${c}-${k % 16}`,
