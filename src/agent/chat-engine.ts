@@ -67,7 +67,7 @@ class ChatRun<S extends JsonObject> {
 
   async start(): Promise<void> {
     try {
-      this.#unlock = await this.#core.gate.enter(this.#turn);
+      this.#unlock = this.#core.gate.tryEnter(this.#turn) ?? (await this.#core.gate.enter(this.#turn));
     } catch (error) {
       this.#turn.fail();
       return this.#sink.failed(error);
@@ -87,7 +87,8 @@ class ChatRun<S extends JsonObject> {
     const { system, lastMessages, message, tools, maxSteps } = this.#ask;
     const turn = this.#turn;
     const user: ChatMessage = Object.freeze({ role: 'user', content: message });
-    const messages = window(this.#core.sync.messages, lastMessages, user);
+    // Each step's request gets an array of its own: a model may still hold the one before.
+    let messages = window(this.#core.sync.messages, lastMessages, user);
     // The turn's new messages, committed together at its end: the user's, each step's, the tools' answers.
     const added: ChatMessage[] = [user];
     for (let step = 1; ; step++) {
@@ -104,7 +105,7 @@ class ChatRun<S extends JsonObject> {
       reply.message.toolCalls = Object.freeze(reply.calls.map((call) => Object.freeze({ ...call })));
       const answers = await this.#runTools(reply.calls);
       if (answers === undefined) return;
-      messages.push(Object.freeze(reply.message), ...answers);
+      messages = [...messages, Object.freeze(reply.message), ...answers];
       added.push(Object.freeze(reply.message), ...answers);
     }
     this.#finished = true;
@@ -113,7 +114,8 @@ class ChatRun<S extends JsonObject> {
     turn.cancel.throwIfAborted();
     turn.to('committing');
     // Frozen, as every message the agent writes: MemoryStorage can keep it as it is.
-    await this.#core.commit(turn, added);
+    const committing = this.#core.commit(turn, added);
+    if (committing !== undefined) await committing;
     turn.to('done');
   }
 
@@ -136,7 +138,9 @@ class ChatRun<S extends JsonObject> {
         else if (event.type === 'truncated') truncated = this.#truncated = true;
         else if (event.type === 'text') text.push(event.text);
         else if (event.type === 'tool.call') calls.push(event.call);
-        if (!(await this.#emit(event))) return undefined;
+        const waiting = this.#emit(event);
+        if (waiting !== undefined) await waiting;
+        if (this.#ended) return undefined;
       }
     }
     this.#finished = true;
@@ -156,18 +160,18 @@ class ChatRun<S extends JsonObject> {
     const answers: ChatMessage[] = [];
     for (const [i, call] of calls.entries()) {
       const outcome = outcomes[i] as ToolOutcome;
-      if (!(await this.#emit({ type: 'tool.result', call, outcome }))) return undefined;
+      const waiting = this.#emit({ type: 'tool.result', call, outcome });
+      if (waiting !== undefined) await waiting;
+      if (this.#ended) return undefined;
       answers.push(Object.freeze(toolMessage(call, outcome)));
     }
     return answers;
   }
 
-  /** An event to the turn and the sink; false when the turn ended while the sink held it. */
-  async #emit(event: TurnEvent): Promise<boolean> {
+  /** An event to the turn and the sink; a promise when the sink asks to wait (backpressure). */
+  #emit(event: TurnEvent): Promise<void> | undefined {
     this.#turn.emit(event);
-    const waiting = this.#sink.event?.(event);
-    if (waiting !== undefined) await waiting;
-    return !this.#ended;
+    return this.#sink.event?.(event);
   }
 
   /** Ends the turn once, then tells the sink, after the agent is free for its next turn. */
@@ -201,17 +205,25 @@ const NOT_APPROVED = (name: string): ToolOutcome => ({
   error: { message: `The tool ${name} needs a person's approval before it runs, and this server cannot ask for it yet; it did not run`, code: 'approval_unavailable' },
 });
 
-/** The model's request; its signal is made only if the model asks for it (a turn's cancel needs none otherwise). */
+const turnOfRequest = Symbol('agent-router.turnOfRequest');
+
+/**
+ * A request's `signal`, made only if the model reads it: one accessor shared by every request, own and
+ * enumerable so a wrapping model's `{...request}` keeps it (BENCHMARKS.md, "What runs").
+ */
+const LAZY_SIGNAL: PropertyDescriptor = {
+  get(this: { [turnOfRequest]: { readonly signal: AbortSignal } }): AbortSignal {
+    return this[turnOfRequest].signal;
+  },
+  enumerable: true,
+};
+
+/** The model's request for one step. */
 function modelRequest(system: string | undefined, messages: ChatMessage[], turn: { readonly signal: AbortSignal }, tools: ModelRequest['tools']): ModelRequest {
-  return {
-    system,
-    // A copy per step: the next step appends to the turn's list, not to what a model may still hold.
-    messages: messages.slice(),
-    ...(tools === undefined ? {} : { tools }),
-    get signal() {
-      return turn.signal;
-    },
-  };
+  const request: Record<string | symbol, unknown> = { system, messages, [turnOfRequest]: turn };
+  if (tools !== undefined) request['tools'] = tools;
+  Object.defineProperty(request, 'signal', LAZY_SIGNAL);
+  return request as unknown as ModelRequest;
 }
 
 /**

@@ -39,7 +39,7 @@ export class AgentCore<S extends JsonObject> {
   async runTurn<T>(turn: Turn<S>, body: () => Promise<T>, first = false): Promise<T> {
     let unlock: Unlock;
     try {
-      unlock = await this.gate.enter(turn, first);
+      unlock = this.gate.tryEnter(turn) ?? (await this.gate.enter(turn, first));
     } catch (error) {
       turn.fail();
       throw error;
@@ -54,7 +54,8 @@ export class AgentCore<S extends JsonObject> {
     try {
       const result = await watch.race(work);
       turn.to('committing');
-      await this.commit(turn, []);
+      const committing = this.commit(turn, []);
+      if (committing !== undefined) await committing;
       turn.to('done');
       return result;
     } catch (error) {
@@ -69,12 +70,21 @@ export class AgentCore<S extends JsonObject> {
     }
   }
 
-  /** Stores the turn's state and the messages it adds; the carried updates it held are then done with. */
-  async commit(turn: Turn<S>, append: ChatMessage[]): Promise<void> {
+  /**
+   * Stores the turn's state and the messages it adds; the carried updates it held are then done with.
+   * A promise only when the storage answers asynchronously.
+   */
+  commit(turn: Turn<S>, append: ChatMessage[]): Promise<void> | undefined {
     turn.carriedInCommit = turn.carried?.length ?? 0;
-    await this.sync.commit(turn.staged ?? this.sync.state, append, turn.baseVersion);
+    const writing = this.sync.commit(turn.staged ?? this.sync.state, append, turn.baseVersion);
+    if (writing === undefined) return this.#committed(turn);
+    return writing.then(() => this.#committed(turn));
+  }
+
+  #committed(turn: Turn<S>): undefined {
     const carried = turn.carried;
     if (carried !== undefined) turn.carried = carried.length > turn.carriedInCommit ? carried.slice(turn.carriedInCommit) : undefined;
+    return undefined;
   }
 
   /**

@@ -47,6 +47,22 @@ export class TurnGate<S extends JsonObject> {
   }
 
   /**
+   * Lets the turn in at once when nothing needs waiting for: a free agent, no cut action running,
+   * its copy current on an in-process storage (BENCHMARKS.md, "What runs"). Undefined otherwise: then `enter`.
+   */
+  tryEnter(turn: Turn<S>): Unlock | undefined {
+    if (this.#abandoned > 0 || turn.cancel.aborted || !this.#mailbox.tryAcquire()) return undefined;
+    const unlock = this.#sync.lockNow();
+    if (unlock === undefined) {
+      this.#mailbox.release();
+      return undefined;
+    }
+    turn.to('loading');
+    this.#admit(turn);
+    return unlock;
+  }
+
+  /**
    * Waits for the turn's place, then readies the agent for it; the turn is
    * then `running`. `first` puts it ahead of every waiting turn (work that
    * belongs to the turn leaving now). Rejects, holding nothing, if the
@@ -67,10 +83,14 @@ export class TurnGate<S extends JsonObject> {
       this.#mailbox.release();
       throw error;
     }
+    this.#admit(turn);
+    return unlock;
+  }
+
+  #admit(turn: Turn<S>): void {
     this.#holder = turn;
     turn.baseVersion = this.#sync.version;
     turn.to('running');
-    return unlock;
   }
 
   /**

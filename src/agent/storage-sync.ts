@@ -154,26 +154,49 @@ export class StorageSync<S extends JsonObject> {
    * started from, then takes it into this copy. Nothing to write (same
    * state, no message) writes nothing. A copy reloaded under the turn (a
    * state read caught up with another writer) makes the commit a conflict.
+   * A promise only when the storage answers asynchronously (see Storage.sync).
    */
-  async commit(state: S, append: ChatMessage[], expectedVersion: number): Promise<void> {
-    if (state === this.state && append.length === 0) return;
+  commit(state: S, append: ChatMessage[], expectedVersion: number): Promise<void> | undefined {
+    if (state === this.state && append.length === 0) return undefined;
     if (state !== this.state) assertJsonState(state, `Agent ${JSON.stringify(this.#id)}: state`);
     // S is JSON by its bound and by assertJsonState; the bound is structural, so it takes the cast.
     const turn = { expectedVersion, state: state as JsonObject, append };
-    const sync = this.#storage.sync;
-    let version: number;
-    try {
-      version = sync !== undefined ? sync.commit(this.#id, turn) : await this.#storage.commit(this.#id, turn);
-    } catch (error) {
+    const refused = (error: unknown): never => {
       // This copy is behind (or ahead of) storage: the next turn reloads, so one 409 is not followed by more.
       if (error instanceof VersionConflictError) this.stale = true;
       throw error;
+    };
+    const sync = this.#storage.sync;
+    if (sync === undefined) return this.#storage.commit(this.#id, turn).then((version) => this.#take(turn, version), refused);
+    let version: number;
+    try {
+      version = sync.commit(this.#id, turn);
+    } catch (error) {
+      return refused(error);
     }
-    // A concurrent snapshot() may already have reloaded this very commit.
-    if (this.version !== expectedVersion) return;
-    this.state = state;
-    for (const message of append) this.messages.push(message);
+    this.#take(turn, version);
+    return undefined;
+  }
+
+  /** A commit storage took, into this copy; unless a concurrent snapshot() already reloaded it. */
+  #take(turn: { expectedVersion: number; state: JsonObject; append: readonly ChatMessage[] }, version: number): void {
+    if (this.version !== turn.expectedVersion) return;
+    this.state = turn.state as S;
+    for (const message of turn.append) this.messages.push(message);
     this.version = version;
+  }
+
+  /**
+   * The storage's lock, taken at once, when this copy is known current without waiting: an in-process
+   * storage (Storage.sync) holding this very version, its lock free. Undefined otherwise (then lock and refresh).
+   */
+  lockNow(): (() => void) | undefined {
+    const sync = this.#storage.sync;
+    if (sync === undefined || !this.loaded || this.stale || this.unsure) return undefined;
+    const unlock = sync.tryLock(this.#id);
+    if (unlock !== undefined && sync.head(this.#id) === this.version) return unlock;
+    unlock?.();
+    return undefined;
   }
 }
 
