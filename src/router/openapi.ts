@@ -46,6 +46,10 @@ export type Schema = Record<string, unknown>;
 const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: Schema): object => ({ 'application/json': { schema } });
 
+/** The turn a JSON reply answers, as in its `Turn-Id` header. */
+const TURN_ID = { type: 'string', description: 'The turn, as in the `Turn-Id` header (absent only behind a transport of your own that sends none).' };
+
+
 const SCHEMAS: Record<string, Schema> = {
   ChatRequest: {
     type: 'object',
@@ -57,7 +61,7 @@ const SCHEMAS: Record<string, Schema> = {
     required: ['agent_id', 'turn_id', 'response'],
     properties: {
       agent_id: { type: 'string' },
-      turn_id: { type: 'string', description: 'The turn, as in the `Turn-Id` header (absent only behind a transport of your own that sends none).' },
+      turn_id: TURN_ID,
       response: { type: 'string', description: 'The reply (all of it, unless truncated says the provider cut it short).' },
       truncated: { type: 'boolean', const: true, description: "Present when the model's provider cut the reply short at its token limit." },
       tool_calls: { type: 'array', items: ref('ToolCallRecord'), description: 'Present when the turn called tools: each call in order, with its result or error.' },
@@ -114,7 +118,7 @@ const SCHEMAS: Record<string, Schema> = {
     required: ['agent_id', 'turn_id', 'result'],
     properties: {
       agent_id: { type: 'string' },
-      turn_id: { type: 'string', description: 'The turn, as in the `Turn-Id` header (absent only behind a transport of your own that sends none).' },
+      turn_id: TURN_ID,
       result: { description: "The action's return value (null for none)." },
     },
   },
