@@ -49,7 +49,6 @@ const json = (schema: Schema): object => ({ 'application/json': { schema } });
 /** The turn a JSON reply answers, as in its `Turn-Id` header. */
 const TURN_ID = { type: 'string', description: 'The turn, as in the `Turn-Id` header (absent only behind a transport of your own that sends none).' };
 
-
 const SCHEMAS: Record<string, Schema> = {
   ChatRequest: {
     type: 'object',
