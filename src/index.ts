@@ -12,7 +12,7 @@ export type { AgentClass, RegisterOptions, RegistryTarget } from './registry/reg
 // HTTP router
 export { AgentRouter } from './router/router.ts';
 export { continueListener } from './http/continue.ts';
-export type { AgentRequestListener, AgentRouterOptions, Logger, RequestHint } from './router/router.ts';
+export type { AgentRequestListener, AgentRouterOptions, Logger, RequestHint, TurnEndInfo, TurnStartInfo } from './router/router.ts';
 export type { Authorize, AuthorizeContext } from './http/authorize.ts';
 export type { CorsOptions } from './http/cors.ts';
 export type { OpenAPIDocument, OpenAPIOperation, Schema } from './router/openapi.ts';

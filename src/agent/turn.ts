@@ -92,6 +92,7 @@ export class Turn<S extends JsonObject = JsonObject> {
   to(phase: TurnPhase): void {
     if (!NEXT[this.#phase].includes(phase)) throw new Error(`Turn ${this.id}: cannot move from ${this.#phase} to ${phase}`);
     this.#phase = phase;
+    this.cancel.watcher?.turnPhase(this, phase);
   }
 
   /** Ends the turn as failed, or cancelled when its cancel was aborted; a turn already over stays as it ended. */

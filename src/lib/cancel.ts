@@ -24,6 +24,8 @@ export class TurnCancel {
   #signal: AbortSignal | undefined;
   /** A caller's signal this cancel follows (and hands out as its `signal`). */
   readonly #outer: AbortSignal | undefined;
+  /** Told each phase the turn run under this cancel moves to (the router's turn hooks and metrics); unset when off. */
+  watcher: TurnWatcher | undefined;
 
   constructor(outer?: AbortSignal) {
     this.#outer = outer;
@@ -113,6 +115,11 @@ export class TurnCancel {
     first?.(reason);
     if (hooks !== undefined) for (const hook of hooks) hook(reason);
   }
+}
+
+/** Watches a turn's phases (a Turn of src/agent, seen from below as any object). */
+export interface TurnWatcher {
+  turnPhase(turn: object, phase: string): void;
 }
 
 /** What a wait can be cut by: a TurnCancel, or anything shaped like one. */

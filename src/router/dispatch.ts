@@ -157,7 +157,7 @@ function sourceOf(target: Target, exchange: Exchange, message: string, cancel: T
 }
 
 function callOptions(target: RemoteTarget, cancel: TurnCancel, exchange: Exchange): TransportCallOptions {
-  return { signal: cancel.signal, requestId: target.requestId, requestHeaders: target.requestHeaders, onTurnId: (id) => exchange.relayTurnId(id) };
+  return { signal: cancel.signal, requestId: exchange.requestId, requestHeaders: target.requestHeaders, onTurnId: (id) => exchange.relayTurnId(id) };
 }
 
 /**

@@ -2,7 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, statusOf, worthLogging } from '../errors.ts';
-import type { Logger } from '../lib/logger.ts';
+import type { Log, LogFields } from '../lib/logger.ts';
+import type { TurnWatcher } from '../lib/cancel.ts';
+import { tagRequest } from '../http/request-id.ts';
+import type { Observer, ObservedTurn } from './observe.ts';
+import type { Turn } from '../agent/turn.ts';
 import { sendError, sendJson } from '../http/respond.ts';
 import { cutIfLeftUnread } from '../http/unread.ts';
 import { stopWatching, whenAborted } from '../lib/signal-watch.ts';
@@ -12,7 +16,9 @@ import type { RunningTurn, RunningTurns } from './running-turns.ts';
 
 /** What an exchange needs of its router. */
 export interface ExchangeHost {
-  readonly logger: Logger;
+  readonly logger: Log;
+  /** The turn hooks and metrics; undefined when none is on. */
+  readonly observer: Observer | undefined;
   /** How long a client may leave an answer unread before it is cut (Infinity: no limit). */
   readonly unreadMs: number;
   /** The requests running now: what abortAll() and the turn timeout reach. */
@@ -31,7 +37,7 @@ export interface ExchangeHost {
  * stream already answered) or `done` (answered by someone else), and then
  * undoes what `begin` set up for its turn and tells its caller.
  */
-export class Exchange implements RunningTurn {
+export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
   readonly #host: ExchangeHost;
@@ -40,6 +46,16 @@ export class Exchange implements RunningTurn {
   #answered: (() => void) | undefined;
   agentId = '';
   query = '';
+  /** The caller's `x-request-id` when plain, else a new one; echoed in the response. */
+  readonly requestId: string;
+  /** The matched route's action (metrics). */
+  route = 'none';
+  // What the observer keeps of the request's turn (see ObservedTurn); untouched when it is off.
+  turnStart = 0;
+  loadedAt = 0;
+  turn: Turn | undefined;
+  failure: unknown;
+  #turnOpen = false;
   /** The turn's cancel, once `begin` started one. */
   cancel: TurnCancel | undefined;
   /** The id of the local turn this request runs, sent before the turn starts (`Turn-Id`). */
@@ -65,6 +81,25 @@ export class Exchange implements RunningTurn {
     this.res = res;
     this.#outer = outer;
     this.#answered = answered;
+    this.requestId = tagRequest(req, res);
+  }
+
+  /** What a log record says of this request. */
+  get fields(): LogFields {
+    return { requestId: this.requestId, agentId: this.agentId, turnId: this.turnId };
+  }
+
+  /** The agent's Turn moved (watched only with an observer); a turn ending after its request did ends here. */
+  turnPhase(turn: object, _phase: string): void {
+    const observer = this.#host.observer as Observer;
+    this.turn = turn as Turn;
+    observer.turnMoved(this);
+    if (this.#over && this.#turnOpen && this.turn.over) this.#endTurn(observer);
+  }
+
+  #endTurn(observer: Observer): void {
+    this.#turnOpen = false;
+    observer.turnEnded(this);
   }
 
   /**
@@ -102,6 +137,12 @@ export class Exchange implements RunningTurn {
   newTurnId(): string {
     const id = (this.turnId = randomUUID());
     this.res.setHeader('Turn-Id', id);
+    const observer = this.#host.observer;
+    if (observer !== undefined && this.cancel !== undefined) {
+      this.cancel.watcher = this;
+      this.#turnOpen = true;
+      observer.turnStarted(this);
+    }
     return id;
   }
 
@@ -133,7 +174,8 @@ export class Exchange implements RunningTurn {
     if (this.#over) return;
     const cancel = this.cancel;
     const cause = cancel?.aborted === true ? cancel.reason : error;
-    if (worthLogging(cause)) this.#host.logger.error(`AgentRouter: request failed with ${statusOf(cause)}`, cause);
+    if (worthLogging(cause)) this.#host.logger.error(`AgentRouter: request failed with ${statusOf(cause)}`, cause, this.fields);
+    if (this.#host.observer !== undefined) this.failure = cause;
     // Writes nothing to a client that is gone; an action's own 499 reaches a client still there like any status.
     sendError(this.res, cause);
     this.done();
@@ -151,6 +193,12 @@ export class Exchange implements RunningTurn {
       if (this.#onClose !== undefined) this.res.off('close', this.#onClose);
       if (this.#onOuterAbort !== undefined && this.#outer !== undefined) stopWatching(this.#outer, this.#onOuterAbort);
       if (this.pooled) host.release(this.agentId);
+      const observer = host.observer;
+      if (observer !== undefined) {
+        observer.requestDone(this.route, this.res.statusCode);
+        // A turn that outlives its request (onDisconnect continue) ends when its Turn does.
+        if (this.#turnOpen && (this.turn === undefined || this.turn.over)) this.#endTurn(observer);
+      }
     } finally {
       // Never thrown into what ended the request (the agent's turn, or a cancel.abort()).
       const answered = this.#answered;
@@ -158,7 +206,7 @@ export class Exchange implements RunningTurn {
       try {
         answered?.();
       } catch (error) {
-        host.logger.error("AgentRouter: the host's callback for an answered request threw", error);
+        host.logger.error("AgentRouter: the host's callback for an answered request threw", error, this.fields);
       }
     }
   }

@@ -4,6 +4,7 @@ import type { Authorize } from '../http/authorize.ts';
 import type { CorsOptions } from '../http/cors.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { OptionKind } from '../options.ts';
+import type { TurnEndInfo, TurnHook, TurnStartInfo } from './observe.ts';
 import type { AgentPool, AgentPoolOptions } from '../registry/pool.ts';
 
 export interface AgentRouterOptions extends AgentPoolOptions {
@@ -48,6 +49,12 @@ export interface AgentRouterOptions extends AgentPoolOptions {
   replayTTL?: number | undefined;
   /** Bytes of a streamed turn's events kept for rejoins; past it the oldest go (a rejoin asking for them gets 410). @defaultValue 1 MiB */
   replayLimit?: number | undefined;
+  /** Called as a local turn is asked for (before it waits for the agent); not awaited, a throw or rejection is logged. */
+  onTurnStart?: TurnHook<TurnStartInfo> | undefined;
+  /** Called once a local turn ended (done, failed, cancelled), with its timing and usage; not awaited, a throw or rejection is logged. */
+  onTurnEnd?: TurnHook<TurnEndInfo> | undefined;
+  /** Count turns, tokens and requests for `router.metrics()` (AgentServer: serve them at `GET /metrics`). @defaultValue false */
+  metrics?: boolean | undefined;
   /** Share an existing pool (AgentServer does); otherwise the router makes its own from these options. */
   pool?: AgentPool | undefined;
 }
@@ -68,6 +75,9 @@ export const ROUTER_OPTION_KINDS: { readonly [K in keyof Required<AgentRouterOpt
   maxStreams: 'limit',
   logger: 'logger',
   pool: 'object',
+  onTurnStart: 'function',
+  onTurnEnd: 'function',
+  metrics: 'boolean',
   onDisconnect: 'string',
   replayTTL: 'seconds',
   replayLimit: 'limit',

@@ -1,14 +1,12 @@
 import type { IncomingMessage } from 'node:http';
 import { httpErrors } from '../errors.ts';
+import { callerRequestId } from '../http/request-id.ts';
 import type { RouteAction } from './routes.ts';
 
 // What the router reads from a request beside its path: body shapes and the request id.
 
 /** An inbound `x-request-id` (not a credential) travels on to a remote; odd values are dropped. */
-export function requestIdOf(req: IncomingMessage): string | undefined {
-  const id = req.headers['x-request-id'];
-  return typeof id === 'string' && /^[\w.:-]{1,128}$/.test(id) ? id : undefined;
-}
+export const requestIdOf: (req: IncomingMessage) => string | undefined = callerRequestId;
 
 /** The body as an object; 400 for any other JSON value. */
 export function asObject(value: unknown, message = 'JSON body must be an object, e.g. {"message": "Hello"}'): Record<string, unknown> {

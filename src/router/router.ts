@@ -24,10 +24,13 @@ import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteMat
 import { RunningTurns } from './running-turns.ts';
 import { rejoin } from './rejoin.ts';
 import { TurnLogs } from './turn-log.ts';
+import { Observer } from './observe.ts';
+import { tagRequest } from '../http/request-id.ts';
 import { AgentTurns } from './agent-turns.ts';
 
 export type { Logger } from '../lib/logger.ts';
 export type { AgentRequestListener, AgentRouterOptions, RequestHint } from './options.ts';
+export type { TurnEndInfo, TurnStartInfo } from './observe.ts';
 
 /** The internal entry AgentServer and the Fastify plugin answer through; see `AgentRouter[serveRequest]`. @internal */
 export const serveRequest: unique symbol = Symbol('agent-router.serveRequest');
@@ -106,7 +109,10 @@ export class AgentRouter {
     });
     const logger = loggerOf(options.logger);
     const replays = new TurnLogs(options.replayTTL ?? 300, options.replayLimit ?? 1024 * 1024, options.now);
+    const observed = options.onTurnStart !== undefined || options.onTurnEnd !== undefined || options.metrics === true;
+    const observer = observed ? new Observer(options, logger, { liveAgents: () => this.pool?.size ?? 1, openStreams: () => this.#openStreams }) : undefined;
     this.#host = {
+      observer,
       agentTurns: new AgentTurns<Exchange>(),
       replays,
       keepOnDisconnect: options.onDisconnect === 'continue',
@@ -143,6 +149,8 @@ export class AgentRouter {
         return new Exchange(this.#host, req, res, undefined, undefined).fail(error);
       }
       lingerOnClose(req, res);
+      tagRequest(req, res);
+      this.#host.observer?.requestDone('none', 404);
       sendJson(res, 404, { error: `No route for ${req.method} ${req.url}`, code: 'not_found' });
     };
     // The router reads and writes only what both APIs' requests and responses have (tested over each).
@@ -196,6 +204,7 @@ export class AgentRouter {
     const { req, res } = exchange;
     try {
       host?.claim?.();
+      if (this.#host.observer !== undefined) exchange.route = matched === 'openapi' ? 'openapi' : matched.route.action;
       if (matched === 'openapi') {
         this.#serveDocument(req, res, hint.path);
         return exchange.done();
@@ -315,6 +324,17 @@ export class AgentRouter {
   /** See `replayStore`. @internal */
   get [replayStore](): TurnLogs {
     return this.#host.replays;
+  }
+
+  /**
+   * The router's metrics in the Prometheus text format (0.0.4), for a host
+   * app to serve (Content-Type `text/plain; version=0.0.4`); needs the
+   * `metrics` option.
+   */
+  metrics(): string {
+    const registry = this.#host.observer?.registry;
+    if (registry === undefined) throw new TypeError('AgentRouter.metrics(): set the metrics option to true to count them');
+    return registry.text();
   }
 
   /** Open SSE streams now. */

@@ -107,6 +107,7 @@ const FILE_KEYS: Record<string, string> = {
   turn_timeout: 'turnTimeout',
   max_streams: 'maxStreams',
   openapi: 'openapi',
+  metrics: 'metrics',
   on_disconnect: 'onDisconnect',
   replay_ttl: 'replayTTL',
   replay_limit: 'replayLimit',

@@ -16,6 +16,7 @@ import { hostCheck, type AllowedHosts, type HostCheck } from './allowed-hosts.ts
 import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from './config.ts';
 import { answerClientError, answerConnect, answerExpectation } from './client-error.ts';
 import { InFlight } from './inflight.ts';
+import { serveOwnPath } from './metrics-route.ts';
 import { AgentPool } from '../registry/pool.ts';
 
 /** After the shutdown deadline, aborted turns get this long to write their `event: error`, and sockets this long to close, before they are cut. */
@@ -284,6 +285,7 @@ export class AgentServer {
 
   async #route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { path } = splitTarget(req.url ?? '/');
+    if (serveOwnPath(req, res, path, this.router)) return;
     if (path === '/healthz' || path === '/healthz/') {
       // Liveness, not readiness: it stays ok while storage is unavailable (each request then says so, 503
       // storage_unavailable); failing it with the storage all processes share would take every one out at once.

@@ -1,0 +1,215 @@
+// Request ids, turn hooks, structured logs and metrics, over real sockets.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { test } from 'node:test';
+import parsePrometheusTextFormat from 'parse-prometheus-text-format';
+import { Agent } from '../../src/agent/agent.ts';
+import type { Model } from '../../src/models/model.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import { AgentRouter, type TurnEndInfo, type TurnStartInfo } from '../../src/router/router.ts';
+import { AgentServer } from '../../src/server/server.ts';
+import { MemoryStorage } from '../../src/storage/memory.ts';
+import { HTTPTransport } from '../../src/transports/http.ts';
+import { MetricsRegistry } from '../../src/lib/metrics.ts';
+import { getJson, pollUntil, postJson } from '../helpers/http.ts';
+import { listen } from '../helpers/listen.ts';
+
+/** Replies with the message and reports usage; "fail" makes the model throw. */
+const usageModel: Model = {
+  name: 'test:usage',
+  async *stream(request) {
+    const last = request.messages[request.messages.length - 1] as { content: string };
+    if (last.content === 'fail') throw new Error('model down');
+    yield last.content;
+    yield { usage: { inputTokens: 3, outputTokens: 5 } };
+  },
+};
+
+class Bot extends Agent<{ n: number }> {
+  static override actions = ['bump'];
+  constructor(id: string) {
+    super(id, { model: usageModel, storage: new MemoryStorage(), initialState: { n: 0 } });
+  }
+  async bump(): Promise<number> {
+    await this.setState({ n: this.state.n + 1 });
+    return this.state.n;
+  }
+}
+
+function registry(): AgentRegistry {
+  const r = new AgentRegistry();
+  r.register('bot-[0-9]+', Bot);
+  return r;
+}
+
+test('request ids: a plain caller token is echoed, anything else replaced by a new one, on every answer', async (t) => {
+  const { url, close } = await listen(new AgentRouter(registry(), { logger: { error: () => {} } }).toRequestListener());
+  t.after(close);
+  const kept = await postJson(`${url}/bot-1/chat`, { message: 'hi' }, { 'x-request-id': 'abc-123:x.y_z' });
+  assert.equal(kept.headers.get('x-request-id'), 'abc-123:x.y_z');
+  const odd = await postJson(`${url}/bot-1/chat`, { message: 'hi' }, { 'x-request-id': 'has space' });
+  assert.match(odd.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+  const made = await postJson(`${url}/bot-1/chat`, { message: 'hi' });
+  assert.match(made.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+  const refused = await postJson(`${url}/bot-1/chat`, { nope: 1 });
+  assert.equal(refused.status, 400);
+  assert.match(refused.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+  const missing = await getJson(`${url}/no/such/path/here`);
+  assert.equal(missing.status, 404);
+  assert.ok(missing.headers.get('x-request-id'));
+});
+
+test('request ids: the front router sends its id on to a remote agent, made or kept', async (t) => {
+  const seen: string[] = [];
+  const back = await listen((req, res) => {
+    seen.push(String(req.headers['x-request-id']));
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ agent_id: 'r', response: 'ok' }));
+  });
+  t.after(back.close);
+  const front = new AgentRegistry();
+  front.register('r', new HTTPTransport(back.url));
+  const { url, close } = await listen(new AgentRouter(front, { logger: { error: () => {} } }).toRequestListener());
+  t.after(close);
+  const kept = await postJson(`${url}/r/chat`, { message: 'hi' }, { 'x-request-id': 'trace-me' });
+  assert.equal(kept.status, 200);
+  const made = await postJson(`${url}/r/chat`, { message: 'hi' });
+  assert.deepEqual(seen, ['trace-me', made.headers.get('x-request-id')]);
+});
+
+test('turn hooks: start and end with kind, outcome, code, usage and timing; a throwing or rejecting hook is logged', async (t) => {
+  const starts: TurnStartInfo[] = [];
+  const ends: TurnEndInfo[] = [];
+  const logged: unknown[][] = [];
+  let calls = 0;
+  const router = new AgentRouter(registry(), {
+    logger: { error: (...args: unknown[]) => logged.push(args) },
+    onTurnStart: (info) => {
+      starts.push(info);
+      if (++calls === 2) throw new Error('start hook broke');
+    },
+    onTurnEnd: async (info) => {
+      ends.push(info);
+      if (info.kind === 'action') throw new Error('end hook rejected');
+    },
+  });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+
+  const ok = await postJson(`${url}/bot-1/chat`, { message: 'hello' }, { 'x-request-id': 'req-1' });
+  assert.equal(ok.status, 200);
+  const failed = await postJson(`${url}/bot-1/chat`, { message: 'fail' });
+  assert.equal(failed.status, 500);
+  const invoked = await postJson(`${url}/bot-2/invoke`, { method: 'bump' });
+  assert.equal(invoked.status, 200);
+  await pollUntil(() => ends.length === 3 && logged.length >= 3, 2000);
+
+  assert.deepEqual(starts.map((s) => [s.agentId, s.kind]), [['bot-1', 'chat'], ['bot-1', 'chat'], ['bot-2', 'chat']].map(([a, k], i) => [a, i === 2 ? 'action' : k]));
+  assert.equal(starts[0]!.requestId, 'req-1');
+  assert.equal(starts[0]!.turnId, ok.body.turn_id);
+  const [done, fail, action] = ends;
+  assert.equal(done!.outcome, 'done');
+  assert.equal(done!.requestId, 'req-1');
+  assert.deepEqual(done!.usage, { inputTokens: 3, outputTokens: 5 });
+  assert.ok(done!.durationMs >= done!.queuedMs && done!.queuedMs >= 0);
+  assert.equal(fail!.outcome, 'failed');
+  assert.equal(fail!.code, 'internal_error');
+  assert.equal(action!.kind, 'action');
+  assert.equal(action!.outcome, 'done');
+  const messages = logged.map((args) => String(args[0]));
+  assert.ok(messages.includes('AgentRouter: a turn hook failed'), messages.join('\n'));
+  // Records carry the request's fields.
+  const failure = logged.find((args) => String(args[0]).startsWith('AgentRouter: request failed'));
+  assert.equal((failure?.[2] as { requestId?: string }).requestId, failed.headers.get('x-request-id'));
+});
+
+test('structured logs: a logger with child() (pino-shaped) gets error({err, request_id, agent_id, turn_id}, message)', async (t) => {
+  const records: Array<[Record<string, unknown>, string]> = [];
+  const pinoLike = { error: (obj: Record<string, unknown>, msg: string) => records.push([obj, msg]), child: () => pinoLike };
+  const { url, close } = await listen(new AgentRouter(registry(), { logger: pinoLike as never }).toRequestListener());
+  t.after(close);
+  const reply = await postJson(`${url}/bot-3/chat`, { message: 'fail' }, { 'x-request-id': 'pino-1' });
+  assert.equal(reply.status, 500);
+  await pollUntil(() => records.length > 0, 2000);
+  const [record, message] = records.at(-1)!;
+  assert.match(message, /request failed with 500/);
+  assert.equal(record['request_id'], 'pino-1');
+  assert.equal(record['agent_id'], 'bot-3');
+  assert.equal(typeof record['turn_id'], 'string');
+  assert.equal((record['err'] as Error).message, 'model down');
+});
+
+test('metrics: MetricsRegistry writes valid exposition text with escaped labels, buckets, sum and count', () => {
+  const registry = new MetricsRegistry();
+  registry.counter('c_total', 'A "counter"\nwith lines').inc({ path: 'a"b\\c\nd' }, 2);
+  const h = registry.histogram('h_seconds', 'H', [0.1, 1]);
+  h.observe(0.05);
+  h.observe(5);
+  registry.gauge('g', 'G', () => 7);
+  const text = registry.text();
+  assert.match(text, /^c_total\{path="a\\"b\\\\c\\nd"\} 2$/m);
+  assert.match(text, /^h_seconds_bucket\{le="\+Inf"\} 2$/m);
+  const parsed = parsePrometheusTextFormat(text) as Array<{ name: string; type: string; metrics: any[] }>;
+  assert.deepEqual(parsed.map((m) => [m.name, m.type]), [['c_total', 'COUNTER'], ['h_seconds', 'HISTOGRAM'], ['g', 'GAUGE']]);
+  assert.equal(parsed[0]!.metrics[0].labels.path, 'a"b\\c\nd');
+  assert.deepEqual(parsed[1]!.metrics[0].buckets, { '0.1': '1', '1': '1', '+Inf': '2' });
+  assert.equal(parsed[1]!.metrics[0].count, '2');
+});
+
+test('metrics: AgentServer serves GET /metrics (off by default) and the router exposes the same text', async (t) => {
+  const off = await new AgentServer(registry(), { logger: { error: () => {} } }).serve(0);
+  t.after(() => off.close());
+  assert.equal((await fetch(`${off.url}/metrics`)).status, 404);
+  assert.throws(() => off.router.metrics(), /metrics option/);
+
+  const server = await new AgentServer(registry(), { metrics: true, logger: { error: () => {} } }).serve(0);
+  t.after(() => server.close());
+  await postJson(`${server.url}/agent/bot-1/chat`, { message: 'hi' });
+  await postJson(`${server.url}/agent/bot-1/chat`, { message: 'fail' });
+  await fetch(`${server.url}/agent/bot-2/chat?stream=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"s"}' }).then((r) => r.text());
+
+  const res = await fetch(`${server.url}/metrics`);
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-type'), 'text/plain; version=0.0.4; charset=utf-8');
+  assert.ok(res.headers.get('x-request-id'));
+  const text = await res.text();
+  const byName = new Map((parsePrometheusTextFormat(text) as Array<{ name: string; type: string; metrics: any[] }>).map((m) => [m.name, m]));
+  const turns = byName.get('agent_router_turns_total')!;
+  assert.equal(turns.type, 'COUNTER');
+  const turnCount = (outcome: string) => turns.metrics.filter((m) => m.labels.outcome === outcome).reduce((n, m) => n + Number(m.value), 0);
+  assert.equal(turnCount('done'), 2);
+  assert.deepEqual(turns.metrics.find((m) => m.labels.outcome === 'failed').labels, { outcome: 'failed', code: 'internal_error' });
+  assert.equal(byName.get('agent_router_turn_duration_seconds')!.metrics[0].count, '3');
+  assert.equal(byName.get('agent_router_turn_queue_seconds')!.type, 'HISTOGRAM');
+  const tokens = byName.get('agent_router_tokens_total')!.metrics;
+  assert.equal(tokens.find((m) => m.labels.direction === 'input').value, '6');
+  assert.equal(tokens.find((m) => m.labels.direction === 'output').value, '10');
+  assert.equal(byName.get('agent_router_live_agents')!.metrics[0].value, '2');
+  assert.equal(byName.get('agent_router_open_streams')!.metrics[0].value, '0');
+  assert.equal(byName.get('agent_router_queued_turns')!.metrics[0].value, '0');
+  const requests = byName.get('agent_router_http_requests_total')!.metrics;
+  assert.deepEqual(requests.map((m) => [m.labels.route, m.labels.status, m.value]).sort(), [['chat', '200', '2'], ['chat', '500', '1']]);
+  assert.equal(server.router.metrics().split('\n')[0], '# HELP agent_router_turns_total Turns ended, by outcome and error code.');
+});
+
+test('metrics: a queued turn is counted while it waits, and its queue wait observed', async (t) => {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const slow: Model = {
+    name: 'test:slow',
+    async *stream() {
+      await gate;
+      yield 'ok';
+    },
+  };
+  const agent = new Agent('solo', { model: slow });
+  const router = new AgentRouter(agent, { metrics: true, logger: { error: () => {} } });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const first = postJson(`${url}/chat`, { message: 'a' });
+  const second = postJson(`${url}/chat`, { message: 'b' });
+  await pollUntil(() => /^agent_router_queued_turns 1$/m.test(router.metrics()), 2000);
+  release();
+  await Promise.all([first, second]);
+  assert.match(router.metrics(), /^agent_router_queued_turns 0$/m);
+  assert.match(router.metrics(), /^agent_router_turn_queue_seconds_count 2$/m);
+});
