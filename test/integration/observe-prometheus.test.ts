@@ -1,4 +1,4 @@
-// A real Prometheus (Debian's `prometheus` package) scrapes AgentServer's GET /metrics and answers a query; skipped without it.
+// A real Prometheus (Debian's `prometheus` package, which .ci/run installs) scrapes AgentServer's GET /metrics and answers a query.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -23,7 +23,8 @@ function freePort(): Promise<number> {
   });
 }
 
-test('metrics: a real Prometheus scrapes GET /metrics and answers a query on agent_router_turns_total', { skip: binary === '' ? 'prometheus is not installed' : false, timeout: 60_000 }, async (t) => {
+test('metrics: a real Prometheus scrapes GET /metrics and answers a query on agent_router_turns_total', { timeout: 60_000 }, async (t) => {
+  assert.notEqual(binary, '', 'prometheus is not installed (apt-get install -y prometheus)');
   const server = await new AgentServer(new Agent('bot', { model: echoModel() }), { metrics: true, logger: { error: () => {} } }).serve(0);
   t.after(() => server.close());
   for (let i = 0; i < 3; i++) assert.equal((await postJson(`${server.url}/agent/bot/chat`, { message: `hi ${i}` })).status, 200);
