@@ -6,7 +6,8 @@ import { streamReset } from '../http/body.ts';
 import { parseStreamFlag, queryParam } from '../http/path.ts';
 import { chatReply, HTTPTransport, typedStream } from '../transports/http.ts';
 import type { AgentTransport, TransportCallOptions } from '../transports/transport.ts';
-import type { JsonObject } from '../types.ts';
+import type { JsonObject, ToolCall } from '../types.ts';
+import { approvalList } from '../agent/approvals.ts';
 import type { Exchange, ExchangeHost } from './exchange.ts';
 import { invokePayload, requireMessage } from './payload.ts';
 import type { RouteAction } from './routes.ts';
@@ -44,7 +45,7 @@ export interface DispatchHost extends ExchangeHost {
  * an action, or a state read. It answers through the exchange, now or once
  * the turn ends; a request refused before any turn starts throws.
  */
-export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request' | 'events' | 'cancel'>, body: Record<string, unknown>): void {
+export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request' | 'events' | 'cancel' | 'approvals' | 'approve'>, body: Record<string, unknown>): void {
   const { req, res, agentId } = exchange;
   // Gone while an async authorize hook ran: no 'close' will come again to cut the turn, so it must not start.
   if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
@@ -82,10 +83,11 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
 }
 
 /** A local agent's JSON chat turn reports here, and the reply is sent from the turn's end. */
-class ChatReply implements ChatSink {
+export class ChatReply implements ChatSink {
   readonly #exchange: Exchange;
   readonly #logger: Logger;
   #tools: ToolCallList | undefined;
+  #paused: JsonObject[] | undefined;
 
   constructor(exchange: Exchange, logger: Logger) {
     this.#exchange = exchange;
@@ -98,10 +100,15 @@ class ChatReply implements ChatSink {
     (this.#tools ??= new ToolCallList()).add(event);
   }
 
+  paused(pending: readonly ToolCall[]): void {
+    this.#paused = approvalList(pending);
+  }
+
   done(text: string, truncated: boolean): void {
     const { agentId, turnId } = this.#exchange;
     const reply: JsonObject = { agent_id: agentId, turn_id: turnId as string, response: text };
     if (truncated) reply['truncated'] = true;
+    if (this.#paused !== undefined) reply['pending_approvals'] = this.#paused;
     const tools = this.#tools?.list;
     if (tools !== undefined) reply['tool_calls'] = tools;
     this.#exchange.finish(reply);
@@ -208,7 +215,7 @@ function withTurnId(reply: JsonObject, turnId: string | undefined): JsonObject {
 }
 
 /** `?on_disconnect=`: `continue` keeps the turn running when its client leaves, `cancel` cuts it; absent, the router's option. */
-function keepOnDisconnect(value: string | undefined, byDefault: boolean): boolean {
+export function keepOnDisconnect(value: string | undefined, byDefault: boolean): boolean {
   if (value === undefined || value === '') return byDefault;
   if (value === 'continue') return true;
   if (value === 'cancel') return false;
