@@ -4,7 +4,8 @@ import { AgentRouterError } from '../errors.ts';
 import { streamReset } from '../http/body.ts';
 import { parseStreamFlag, queryParam } from '../http/path.ts';
 import type { JsonObject } from '../types.ts';
-import { ChatReply, keepOnDisconnect, type DispatchHost, type Target } from './dispatch.ts';
+import { callOptions, ChatReply, keepOnDisconnect, relayedChat, withTurnId, type DispatchHost, type RemoteTarget } from './dispatch.ts';
+import { approvalsCall, HTTPTransport, type RemoteChatReply, type TypedChunkStream } from '../transports/http.ts';
 import type { Exchange } from './exchange.ts';
 import { streamReply } from './stream.ts';
 
@@ -61,9 +62,21 @@ function listPending(host: DispatchHost, exchange: Exchange, agent: Agent<any>):
   );
 }
 
-/** A remote agent's approvals: stage 3 relays them through its HTTPTransport. */
-function relayApprovals(_host: DispatchHost, exchange: Exchange, _target: Exclude<Target, { agent: unknown }>, _decisions: ApprovalDecision[] | undefined, _stream: boolean | 'events'): void {
-  exchange.fail(new AgentRouterError(501, 'not_implemented', 'Approvals of a remote agent are not relayed yet'));
+/** A remote agent's approvals, relayed through its HTTPTransport as chat is; another transport has no such route (501). */
+function relayApprovals(host: DispatchHost, exchange: Exchange, target: RemoteTarget, decisions: ApprovalDecision[] | undefined, stream: boolean | 'events'): void {
+  const remote = target.transport;
+  if (!(remote instanceof HTTPTransport)) throw new AgentRouterError(501, 'not_implemented', `Agent ${JSON.stringify(exchange.agentId)} is behind a transport with no approvals route`);
+  const cancel = exchange.begin(false, keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect));
+  const options = callOptions(target, cancel, exchange);
+  const agentId = exchange.agentId;
+  if (decisions !== undefined && stream !== false) {
+    host.openStream();
+    exchange.streaming = true;
+    const chunks = remote[approvalsCall](agentId, decisions, stream, options) as TypedChunkStream;
+    return streamReply(exchange.res, agentId, { chunks }, { ...host.streamOptions, typed: stream === 'events', cancel }, exchange);
+  }
+  const replying = decisions === undefined
+    ? (remote[approvalsCall](agentId, undefined, false, options) as Promise<JsonObject>).then((list) => ({ ...list, agent_id: agentId }))
+    : (remote[approvalsCall](agentId, decisions, false, options) as Promise<RemoteChatReply>).then((reply) => withTurnId(relayedChat(agentId, reply), exchange.turnId));
+  replying.then((reply) => exchange.finish(reply), (error: unknown) => exchange.fail(error));
 }
-
-export type { JsonObject };

@@ -4,7 +4,7 @@ import type { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, httpErrors } from '../errors.ts';
 import { streamReset } from '../http/body.ts';
 import { parseStreamFlag, queryParam } from '../http/path.ts';
-import { chatReply, HTTPTransport, typedStream } from '../transports/http.ts';
+import { chatReply, HTTPTransport, typedStream, type RemoteChatReply } from '../transports/http.ts';
 import type { AgentTransport, TransportCallOptions } from '../transports/transport.ts';
 import type { JsonObject, ToolCall } from '../types.ts';
 import { approvalList } from '../agent/approvals.ts';
@@ -20,7 +20,7 @@ import type { Logger } from '../lib/logger.ts';
 /** Where a request lands: a local instance, or a remote agent behind a transport. */
 export type Target = { agent: Agent<any>; pooled: boolean } | RemoteTarget;
 
-type RemoteTarget = { transport: AgentTransport; requestId: string | undefined; requestHeaders: IncomingMessage['headers'] };
+export type RemoteTarget = { transport: AgentTransport; requestId: string | undefined; requestHeaders: IncomingMessage['headers'] };
 
 /** What dispatching needs of its router, beyond what an exchange does. */
 export interface DispatchHost extends ExchangeHost {
@@ -163,7 +163,7 @@ function sourceOf(target: Target, exchange: Exchange, message: string, cancel: T
   return agent[servesDirectly] ? { agent, message } : { chunks: agent.stream(message, cancelledBy(cancel, exchange.turnId)) };
 }
 
-function callOptions(target: RemoteTarget, cancel: TurnCancel, exchange: Exchange): TransportCallOptions {
+export function callOptions(target: RemoteTarget, cancel: TurnCancel, exchange: Exchange): TransportCallOptions {
   return { signal: cancel.signal, requestId: target.requestId, requestHeaders: target.requestHeaders, onTurnId: (id) => exchange.relayTurnId(id) };
 }
 
@@ -181,12 +181,7 @@ function call(target: Target, exchange: Exchange, action: RouteAction, body: Rec
     case 'chat': {
       // An HTTPTransport passes on the remote's truncated mark too, unless a subclass has its own chat().
       if (remote instanceof HTTPTransport && remote.chat === HTTPTransport.prototype.chat) {
-        return remote[chatReply](agentId, message, options).then(({ response, truncated, toolCalls }) => {
-          const reply: JsonObject = { agent_id: agentId, response };
-          if (truncated) reply['truncated'] = true;
-          if (toolCalls !== undefined) reply['tool_calls'] = toolCalls;
-          return withTurnId(reply, exchange.turnId);
-        });
+        return remote[chatReply](agentId, message, options).then((remoteReply) => withTurnId(relayedChat(agentId, remoteReply), exchange.turnId));
       }
       const replying = remote !== undefined ? remote.chat(agentId, message, options) : (agent as Agent<any>).chat(message, cancelledBy(cancel, turnId));
       return Promise.resolve(replying).then((response) => withTurnId({ agent_id: agentId, response }, exchange.turnId));
@@ -207,8 +202,17 @@ function call(target: Target, exchange: Exchange, action: RouteAction, body: Rec
   }
 }
 
+/** A remote's chat reply as this router sends it on (an approval's too). */
+export function relayedChat(agentId: string, { response, truncated, toolCalls, pendingApprovals }: RemoteChatReply): JsonObject {
+  const reply: JsonObject = { agent_id: agentId, response };
+  if (truncated) reply['truncated'] = true;
+  if (toolCalls !== undefined) reply['tool_calls'] = toolCalls;
+  if (pendingApprovals !== undefined) reply['pending_approvals'] = pendingApprovals;
+  return reply;
+}
+
 /** `turn_id` right after `agent_id`: the local turn's, or the one a remote sent. */
-function withTurnId(reply: JsonObject, turnId: string | undefined): JsonObject {
+export function withTurnId(reply: JsonObject, turnId: string | undefined): JsonObject {
   if (turnId === undefined) return reply;
   const { agent_id, ...rest } = reply;
   return { agent_id, turn_id: turnId, ...rest } as JsonObject;

@@ -154,6 +154,10 @@ class ReplyStream implements ChatSink {
   /** A remote typed stream's tool event, sent on as it came. */
   relay(event: RelayedEvent): Promise<void> | undefined {
     if (!this.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+    if (event.event === 'turn.paused') {
+      this.#paused = (JSON.parse(event.data) as { pending_approvals: JsonObject[] }).pending_approvals;
+      return undefined;
+    }
     return this.#tool({ event: event.event, data: event.data });
   }
 

@@ -155,3 +155,51 @@ async function restart(t: TestContext, backend: StorageBackend): Promise<void> {
 
 test('a restart between pause and approval: FileStorage', (t) => restart(t, fileBackend()));
 test('a restart between pause and approval: Postgres', (t) => restart(t, postgresBackend()));
+
+test('the remote pair: a front router relays a back AgentServer pause, its approvals list and decisions (JSON and typed stream), and its 409/404', async (t) => {
+  const moved: number[] = [];
+  const storage = new MemoryStorage();
+  class Bank extends Agent {
+    static override tools = { transfer: TRANSFER, add: ADD };
+    constructor(id: string) {
+      super(id, { model: scriptedModel(banker), storage });
+    }
+    transfer({ amount }: { amount: number }) {
+      moved.push(amount);
+      return { moved: amount };
+    }
+    add({ a, b }: { a: number; b: number }) {
+      return a + b;
+    }
+  }
+  const backRegistry = new AgentRegistry();
+  backRegistry.register('.*', Bank);
+  const back = new AgentServer(backRegistry, { logger: { error: () => {} }, pingInterval: 0 });
+  await back.serve(0);
+  t.after(() => back.close());
+  const front = new AgentRegistry();
+  front.register('.*', new HTTPTransport(`${back.url}/agent`));
+  const { url, close } = await listen(new AgentRouter(front, { logger: { error: () => {} }, pingInterval: 0 }).toRequestListener());
+  t.after(close);
+
+  const paused = await postJson(`${url}/x1/chat`, { message: 'pay' });
+  assert.equal(paused.status, 200);
+  assert.deepEqual(paused.body.pending_approvals, PENDING);
+  assert.deepEqual((await getJson(`${url}/x1/approvals`)).body, { agent_id: 'x1', pending_approvals: PENDING });
+  assert.deepEqual((await getJson(`${back.url}/agent/x1/approvals`)).body, { agent_id: 'x1', pending_approvals: PENDING }, 'AgentServer serves it under /agent');
+  assert.equal((await postJson(`${url}/x1/chat`, { message: 'again' })).status, 409);
+  assert.equal((await postJson(`${url}/x1/approvals`, { decisions: [{ id: 'zz', approved: true }] })).status, 404);
+  const resumed = await postJson(`${url}/x1/approvals`, { decisions: [{ id: 'tx1', approved: true }] });
+  assert.equal(resumed.status, 200);
+  assert.equal(resumed.body.response, 'Done: 3 | {"moved":500}');
+  assert.equal(typeof resumed.body.turn_id, 'string');
+  assert.deepEqual(moved, [500]);
+  assert.equal((await postJson(`${url}/x1/approvals`, { decisions: [{ id: 'tx1', approved: true }] })).body.code, 'no_pending_approval');
+
+  const typed = await typedEvents(await postStream(`${url}/x2/chat`, { message: 'pay' }, '?stream=events'));
+  assert.deepEqual(typed.map((e) => e.event), ['turn.started', 'text.delta', 'tool.call', 'tool.call', 'tool.result', 'tool.approval_required', 'turn.paused']);
+  assert.deepEqual(typed.at(-1)?.data, { type: 'turn.paused', pending_approvals: PENDING });
+  const refused = await typedEvents(await postStream(`${url}/x2/approvals`, { decisions: [{ id: 'tx1', approved: false }] }, '?stream=events'));
+  assert.deepEqual(refused.map((e) => e.event), ['turn.started', 'tool.result', 'text.delta', 'turn.finished']);
+  assert.deepEqual(moved, [500]);
+});
