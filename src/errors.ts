@@ -18,12 +18,14 @@ export class AgentRouterError extends Error {
    * the operator should see (an internal address); `message` is then logged.
    */
   readonly publicMessage: string | undefined;
+  /** Fields an exposed error's JSON body carries beside `error` and `code` (approval_pending's list). */
+  readonly extra: Readonly<Record<string, unknown>> | undefined;
 
   constructor(
     status: number,
     code: string,
     message: string,
-    options: { cause?: unknown; expose?: boolean | undefined; headers?: Record<string, string> | undefined; publicMessage?: string | undefined } = {},
+    options: { cause?: unknown; expose?: boolean | undefined; headers?: Record<string, string> | undefined; publicMessage?: string | undefined; extra?: Record<string, unknown> | undefined } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     // Checked here, where the mistake is, rather than when Node refuses to write the answer.
@@ -41,6 +43,7 @@ export class AgentRouterError extends Error {
     this.expose = options.expose ?? status < 500;
     this.headers = options.headers;
     this.publicMessage = options.publicMessage;
+    this.extra = options.extra;
   }
 }
 
@@ -118,7 +121,7 @@ export function isAgentRouterError(error: unknown): error is AgentRouterError {
 
 /** The JSON body for an error: exposed messages as they are, everything else generic. */
 export function errorBody(error: unknown): { error: string; code: string } {
-  if (error instanceof AgentRouterError && error.expose) return { error: error.publicMessage ?? error.message, code: error.code };
+  if (error instanceof AgentRouterError && error.expose) return { error: error.publicMessage ?? error.message, code: error.code, ...error.extra };
   if (error instanceof AgentRouterError && error.status !== 500) return { error: 'Request failed', code: error.code };
   return { error: 'Internal error', code: 'internal_error' };
 }

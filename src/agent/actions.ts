@@ -3,7 +3,7 @@ import { AgentRouterError } from '../errors.ts';
 /** Members of every agent (and of Object) that `static actions` may never expose. */
 export const RESERVED: ReadonlySet<string> = new Set<string>([
   'constructor', 'id', 'model', 'system', 'storage', 'state', 'messages', 'setState', 'chat', 'stream',
-  'invoke', 'load', 'snapshot', 'busy', 'version', 'abandoned', 'lastMessages', 'maxSteps', 'tools', '__proto__', 'prototype',
+  'invoke', 'load', 'snapshot', 'busy', 'version', 'abandoned', 'lastMessages', 'maxSteps', 'tools', 'approve', 'pendingApprovals', '__proto__', 'prototype',
   ...Object.getOwnPropertyNames(Object.prototype),
 ]);
 

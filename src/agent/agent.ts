@@ -11,10 +11,13 @@ import { runChat, type ChatSink } from './chat-engine.ts';
 import { ChatStream } from './chat-stream.ts';
 import { AgentCore, checkState } from './core.ts';
 import { toolsOf, type ToolDeclaration, type ToolOption, type ToolSet } from './tools.ts';
+import { parseDecisions, pendingCalls, type ApprovalDecision } from './approvals.ts';
+import type { ToolCall } from '../types.ts';
 import { Turn, type StateUpdate } from './turn.ts';
 
 export type { ChatSink } from './chat-engine.ts';
 export type { StateUpdate } from './turn.ts';
+export type { ApprovalDecision } from './approvals.ts';
 
 export interface AgentOptions<S extends JsonObject | JsonState<S> = JsonObject> {
   /** What writes the replies; `echoModel()` for an offline demo. */
@@ -173,6 +176,14 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     return view;
   }
 
+  /**
+   * The tool calls a paused turn waits on, from committed history as loaded
+   * (after `snapshot()` or `load()`, what storage holds): decide them with approve().
+   */
+  get pendingApprovals(): readonly ToolCall[] {
+    return pendingCalls(this.#core.sync.messages);
+  }
+
   /** The version of the committed record (0 before the first commit). */
   get version(): number {
     return this.#core.sync.version;
@@ -245,6 +256,16 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
     return new ChatStream(this.id, (sink) => this.#startChat(message, options, sink));
   }
 
+  /**
+   * Resumes a paused turn as a new turn: approved calls run, refused ones go
+   * to the model with the reason, and the model goes on; resolves with the reply, as chat() does.
+   */
+  approve(decisions: readonly ApprovalDecision[], options: TurnOptions = {}): Promise<string> {
+    return new Promise<string>((resolve, reject) => {
+      this.#startChat('', options, { done: resolve, failed: reject }, parseDecisions(decisions));
+    });
+  }
+
   /** Calls an action listed in the class's static `actions`, as one turn. */
   async invoke(method: string, params?: unknown, options: TurnOptions = {}): Promise<unknown> {
     const ctor = this.constructor as typeof Agent;
@@ -260,8 +281,8 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   }
 
   /** See `chatTurn`. @internal */
-  [chatTurn](message: string, options: TurnOptions, sink: ChatSink): Turn<any> {
-    return this.#startChat(message, options, sink);
+  [chatTurn](message: string, options: TurnOptions, sink: ChatSink, decisions?: readonly ApprovalDecision[]): Turn<any> {
+    return this.#startChat(message, options, sink, decisions);
   }
 
   /** See `committedState`. @internal */
@@ -286,7 +307,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
   }
 
   /** Starts a chat turn reporting to `sink`; a turn refused before it starts fails there too. */
-  #startChat(message: string, options: TurnOptions, sink: ChatSink): Turn<any> {
+  #startChat(message: string, options: TurnOptions, sink: ChatSink, decisions?: readonly ApprovalDecision[]): Turn<any> {
     const turn = this.#newTurn('chat', options);
     const model = this.model;
     if (model === undefined) {
@@ -294,7 +315,7 @@ export class Agent<S extends JsonObject | JsonState<S> = JsonObject> {
       sink.failed(new AgentRouterError(500, 'no_model', `Agent ${JSON.stringify(this.id)} has no model; pass { model } to its constructor`));
       return turn;
     }
-    const ask = { model, system: this.system, lastMessages: this.lastMessages, message, tools: this.#tools, maxSteps: this.maxSteps, instance: this };
+    const ask = { model, system: this.system, lastMessages: this.lastMessages, message, decisions, tools: this.#tools, maxSteps: this.maxSteps, instance: this };
     runChat(this.#core, turn, ask, sink);
     return turn;
   }

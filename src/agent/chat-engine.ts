@@ -4,6 +4,7 @@ import type { AssistantMessage, ChatMessage, JsonObject, TokenUsage, ToolCall } 
 import type { AgentCore } from './core.ts';
 import type { Unlock } from './gate.ts';
 import { toolMessage, type ToolOutcome, type ToolSet } from './tools.ts';
+import { approvalPending, checkDecisions, pendingCalls, refusal, type ApprovalDecision } from './approvals.ts';
 import type { Turn, TurnEvent } from './turn.ts';
 
 /**
@@ -16,6 +17,8 @@ export interface ChatSink {
   event?(event: TurnEvent): Promise<void> | undefined;
   /** The turn completed and was committed; `truncated` when the provider cut the reply short. */
   done(reply: string, truncated: boolean): void;
+  /** Called just before `done` when the turn paused: these calls wait for a person's decision. */
+  paused?(pending: readonly ToolCall[]): void;
   /** The turn failed or was cut; it changed nothing. */
   failed(error: unknown): void;
 }
@@ -26,6 +29,8 @@ export interface ChatAsk {
   readonly system: string | undefined;
   readonly lastMessages: number | undefined;
   readonly message: string;
+  /** A resumed turn: the decisions on the paused calls, instead of a message. */
+  readonly decisions?: readonly ApprovalDecision[] | undefined;
   readonly tools: ToolSet;
   readonly maxSteps: number;
   /** The agent a class tool's method runs on. */
@@ -52,6 +57,8 @@ class ChatRun<S extends JsonObject> {
   #finished = false;
   #ended = false;
   #truncated = false;
+  /** The calls a paused turn waits on, once committed. */
+  #pending: ToolCall[] | undefined;
   /**
    * A cut ends the turn at once, wherever it waits: a model or a consumer
    * that ignores the signal cannot hold the agent. What it does later is dropped.
@@ -86,11 +93,23 @@ class ChatRun<S extends JsonObject> {
   async #run(): Promise<void> {
     const { system, lastMessages, message, tools, maxSteps } = this.#ask;
     const turn = this.#turn;
-    const user: ChatMessage = Object.freeze({ role: 'user', content: message });
+    const history = this.#core.sync.messages;
+    const waiting = pendingCalls(history);
+    // The turn's new messages, committed together at its end: the user's (or the decided calls' answers), each step's, the tools' answers.
+    const added: ChatMessage[] = [];
     // Each step's request gets an array of its own: a model may still hold the one before.
-    let messages = window(this.#core.sync.messages, lastMessages, user);
-    // The turn's new messages, committed together at its end: the user's, each step's, the tools' answers.
-    const added: ChatMessage[] = [user];
+    let messages: ChatMessage[];
+    if (this.#ask.decisions !== undefined) {
+      const answers = await this.#decide(waiting, this.#ask.decisions);
+      if (answers === undefined) return;
+      messages = [...window(history, lastMessages, undefined), ...answers];
+      added.push(...answers);
+    } else {
+      if (waiting.length > 0) throw approvalPending(this.#core.id, waiting);
+      const user: ChatMessage = Object.freeze({ role: 'user', content: message });
+      messages = window(history, lastMessages, user);
+      added.push(user);
+    }
     for (let step = 1; ; step++) {
       const request = modelRequest(system, messages, turn, tools.size > 0 ? tools.definitions : undefined);
       const reply = await this.#step(request);
@@ -103,10 +122,17 @@ class ChatRun<S extends JsonObject> {
         throw new AgentRouterError(500, 'max_steps_exceeded', `The model was still calling tools after ${maxSteps} steps, the agent's maxSteps; the turn was stopped`, { expose: true });
       }
       reply.message.toolCalls = Object.freeze(reply.calls.map((call) => Object.freeze({ ...call })));
-      const answers = await this.#runTools(reply.calls);
+      const pending = reply.calls.filter((call) => tools.needsApproval(call.name, call.arguments));
+      const answers = await this.#runTools(pending.length === 0 ? reply.calls : reply.calls.filter((call) => !pending.includes(call)));
       if (answers === undefined) return;
       messages = [...messages, Object.freeze(reply.message), ...answers];
       added.push(Object.freeze(reply.message), ...answers);
+      if (pending.length > 0) {
+        // Paused: the step and what ran are committed; the unanswered calls wait in history for a decision.
+        for (const call of pending) if (!(await this.#announce(call))) return;
+        this.#pending = pending;
+        break;
+      }
     }
     this.#finished = true;
     // From here the outcome is the commit's: a cut during it could leave the turn stored yet reported failed.
@@ -117,6 +143,34 @@ class ChatRun<S extends JsonObject> {
     const committing = this.#core.commit(turn, added);
     if (committing !== undefined) await committing;
     turn.to('done');
+  }
+
+  /** A resumed turn's first answers, in the calls' order: approved calls run, refused ones are told to the model. */
+  async #decide(waiting: readonly ToolCall[], decisions: readonly ApprovalDecision[]): Promise<ChatMessage[] | undefined> {
+    const decided = checkDecisions(this.#core.id, waiting, decisions);
+    const ran = await this.#runTools(waiting.filter((call) => decided.get(call.id)?.approved === true));
+    if (ran === undefined) return undefined;
+    const answers: ChatMessage[] = [];
+    for (const call of waiting) {
+      const decision = decided.get(call.id) as ApprovalDecision;
+      if (decision.approved) {
+        answers.push(ran.shift() as ChatMessage);
+        continue;
+      }
+      const outcome = refusal(call, decision.reason);
+      const sending = this.#emit({ type: 'tool.result', call, outcome });
+      if (sending !== undefined) await sending;
+      if (this.#ended) return undefined;
+      answers.push(Object.freeze(toolMessage(call, outcome)));
+    }
+    return answers;
+  }
+
+  /** A call that waits for approval, told to the sink; false when the turn ended meanwhile. */
+  async #announce(call: ToolCall): Promise<boolean> {
+    const sending = this.#emit({ type: 'tool.approval_required', call });
+    if (sending !== undefined) await sending;
+    return !this.#ended;
   }
 
   /** One model step: its chunks become events; undefined when the turn ended meanwhile. */
@@ -155,7 +209,7 @@ class ChatRun<S extends JsonObject> {
     const turn = this.#turn;
     const { tools, instance } = this.#ask;
     const ctx = { agentId: this.#core.id, turnId: turn.id, signal: turn.signal };
-    const outcomes = await Promise.all(calls.map((call) => (tools.needsApproval(call.name, call.arguments) ? NOT_APPROVED(call.name) : tools.run(instance, call.name, call.arguments, ctx))));
+    const outcomes = await Promise.all(calls.map((call) => tools.run(instance, call.name, call.arguments, ctx)));
     if (this.#ended) return undefined;
     const answers: ChatMessage[] = [];
     for (const [i, call] of calls.entries()) {
@@ -187,7 +241,11 @@ class ChatRun<S extends JsonObject> {
       // A model still holding the signal of a cancel made for this turn stops.
       if (turn.ownsCancel) turn.cancel.abort(new Error('turn ended before it completed'));
     }
-    const report = (): void => (failure !== undefined ? this.#sink.failed(failure.error) : this.#sink.done(turn.text(), this.#truncated));
+    const report = (): void => {
+      if (failure !== undefined) return this.#sink.failed(failure.error);
+      if (this.#pending !== undefined) this.#sink.paused?.(this.#pending);
+      this.#sink.done(turn.text(), this.#truncated);
+    };
     let leaving: Promise<void> | undefined;
     try {
       leaving = this.#core.leave(turn, this.#unlock as Unlock);
@@ -198,12 +256,6 @@ class ChatRun<S extends JsonObject> {
     leaving.then(report, (error: unknown) => this.#sink.failed(failure?.error ?? error));
   }
 }
-
-/** A call that waits for a person's decision never runs unapproved: approvals are not served yet, so the model is told. */
-const NOT_APPROVED = (name: string): ToolOutcome => ({
-  isError: true,
-  error: { message: `The tool ${name} needs a person's approval before it runs, and this server cannot ask for it yet; it did not run`, code: 'approval_unavailable' },
-});
 
 const turnOfRequest = Symbol('agent-router.turnOfRequest');
 
@@ -231,15 +283,18 @@ function modelRequest(system: string | undefined, messages: ChatMessage[], turn:
  * a provider refuses a conversation that opens with a reply or with a tool
  * result cut from its call. Always a copy: a model that changes its request's array changes its own.
  */
-export function window(history: readonly ChatMessage[], last: number | undefined, user: ChatMessage): ChatMessage[] {
+export function window(history: readonly ChatMessage[], last: number | undefined, user: ChatMessage | undefined): ChatMessage[] {
   let start = 0;
-  if (last !== undefined && history.length + 1 > last) {
-    start = history.length + 1 - last;
+  const total = history.length + (user === undefined ? 0 : 1);
+  if (last !== undefined && total > last) {
+    start = total - last;
     // Only a user message opens a window: never an assistant's tool calls or a tool result, which come in pairs.
     while (start < history.length && (history[start] as ChatMessage).role !== 'user') start++;
+    // A resumed turn with no user message in the window: back to the one that opened the paused turn.
+    if (user === undefined) while (start > 0 && (history[start] as ChatMessage | undefined)?.role !== 'user') start--;
   }
   const messages = history.slice(start);
-  messages.push(user);
+  if (user !== undefined) messages.push(user);
   return messages;
 }
 

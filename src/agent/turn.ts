@@ -33,7 +33,9 @@ export type TurnEvent =
   | { type: 'usage'; usage: TokenUsage }
   | { type: 'truncated' }
   | { type: 'tool.call'; call: ToolCall }
-  | { type: 'tool.result'; call: ToolCall; outcome: ToolOutcome };
+  | { type: 'tool.result'; call: ToolCall; outcome: ToolOutcome }
+  /** The call waits for a person's decision: the turn pauses after this step. */
+  | { type: 'tool.approval_required'; call: ToolCall };
 
 /**
  * One turn of one agent, from its request to its end. The agent makes it,

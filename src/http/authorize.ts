@@ -8,7 +8,7 @@ import { AgentRouterError, describeValue } from '../errors.ts';
  */
 export interface AuthorizeContext {
   agentId: string;
-  action: 'chat' | 'invoke' | 'state' | 'list' | 'read' | 'cancel';
+  action: 'chat' | 'invoke' | 'state' | 'list' | 'read' | 'cancel' | 'approve';
 }
 
 /**

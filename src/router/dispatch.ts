@@ -4,9 +4,10 @@ import type { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, httpErrors } from '../errors.ts';
 import { streamReset } from '../http/body.ts';
 import { parseStreamFlag, queryParam } from '../http/path.ts';
-import { chatReply, HTTPTransport, typedStream } from '../transports/http.ts';
+import { chatReply, HTTPTransport, typedStream, type RemoteChatReply } from '../transports/http.ts';
 import type { AgentTransport, TransportCallOptions } from '../transports/transport.ts';
-import type { JsonObject } from '../types.ts';
+import type { JsonObject, ToolCall } from '../types.ts';
+import { approvalList } from '../agent/approvals.ts';
 import type { Exchange, ExchangeHost } from './exchange.ts';
 import { invokePayload, requireMessage } from './payload.ts';
 import type { RouteAction } from './routes.ts';
@@ -19,7 +20,7 @@ import type { Logger } from '../lib/logger.ts';
 /** Where a request lands: a local instance, or a remote agent behind a transport. */
 export type Target = { agent: Agent<any>; pooled: boolean } | RemoteTarget;
 
-type RemoteTarget = { transport: AgentTransport; requestId: string | undefined; requestHeaders: IncomingMessage['headers'] };
+export type RemoteTarget = { transport: AgentTransport; requestId: string | undefined; requestHeaders: IncomingMessage['headers'] };
 
 /** What dispatching needs of its router, beyond what an exchange does. */
 export interface DispatchHost extends ExchangeHost {
@@ -44,7 +45,7 @@ export interface DispatchHost extends ExchangeHost {
  * an action, or a state read. It answers through the exchange, now or once
  * the turn ends; a request refused before any turn starts throws.
  */
-export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request' | 'events' | 'cancel'>, body: Record<string, unknown>): void {
+export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request' | 'events' | 'cancel' | 'approvals' | 'approve'>, body: Record<string, unknown>): void {
   const { req, res, agentId } = exchange;
   // Gone while an async authorize hook ran: no 'close' will come again to cut the turn, so it must not start.
   if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
@@ -82,10 +83,11 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
 }
 
 /** A local agent's JSON chat turn reports here, and the reply is sent from the turn's end. */
-class ChatReply implements ChatSink {
+export class ChatReply implements ChatSink {
   readonly #exchange: Exchange;
   readonly #logger: Logger;
   #tools: ToolCallList | undefined;
+  #paused: JsonObject[] | undefined;
 
   constructor(exchange: Exchange, logger: Logger) {
     this.#exchange = exchange;
@@ -98,10 +100,15 @@ class ChatReply implements ChatSink {
     (this.#tools ??= new ToolCallList()).add(event);
   }
 
+  paused(pending: readonly ToolCall[]): void {
+    this.#paused = approvalList(pending);
+  }
+
   done(text: string, truncated: boolean): void {
     const { agentId, turnId } = this.#exchange;
     const reply: JsonObject = { agent_id: agentId, turn_id: turnId as string, response: text };
     if (truncated) reply['truncated'] = true;
+    if (this.#paused !== undefined) reply['pending_approvals'] = this.#paused;
     const tools = this.#tools?.list;
     if (tools !== undefined) reply['tool_calls'] = tools;
     this.#exchange.finish(reply);
@@ -156,7 +163,7 @@ function sourceOf(target: Target, exchange: Exchange, message: string, cancel: T
   return agent[servesDirectly] ? { agent, message } : { chunks: agent.stream(message, cancelledBy(cancel, exchange.turnId)) };
 }
 
-function callOptions(target: RemoteTarget, cancel: TurnCancel, exchange: Exchange): TransportCallOptions {
+export function callOptions(target: RemoteTarget, cancel: TurnCancel, exchange: Exchange): TransportCallOptions {
   return { signal: cancel.signal, requestId: exchange.requestId, requestHeaders: target.requestHeaders, onTurnId: (id) => exchange.relayTurnId(id) };
 }
 
@@ -174,12 +181,7 @@ function call(target: Target, exchange: Exchange, action: RouteAction, body: Rec
     case 'chat': {
       // An HTTPTransport passes on the remote's truncated mark too, unless a subclass has its own chat().
       if (remote instanceof HTTPTransport && remote.chat === HTTPTransport.prototype.chat) {
-        return remote[chatReply](agentId, message, options).then(({ response, truncated, toolCalls }) => {
-          const reply: JsonObject = { agent_id: agentId, response };
-          if (truncated) reply['truncated'] = true;
-          if (toolCalls !== undefined) reply['tool_calls'] = toolCalls;
-          return withTurnId(reply, exchange.turnId);
-        });
+        return remote[chatReply](agentId, message, options).then((remoteReply) => withTurnId(relayedChat(agentId, remoteReply), exchange.turnId));
       }
       const replying = remote !== undefined ? remote.chat(agentId, message, options) : (agent as Agent<any>).chat(message, cancelledBy(cancel, turnId));
       return Promise.resolve(replying).then((response) => withTurnId({ agent_id: agentId, response }, exchange.turnId));
@@ -200,15 +202,24 @@ function call(target: Target, exchange: Exchange, action: RouteAction, body: Rec
   }
 }
 
+/** A remote's chat reply as this router sends it on (an approval's too). */
+export function relayedChat(agentId: string, { response, truncated, toolCalls, pendingApprovals }: RemoteChatReply): JsonObject {
+  const reply: JsonObject = { agent_id: agentId, response };
+  if (truncated) reply['truncated'] = true;
+  if (toolCalls !== undefined) reply['tool_calls'] = toolCalls;
+  if (pendingApprovals !== undefined) reply['pending_approvals'] = pendingApprovals;
+  return reply;
+}
+
 /** `turn_id` right after `agent_id`: the local turn's, or the one a remote sent. */
-function withTurnId(reply: JsonObject, turnId: string | undefined): JsonObject {
+export function withTurnId(reply: JsonObject, turnId: string | undefined): JsonObject {
   if (turnId === undefined) return reply;
   const { agent_id, ...rest } = reply;
   return { agent_id, turn_id: turnId, ...rest } as JsonObject;
 }
 
 /** `?on_disconnect=`: `continue` keeps the turn running when its client leaves, `cancel` cuts it; absent, the router's option. */
-function keepOnDisconnect(value: string | undefined, byDefault: boolean): boolean {
+export function keepOnDisconnect(value: string | undefined, byDefault: boolean): boolean {
   if (value === undefined || value === '') return byDefault;
   if (value === 'continue') return true;
   if (value === 'cancel') return false;

@@ -48,8 +48,25 @@ const json = (schema: Schema): object => ({ 'application/json': { schema } });
 
 /** The turn a JSON reply answers, as in its `Turn-Id` header. */
 const TURN_ID = { type: 'string', description: 'The turn, as in the `Turn-Id` header (absent only behind a transport of your own that sends none).' };
+const PENDING: Schema = {
+  type: 'array',
+  description: 'Tool calls waiting for a decision (POST .../approvals).',
+  items: { type: 'object', required: ['id', 'name', 'arguments'], properties: { id: { type: 'string' }, name: { type: 'string' }, arguments: {} } },
+};
 
 const SCHEMAS: Record<string, Schema> = {
+  ApprovalsRequest: {
+    type: 'object',
+    required: ['decisions'],
+    properties: {
+      decisions: {
+        type: 'array',
+        minItems: 1,
+        items: { type: 'object', required: ['id', 'approved'], properties: { id: { type: 'string' }, approved: { type: 'boolean' }, reason: { type: 'string', description: 'Told to the model when refused.' } } },
+      },
+    },
+  },
+  ApprovalsResponse: { type: 'object', required: ['agent_id', 'pending_approvals'], properties: { agent_id: { type: 'string' }, pending_approvals: PENDING } },
   ChatRequest: {
     type: 'object',
     required: ['message'],
@@ -64,6 +81,7 @@ const SCHEMAS: Record<string, Schema> = {
       response: { type: 'string', description: 'The reply (all of it, unless truncated says the provider cut it short).' },
       truncated: { type: 'boolean', const: true, description: "Present when the model's provider cut the reply short at its token limit." },
       tool_calls: { type: 'array', items: ref('ToolCallRecord'), description: 'Present when the turn called tools: each call in order, with its result or error.' },
+      pending_approvals: { ...PENDING, description: 'Present when the turn paused: the calls waiting for a decision (POST .../approvals).' },
     },
   },
   ToolCallRecord: {
@@ -213,6 +231,8 @@ export function buildOpenAPI(info: OpenAPIRouterInfo): OpenAPIDocument {
     { name: 'chat', method: 'post', path: `${base}/chat`, summary: `Chat with ${who}`, request: 'ChatRequest', reply: 'ChatResponse', streams: true },
     { name: 'invoke', method: 'post', path: `${base}/invoke`, summary: `Call an action of ${who}`, request: 'InvokeRequest', reply: 'InvokeResponse' },
     { name: 'state', method: 'get', path: `${base}/state`, summary: `The state of ${who}`, reply: 'StateResponse' },
+    { name: 'approvals', method: 'get', path: `${base}/approvals`, summary: `The tool calls a paused turn of ${who} waits on`, reply: 'ApprovalsResponse' },
+    { name: 'approve', method: 'post', path: `${base}/approvals`, summary: `Decide the paused calls of ${who} and resume its turn`, request: 'ApprovalsRequest', reply: 'ChatResponse', streams: true },
     { name: 'request', method: 'post', path: base === '' ? '/' : base, summary: `Generic request (action envelope) to ${who}`, request: 'GenericRequest', reply: 'GenericResponse', streams: true },
   ];
   const paths: OpenAPIDocument['paths'] = {};

@@ -31,7 +31,7 @@ export function invokePayload(body: Record<string, unknown>): Record<string, unk
 }
 
 /** The generic envelope: `{"action": "chat" | "invoke" | "state", ...}`, chat by default. */
-export function unwrapEnvelope(body: Record<string, unknown>): { action: Exclude<RouteAction, 'request' | 'events' | 'cancel'>; body: Record<string, unknown> } {
+export function unwrapEnvelope(body: Record<string, unknown>): { action: Extract<RouteAction, 'chat' | 'invoke' | 'state'>; body: Record<string, unknown> } {
   const action = body['action'] ?? 'chat';
   if (action === 'chat' || action === 'state') return { action, body };
   // Wrapped in "payload" as ai-query's Python HTTPTransport client sends it, or bare beside "action", as /invoke takes it.

@@ -120,6 +120,9 @@ class Rejoined implements LogFollower {
     if ('data' in entry) return this.#typed ? entry.data : '';
     const id = this.#id(index);
     if ('finished' in entry) {
+      // A paused turn ends as it did live: turn.paused with its list.
+      const pending = entry.finished['pending_approvals'];
+      if (this.#typed && pending !== undefined) return formatEvent(JSON.stringify({ type: 'turn.paused', pending_approvals: pending }), 'turn.paused', id);
       if (this.#typed) return formatEvent(JSON.stringify({ type: 'turn.finished', result: entry.finished }), 'turn.finished', id);
       const rest = this.#seam.rest();
       return `${rest ? formatEvent(rest) : ''}${formatEvent('[DONE]', 'done', id)}`;

@@ -20,7 +20,8 @@ import { Exchange } from './exchange.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
 import { ROUTER_OPTION_KINDS, type AgentRequestListener, type AgentRouterOptions, type RequestHint } from './options.ts';
 import { asObject, requestIdOf, unwrapEnvelope } from './payload.ts';
-import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteMatch } from './routes.ts';
+import { matchRegistry, matchSingle, normalizePrefix, routeFor, stripPrefix, type RouteMatch } from './routes.ts';
+import { dispatchApprovals } from './approvals.ts';
 import { RunningTurns } from './running-turns.ts';
 import { rejoin } from './rejoin.ts';
 import { TurnLogs } from './turn-log.ts';
@@ -209,13 +210,12 @@ export class AgentRouter {
         this.#serveDocument(req, res, hint.path);
         return exchange.done();
       }
-      const { route, query } = matched;
+      const { query } = matched;
       // Inside the try: a CORS origin predicate is user code.
-      if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, route.method)) return exchange.done();
+      if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, matched.route.method)) return exchange.done();
       // HEAD is GET without the body (Node leaves it out): health checks and probes use it.
-      if (req.method !== route.method && !(req.method === 'HEAD' && route.method === 'GET')) {
-        throw httpErrors.methodNotAllowed(route.method === 'GET' ? 'GET, HEAD' : route.method);
-      }
+      const route = routeFor(matched.route, req.method);
+      if (route === undefined) throw httpErrors.methodNotAllowed(matched.route.method.replace('GET', 'GET, HEAD'));
       exchange.agentId = route.segment === undefined ? (this.#agent as Agent<any>).id : decodeAgentId(route.segment, this.#maxIdLength);
       exchange.query = query;
       const authorize = this.options.authorize;
@@ -224,7 +224,7 @@ export class AgentRouter {
         return rejoin(this.#host, exchange, route.turn as string);
       }
       let action = route.action;
-      if (authorize !== undefined && action !== 'request') await authorizeRequest(authorize, req, exchange.agentId, action);
+      if (authorize !== undefined && action !== 'request') await authorizeRequest(authorize, req, exchange.agentId, action === 'approvals' ? 'read' : action);
       let body = route.method === 'POST' ? this.#body(exchange, hint.body) : {};
       // Awaited only when read here: a body a framework parsed is dispatched in this same tick.
       if (body instanceof Promise) body = await body;
@@ -236,6 +236,7 @@ export class AgentRouter {
         body = envelope.body;
       }
       if (action === 'cancel') return exchange.finish(this.#host.agentTurns.cancel(exchange.agentId, turnIdIn(body)), 202);
+      if (action === 'approvals' || action === 'approve') return dispatchApprovals(this.#host, exchange, action, body);
       dispatch(this.#host, exchange, action, body);
     } catch (error) {
       exchange.fail(error);

@@ -1,14 +1,27 @@
 /** What a request asks for, once its path is matched. */
-export type RouteAction = 'chat' | 'invoke' | 'state' | 'request' | 'events' | 'cancel';
+/** `approvals` lists the pending calls (GET), `approve` decides them (POST), on the same path. */
+export type RouteAction = 'chat' | 'invoke' | 'state' | 'request' | 'events' | 'cancel' | 'approvals' | 'approve';
 
 export interface RouteMatch {
   action: RouteAction;
   /** The raw (still percent-encoded) `{agent_id}` segment; undefined on a single-agent router. */
   segment: string | undefined;
-  /** The one method this route answers. */
-  method: 'GET' | 'POST';
+  /** The one method this route answers (`GET, POST` for the approvals path). */
+  method: 'GET' | 'POST' | 'GET, POST';
   /** The raw `{turn_id}` segment of a rejoin. */
   turn?: string | undefined;
+}
+
+/**
+ * The route as asked with `method`, or undefined (405): the approvals path
+ * lists with GET (or HEAD) and decides with POST; any other route has one method.
+ */
+export function routeFor(route: RouteMatch, method: string | undefined): RouteMatch | undefined {
+  if (route.method === 'GET, POST') {
+    if (method === 'POST') return { ...route, action: 'approve', method: 'POST' };
+    return method === 'GET' || method === 'HEAD' ? { ...route, method: 'GET' } : undefined;
+  }
+  return method === route.method || (method === 'HEAD' && route.method === 'GET') ? route : undefined;
 }
 
 /** `/turns/{turn_id}/events` (the rest of a path after the agent), or undefined. */
@@ -29,6 +42,8 @@ const SINGLE: Record<string, RouteMatch> = Object.assign(Object.create(null) as 
   '/state/': { action: 'state', segment: undefined, method: 'GET' },
   '/cancel': { action: 'cancel', segment: undefined, method: 'POST' },
   '/cancel/': { action: 'cancel', segment: undefined, method: 'POST' },
+  '/approvals': { action: 'approvals', segment: undefined, method: 'GET, POST' },
+  '/approvals/': { action: 'approvals', segment: undefined, method: 'GET, POST' },
   '/': { action: 'request', segment: undefined, method: 'POST' },
   '': { action: 'request', segment: undefined, method: 'POST' },
 });
@@ -64,6 +79,9 @@ export function matchRegistry(path: string): RouteMatch | undefined {
     case '/cancel':
     case '/cancel/':
       return { action: 'cancel', segment, method: 'POST' };
+    case '/approvals':
+    case '/approvals/':
+      return { action: 'approvals', segment, method: 'GET, POST' };
     default:
       return matchTurn(rest, segment);
   }

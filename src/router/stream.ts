@@ -11,10 +11,13 @@ import type { TypedChunkStream } from '../transports/http.ts';
 import type { RelayedEvent } from '../transports/http-call.ts';
 import type { Logger } from '../lib/logger.ts';
 import { logToolFailure, toolCallPayload, toolResultPayload } from './tool-wire.ts';
+import { approvalList } from '../agent/approvals.ts';
+import type { ApprovalDecision } from '../agent/approvals.ts';
+import type { JsonObject, ToolCall } from '../types.ts';
 import type { TurnLog, TurnLogs } from './turn-log.ts';
 
 /** Where a streamed reply comes from: chunks to pull, or a local agent's turn, which pushes them into the stream. */
-export type ReplySource = { chunks: AsyncIterable<string> | ChunkStream | TypedChunkStream } | { agent: Agent<any>; message: string };
+export type ReplySource = { chunks: AsyncIterable<string> | ChunkStream | TypedChunkStream } | { agent: Agent<any>; message: string; decisions?: readonly ApprovalDecision[] | undefined };
 
 /** How one reply is streamed. */
 export interface StreamOptions {
@@ -92,6 +95,8 @@ class ReplyStream implements ChatSink {
   #seam: ChunkSeam | undefined;
   /** The turn's events so far (text, then its end): an event's `id:` seq, plus one in the typed stream, whose turn.started is 1. */
   #seq = 0;
+  /** The turn paused: the typed stream ends with `turn.paused` and this list. */
+  #paused: JsonObject[] | undefined;
 
   constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger, replays, keep }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
@@ -117,7 +122,7 @@ class ReplyStream implements ChatSink {
 
   #pump(source: ReplySource): void {
     if ('agent' in source) {
-      source.agent[chatTurn](source.message, cancelledBy(this.#cancel, this.#turnId), this);
+      source.agent[chatTurn](source.message, cancelledBy(this.#cancel, this.#turnId), this, source.decisions);
       return;
     }
     pull(source.chunks, this).then(() => this.#pulled(), (error: unknown) => this.failed(error));
@@ -132,9 +137,10 @@ class ReplyStream implements ChatSink {
     if (event.type === 'text') return this.chunk(event.text);
     if (event.type === 'tool.result') logToolFailure(this.#logger, this.#agentId, event);
     // The plain stream carries text only; the typed one each call and its result, in order between the deltas.
-    if (event.type !== 'tool.call' && event.type !== 'tool.result') return undefined;
+    if (event.type !== 'tool.call' && event.type !== 'tool.result' && event.type !== 'tool.approval_required') return undefined;
     if (!this.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
-    const payload = event.type === 'tool.call' ? toolCallPayload(event.call) : toolResultPayload(event.call, event.outcome);
+    const payload =
+      event.type === 'tool.call' ? toolCallPayload(event.call) : event.type === 'tool.result' ? toolResultPayload(event.call, event.outcome) : { type: event.type, ...(approvalList([event.call])[0] as JsonObject) };
     return this.#tool({ event: event.type, data: JSON.stringify(payload) });
   }
 
@@ -148,6 +154,10 @@ class ReplyStream implements ChatSink {
   /** A remote typed stream's tool event, sent on as it came. */
   relay(event: RelayedEvent): Promise<void> | undefined {
     if (!this.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
+    if (event.event === 'turn.paused') {
+      this.#paused = (JSON.parse(event.data) as { pending_approvals: JsonObject[] }).pending_approvals;
+      return undefined;
+    }
     return this.#tool({ event: event.event, data: event.data });
   }
 
@@ -165,6 +175,11 @@ class ReplyStream implements ChatSink {
     return this.#writer.send(typedFrame('text.delta', { text }), 'text.delta', this.#id());
   }
 
+  /** The turn paused on calls waiting for approval (`done` follows). */
+  paused(pending: readonly ToolCall[]): void {
+    this.#paused = approvalList(pending);
+  }
+
   /** A pulled stream ran out: complete, unless the pull stopped because the request was cut. */
   #pulled(): void {
     const cancel = this.#cancel;
@@ -179,13 +194,16 @@ class ReplyStream implements ChatSink {
   done(reply?: string, truncated = false): void {
     if (this.#log !== undefined) {
       const text = this.#typed ? this.#text : (reply ?? this.#log.joined() ?? '');
-      this.#log.end({ finished: truncated ? { agent_id: this.#agentId, text, truncated } : { agent_id: this.#agentId, text } });
+      const finished: JsonObject = truncated ? { agent_id: this.#agentId, text, truncated } : { agent_id: this.#agentId, text };
+      if (this.#paused !== undefined) finished['pending_approvals'] = this.#paused;
+      this.#log.end({ finished });
     }
     const rest = this.#seam?.rest();
     // The held end of the last chunk goes out with the done event, in the same write, under its id.
     if (rest) this.#writer.send(rest);
     this.#seq++;
     if (!this.#typed) return this.#end(formatEvent('[DONE]', 'done', this.#id()));
+    if (this.#paused !== undefined) return this.#end(formatEvent(typedFrame('turn.paused', { pending_approvals: this.#paused }), 'turn.paused', this.#id()));
     const result = truncated ? { agent_id: this.#agentId, text: this.#text, truncated } : { agent_id: this.#agentId, text: this.#text };
     this.#end(formatEvent(typedFrame('turn.finished', { result }), 'turn.finished', this.#id()));
   }

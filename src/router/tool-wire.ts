@@ -1,22 +1,11 @@
 import type { TurnEvent } from '../agent/turn.ts';
 import type { ToolOutcome } from '../agent/tools.ts';
 import type { Logger } from '../lib/logger.ts';
-import type { JsonObject, JsonValue, ToolCall } from '../types.ts';
+import type { JsonObject, ToolCall } from '../types.ts';
+import { wireArguments } from '../agent/approvals.ts';
 
-/**
- * A call's arguments on the wire: the JSON object the model wrote, parsed;
- * the raw text as a string when it is not a JSON object (the model's mistake, shown as made).
- */
-export function wireArguments(raw: string): JsonValue {
-  if (raw.trim() === '') return {};
-  try {
-    const parsed: unknown = JSON.parse(raw);
-    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return parsed as JsonObject;
-  } catch {
-    // not JSON: sent as written
-  }
-  return raw;
-}
+// One rule for a call's arguments on the wire, shared with the approvals list.
+export { wireArguments };
 
 /** The typed stream's `tool.call` payload. */
 export function toolCallPayload(call: ToolCall): JsonObject {

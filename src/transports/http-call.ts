@@ -144,8 +144,13 @@ export class RemoteCall {
             const text = deltaText(event.data);
             if (text === undefined) failure = this.badResponse('a text.delta event without a "text" string');
             else if (text !== '') queue.push(text);
-          } else if (kind === 'tool.call' || kind === 'tool.result') queue.push({ event: kind, data: event.data });
+          } else if (kind === 'tool.call' || kind === 'tool.result' || kind === 'tool.approval_required') queue.push({ event: kind, data: event.data });
           else if (kind === 'turn.finished') finished = true;
+          else if (kind === 'turn.paused') {
+            // The remote turn paused: its list goes on to the front's own turn.paused.
+            queue.push({ event: kind, data: event.data });
+            finished = true;
+          }
           else if (kind === 'turn.failed') failure = streamFailed(this.remote, this.origin, event.data);
           if (failure !== undefined) finished = true;
           return;

@@ -29,7 +29,12 @@ export interface RemoteChatReply {
   truncated: boolean;
   /** The remote's `tool_calls`, passed on as sent. */
   toolCalls: JsonValue[] | undefined;
+  /** The remote turn paused: its `pending_approvals`, as sent. */
+  pendingApprovals?: JsonValue[] | undefined;
 }
+
+/** The router's approvals routes through an HTTPTransport (GET lists, POST decides). @internal */
+export const approvalsCall: unique symbol = Symbol('agent-router.approvalsCall');
 
 /**
  * What `new Headers()` takes: a record, a list of pairs or a Headers. Named
@@ -186,12 +191,26 @@ export class HTTPTransport implements AgentTransport {
   }
 
   /** See `chatReply`. @internal */
-  async [chatReply](agentId: string, message: string, options: HTTPTransportCallOptions = {}): Promise<RemoteChatReply> {
-    const call = this.#start(agentId, '/chat', { message: checkMessage(message) }, false, options);
+  async [chatReply](agentId: string, message: string, options: HTTPTransportCallOptions = {}, route = '/chat', body?: object): Promise<RemoteChatReply> {
+    const call = this.#start(agentId, route, body ?? { message: checkMessage(message) }, false, options);
     const reply = await call.readJson(await call.response);
     if (typeof reply['response'] !== 'string') throw call.badResponse('JSON without a "response" string');
     const toolCalls = Array.isArray(reply['tool_calls']) ? (reply['tool_calls'] as JsonValue[]) : undefined;
-    return { response: reply['response'], truncated: reply['truncated'] === true, toolCalls };
+    const pending = Array.isArray(reply['pending_approvals']) ? (reply['pending_approvals'] as JsonValue[]) : undefined;
+    return { response: reply['response'], truncated: reply['truncated'] === true, toolCalls, ...(pending === undefined ? {} : { pendingApprovals: pending }) };
+  }
+
+  /**
+   * See `approvalsCall`: the remote's list (GET, `decisions` undefined), or
+   * its resumed turn, as a chat reply or a stream. @internal
+   */
+  [approvalsCall](agentId: string, decisions: readonly object[] | undefined, stream: boolean | 'events', options: HTTPTransportCallOptions = {}): Promise<JsonObject> | Promise<RemoteChatReply> | TypedChunkStream {
+    if (decisions === undefined) {
+      const call = this.#start(agentId, '/approvals', undefined, false, options);
+      return call.response.then((response) => call.readJson(response)) as Promise<JsonObject>;
+    }
+    if (stream !== false) return this.#stream(agentId, '', options, stream === 'events', '/approvals', { decisions });
+    return this[chatReply](agentId, '', options, '/approvals', { decisions });
   }
 
   /**
@@ -210,11 +229,11 @@ export class HTTPTransport implements AgentTransport {
     return this.#stream(agentId, message, options, true);
   }
 
-  #stream(agentId: string, message: string, options: HTTPTransportCallOptions, typed: boolean): TypedChunkStream {
+  #stream(agentId: string, message: string, options: HTTPTransportCallOptions, typed: boolean, route = '/chat', body?: object): TypedChunkStream {
     let call: RemoteCall | undefined;
     let response: Promise<Response>;
     try {
-      call = this.#start(agentId, '/chat', { message: checkMessage(message) }, typed ? 'events' : true, options);
+      call = this.#start(agentId, route, body ?? { message: checkMessage(message) }, typed ? 'events' : true, options);
       response = call.response;
     } catch (error) {
       response = Promise.reject(error);

@@ -58,9 +58,11 @@ test('a registry router\'s document validates as OpenAPI 3.1 and lists every rou
   await assertValid(doc);
   assert.equal(doc.openapi, '3.1.0');
   assert.deepEqual(operations(doc).sort(), [
+    ['get', '/agents/{agent_id}/approvals'],
     ['get', '/agents/{agent_id}/state'],
     ['get', '/agents/{agent_id}/turns/{turn_id}/events'],
     ['post', '/agents/{agent_id}'],
+    ['post', '/agents/{agent_id}/approvals'],
     ['post', '/agents/{agent_id}/cancel'],
     ['post', '/agents/{agent_id}/chat'],
     ['post', '/agents/{agent_id}/invoke'],
@@ -119,7 +121,7 @@ test('the SSE reply\'s description names every event a stream sends, and the fie
 test('a single-agent router\'s document: /chat, /invoke, /state and / ; no 429 (no pool)', async () => {
   const doc = singleRouter().openapi();
   await assertValid(doc);
-  assert.deepEqual(operations(doc).sort(), [['get', '/state'], ['get', '/turns/{turn_id}/events'], ['post', '/'], ['post', '/cancel'], ['post', '/chat'], ['post', '/invoke']]);
+  assert.deepEqual(operations(doc).sort(), [['get', '/approvals'], ['get', '/state'], ['get', '/turns/{turn_id}/events'], ['post', '/'], ['post', '/approvals'], ['post', '/cancel'], ['post', '/chat'], ['post', '/invoke']]);
   assert.equal(doc.tags, undefined);
   assert.match(doc.info.title, /bot/);
   for (const [method, path] of operations(doc)) {
@@ -129,7 +131,7 @@ test('a single-agent router\'s document: /chat, /invoke, /state and / ; no 429 (
     assert.equal(op.parameters?.some((p) => (p as { name: string }).name === 'agent_id') ?? false, false);
   }
   const prefixed = singleRouter({ prefix: '/bot' }).openapi();
-  assert.deepEqual(Object.keys(prefixed.paths).sort(), ['/bot', '/bot/cancel', '/bot/chat', '/bot/invoke', '/bot/state', '/bot/turns/{turn_id}/events']);
+  assert.deepEqual(Object.keys(prefixed.paths).sort(), ['/bot', '/bot/approvals', '/bot/cancel', '/bot/chat', '/bot/invoke', '/bot/state', '/bot/turns/{turn_id}/events']);
 });
 
 test('the responses option is merged into every operation: a description overrides ours, the schema stays; new statuses are added', async () => {
@@ -151,7 +153,7 @@ test('the responses option is merged into every operation: a description overrid
 test('operation ids are unique and carry the prefix', () => {
   const doc = registryRouter({ prefix: '/api/v1' }).openapi();
   const ids = operations(doc).map(([method, path]) => (doc.paths[path]?.[method] as Operation).operationId);
-  assert.deepEqual(ids.sort(), ['apiV1Cancel', 'apiV1Chat', 'apiV1Invoke', 'apiV1Request', 'apiV1State', 'apiV1TurnEvents']);
+  assert.deepEqual(ids.sort(), ['apiV1Approvals', 'apiV1Approve', 'apiV1Cancel', 'apiV1Chat', 'apiV1Invoke', 'apiV1Request', 'apiV1State', 'apiV1TurnEvents']);
 });
 
 /** A validator for one of the document's schemas (JSON Schema 2020-12, as OpenAPI 3.1's are). */

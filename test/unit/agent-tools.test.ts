@@ -131,12 +131,40 @@ test('the lastMessages window starts at a user message, never between a call and
   assert.equal(window(history, 5, user).length, 3, 'from "b"');
 });
 
-test('a call that needs approval never runs unapproved: the model is told', async () => {
+test('a call that needs approval pauses the turn: committed up to the step, chat refused with 409, approve() resumes', async () => {
   let ran = 0;
   const guarded = { description: 'Guarded', parameters: { type: 'object' }, approval: true, run: () => ++ran };
-  const agent = new Agent('g', { storage: new MemoryStorage(), tools: { guarded }, model: scriptedModel([{ toolCalls: [{ name: 'guarded' }] }, 'ok']) });
-  assert.equal(await agent.chat('go'), 'ok');
+  const model = scriptedModel((request) => {
+    const last = request.messages.at(-1);
+    if (last?.role === 'tool') return `done: ${last.content}`;
+    return { text: 'Asking. ', toolCalls: [{ id: 'g1', name: 'guarded' }, { id: 'a1', name: 'add', arguments: { a: 1, b: 2 } }] };
+  });
+  const agent = new Agent('g', { storage: new MemoryStorage(), tools: { guarded, add: { ...ADD, run: ({ a, b }: { a: number; b: number }) => a + b } }, model });
+  assert.equal(await agent.chat('go'), 'Asking. ');
   assert.equal(ran, 0);
-  const result = agent.messages[2];
-  assert.equal(result?.role === 'tool' && result.isError, true);
+  assert.deepEqual(agent.messages.map((m) => m.role), ['user', 'assistant', 'tool'], 'the call that needed no approval ran and is committed');
+  assert.deepEqual(agent.pendingApprovals.map((c) => c.id), ['g1']);
+  await assert.rejects(agent.chat('again'), (error: AgentRouterError) => error.code === 'approval_pending' && error.status === 409);
+  await assert.rejects(agent.approve([{ id: 'zz', approved: true }]), (error: AgentRouterError) => error.code === 'unknown_tool_call' && error.status === 404);
+  await assert.rejects(agent.approve([]), (error: AgentRouterError) => error.code === 'invalid_decisions');
+  assert.equal(await agent.approve([{ id: 'g1', approved: true }]), 'done: 1');
+  assert.equal(ran, 1);
+  assert.deepEqual(agent.pendingApprovals, []);
+  assert.deepEqual(agent.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'tool', 'assistant']);
+  await assert.rejects(agent.approve([{ id: 'g1', approved: true }]), (error: AgentRouterError) => error.code === 'no_pending_approval' && error.status === 409);
+  assert.equal(await agent.chat('more'), 'Asking. ', 'the conversation goes on');
+  assert.equal(await agent.approve([{ id: 'g1', approved: false, reason: 'not today' }]), 'done: A person refused the call of guarded; it did not run: not today');
+  assert.equal(ran, 1, 'a refused call never runs');
+  const refused = agent.messages.at(-2);
+  assert.equal(refused?.role === 'tool' && refused.isError, true);
+});
+
+test('window() for a resumed turn starts at the user message that opened the paused turn', () => {
+  const history: ChatMessage[] = [
+    { role: 'user', content: 'a' },
+    { role: 'assistant', content: '', toolCalls: [{ id: 'x', name: 'f', arguments: '{}' }] },
+    { role: 'tool', toolCallId: 'x', name: 'f', content: '1' },
+    { role: 'assistant', content: '', toolCalls: [{ id: 'y', name: 'f', arguments: '{}' }] },
+  ];
+  for (let last = 1; last <= 5; last++) assert.equal(window(history, last, undefined)[0]?.role, 'user', `last=${last}`);
 });

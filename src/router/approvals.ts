@@ -1,0 +1,82 @@
+import { cancelledBy, chatTurn, type Agent } from '../agent/agent.ts';
+import { approvalList, parseDecisions, type ApprovalDecision } from '../agent/approvals.ts';
+import { AgentRouterError } from '../errors.ts';
+import { streamReset } from '../http/body.ts';
+import { parseStreamFlag, queryParam } from '../http/path.ts';
+import type { JsonObject } from '../types.ts';
+import { callOptions, ChatReply, keepOnDisconnect, relayedChat, withTurnId, type DispatchHost, type RemoteTarget } from './dispatch.ts';
+import { approvalsCall, HTTPTransport, type RemoteChatReply, type TypedChunkStream } from '../transports/http.ts';
+import type { Exchange } from './exchange.ts';
+import { streamReply } from './stream.ts';
+
+/**
+ * `GET /{agent_id}/approvals` lists the calls a paused turn waits on;
+ * `POST` decides them and resumes the turn as a new turn through the
+ * agent's gate, answered as a chat turn is (JSON, or SSE with `?stream=`).
+ */
+export function dispatchApprovals(host: DispatchHost, exchange: Exchange, action: 'approvals' | 'approve', body: Record<string, unknown>): void {
+  const { req, res, agentId } = exchange;
+  // Gone while an async authorize hook ran: no 'close' will come again to cut the turn, so it must not start.
+  if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
+  if (host.shut !== undefined) throw host.shut.reason;
+  let decisions: ApprovalDecision[] | undefined;
+  let stream: boolean | 'events' = false;
+  if (action === 'approve') {
+    decisions = parseDecisions(body['decisions']);
+    stream = parseStreamFlag(queryParam(exchange.query, 'stream'), req.headers.accept);
+    if (stream !== false) host.checkStreams();
+  }
+  const target = host.resolve(agentId, req);
+  exchange.pooled = 'agent' in target && target.pooled;
+  if (!('agent' in target)) return relayApprovals(host, exchange, target, decisions, stream);
+  if (decisions === undefined) return listPending(host, exchange, target.agent);
+  const keep = keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect);
+  const cancel = exchange.begin(host.timing, keep);
+  const turnId = exchange.newTurnId();
+  host.agentTurns.add(exchange);
+  if (stream !== false) {
+    host.openStream();
+    exchange.streaming = true;
+    const options = { ...host.streamOptions, typed: stream === 'events', cancel, keep };
+    return streamReply(res, agentId, { agent: target.agent, message: '', decisions }, options, exchange);
+  }
+  target.agent[chatTurn]('', cancelledBy(cancel, turnId), new ChatReply(exchange, host.logger), decisions);
+}
+
+/** The pending calls as storage holds them now (another process may have paused or resumed the turn); bounded as a state read. */
+function listPending(host: DispatchHost, exchange: Exchange, agent: Agent<any>): void {
+  exchange.reading = true;
+  const cancel = exchange.begin(host.timing);
+  const cut = (reason: unknown): void => exchange.fail(reason);
+  if (cancel.aborted) return cut(cancel.reason);
+  cancel.onAbort(cut);
+  new Promise((resolve) => resolve(agent.snapshot())).then(
+    () => {
+      cancel.offAbort(cut);
+      exchange.finish({ agent_id: exchange.agentId, pending_approvals: approvalList(agent.pendingApprovals) });
+    },
+    (error: unknown) => {
+      cancel.offAbort(cut);
+      exchange.fail(error);
+    },
+  );
+}
+
+/** A remote agent's approvals, relayed through its HTTPTransport as chat is; another transport has no such route (501). */
+function relayApprovals(host: DispatchHost, exchange: Exchange, target: RemoteTarget, decisions: ApprovalDecision[] | undefined, stream: boolean | 'events'): void {
+  const remote = target.transport;
+  if (!(remote instanceof HTTPTransport)) throw new AgentRouterError(501, 'not_implemented', `Agent ${JSON.stringify(exchange.agentId)} is behind a transport with no approvals route`);
+  const cancel = exchange.begin(false, keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect));
+  const options = callOptions(target, cancel, exchange);
+  const agentId = exchange.agentId;
+  if (decisions !== undefined && stream !== false) {
+    host.openStream();
+    exchange.streaming = true;
+    const chunks = remote[approvalsCall](agentId, decisions, stream, options) as TypedChunkStream;
+    return streamReply(exchange.res, agentId, { chunks }, { ...host.streamOptions, typed: stream === 'events', cancel }, exchange);
+  }
+  const replying = decisions === undefined
+    ? (remote[approvalsCall](agentId, undefined, false, options) as Promise<JsonObject>).then((list) => ({ ...list, agent_id: agentId }))
+    : (remote[approvalsCall](agentId, decisions, false, options) as Promise<RemoteChatReply>).then((reply) => withTurnId(relayedChat(agentId, reply), exchange.turnId));
+  replying.then((reply) => exchange.finish(reply), (error: unknown) => exchange.fail(error));
+}
