@@ -91,13 +91,14 @@ function jsonProblem(expected: (id: string) => string): ExpectedReply['problem']
   };
 }
 
-/** The router names each turn (`turn_id`) and each event (`id:`); the bare server has neither, so the checks look past them. */
+/** Every contender names each turn (`turn_id`, right after `agent_id`) and each event (`id:`), as the router does: checked, then the rest compared. */
 function withoutTurnId(problem: ExpectedReply['problem']): ExpectedReply['problem'] {
-  return (request, body) => problem(request, body.replace(/"turn_id":"[^"]*",/, ''));
+  const turn = /^(\{"agent_id":"[^"]*",)"turn_id":"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",/;
+  return (request, body) => (turn.test(body) ? problem(request, body.replace(turn, '$1')) : 'no turn_id after agent_id');
 }
 
 function withoutEventIds(body: string): string {
-  return body.replace(/^id: [^\n]*\n/gm, '');
+  return body.replace(/^id: [0-9a-f-]{36}:[1-9][0-9]*\n/gm, '');
 }
 
 /** An SSE reply must hold every chunk of the message, in order, then the done event. */

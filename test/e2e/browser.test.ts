@@ -199,7 +199,11 @@ test('a stream reaches the page chunk by chunk as the model makes it, and ends w
   assert.ok(withoutIds(stream.text).endsWith('event: done\ndata: [DONE]\n\n'), stream.text);
   const events = await parseSSE(stream.text);
   assert.equal(events.filter((e) => e.event === 'message').map((e) => e.data).join(''), 'Hello world!\nBye');
-  assert.deepEqual(events.at(-1), { event: 'done', data: '[DONE]', id: undefined });
+  // Every event names the turn and its place in it: <turn_id>:1, :2, ... (a reconnecting EventSource sends it back).
+  const turn = /^([0-9a-f-]{36}):1$/.exec(events[0]?.id ?? '')?.[1];
+  assert.ok(turn !== undefined, `the first event's id: ${String(events[0]?.id)}`);
+  assert.deepEqual(events.map((e) => e.id), events.map((_e, i) => `${turn}:${i + 1}`));
+  assert.deepEqual(events.at(-1), { event: 'done', data: '[DONE]', id: `${turn}:${events.length}` });
 });
 
 test('the page aborts a stream: the turn\'s signal aborts, the history keeps no half turn, the router keeps serving', async (t) => {

@@ -17,7 +17,9 @@ export const SECRET = 'SECRET-';
 
 const INTERNAL = JSON.stringify({ error: 'Internal error', code: 'internal_error' });
 const PLAIN_EVENTS = new Set(['message', 'done', 'error']);
-const TYPED_EVENTS = new Set(['turn.started', 'text.delta', 'turn.finished', 'turn.failed']);
+const TYPED_EVENTS = new Set(['turn.started', 'text.delta', 'tool.call', 'tool.result', 'turn.finished', 'turn.failed']);
+/** A turn id as the router makes it (HTTPTransport relays a remote's, but the fuzz registers no remote). */
+const TURN_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export interface AnswerContext {
   /** A deliberately failing agent, action or hook may have been hit. */
@@ -44,7 +46,7 @@ export function problemWith(reply: WireReply, context: AnswerContext): string | 
   if (status === 405 && headers['allow'] === undefined) return 'a 405 without Allow';
   if (status === 429 && headers['retry-after'] === undefined) return 'a 429 without Retry-After';
   if (type === undefined) return `status ${status} without a content type`;
-  if (status === 200 && type === 'text/event-stream') return reply.cut || context.head ? undefined : sseProblem(body, context);
+  if (status === 200 && type === 'text/event-stream') return reply.cut || context.head ? undefined : sseProblem(body, headers, context);
   if (!/^application\/json(;|$)/.test(type)) return `content type ${type} for status ${status}`;
   if (reply.cut || context.head) return undefined;
   let parsed: unknown;
@@ -57,11 +59,20 @@ export function problemWith(reply: WireReply, context: AnswerContext): string | 
   const record = parsed as Record<string, unknown>;
   if (status >= 400) return errorBodyProblem(record);
   if (typeof record['agent_id'] !== 'string') return `a 200 without agent_id: ${body.slice(0, 200)}`;
-  const keys = Object.keys(record).sort().join(',');
-  if (keys === 'agent_id,response') return typeof record['response'] === 'string' ? undefined : 'response is not a string';
-  if (keys === 'agent_id,state') return typeof record['state'] === 'object' && record['state'] !== null ? undefined : 'state is not an object';
-  if (keys === 'agent_id,result') return undefined;
-  return `a 200 body with keys ${keys}`;
+  const keys = Object.keys(record);
+  if (keys.join(',') === 'agent_id,state') {
+    if (headers['turn-id'] !== undefined) return 'a state read carries a Turn-Id header';
+    return typeof record['state'] === 'object' && record['state'] !== null ? undefined : 'state is not an object';
+  }
+  // A chat or invoke reply is a turn: turn_id right after agent_id, the Turn-Id header's value.
+  if (keys[1] !== 'turn_id') return `a 200 body with keys ${keys.join(',')}`;
+  const turnId = record['turn_id'];
+  if (typeof turnId !== 'string' || !TURN_ID.test(turnId)) return `turn_id ${JSON.stringify(turnId)} is not a turn id`;
+  if (headers['turn-id'] !== turnId) return `turn_id ${turnId} but Turn-Id ${String(headers['turn-id'])}`;
+  const rest = keys.slice(2).sort().join(',');
+  if (rest === 'response' || rest === 'response,truncated') return typeof record['response'] === 'string' ? undefined : 'response is not a string';
+  if (rest === 'result') return undefined;
+  return `a 200 body with keys ${keys.join(',')}`;
 }
 
 /** Exactly `{"error": string, "code": snake_case}`. */
@@ -74,17 +85,26 @@ export function errorBodyProblem(record: Record<string, unknown>): string | unde
 }
 
 /**
- * A whole SSE answer: complete frames only, no `id:` (nothing may inject
- * one), names from the plain or the typed stream, exactly one ending as the
+ * A whole SSE answer: complete frames only, each event's `id:` its turn's
+ * `<turn_id>:<seq>` (nothing may inject another), names from the plain or the typed stream, exactly one ending as the
  * last event, an error ending being `{"error", "code"}`.
  */
-function sseProblem(body: string, context: AnswerContext): string | undefined {
+function sseProblem(body: string, headers: Record<string, string>, context: AnswerContext): string | undefined {
   if (!body.endsWith('\n\n')) return `the stream does not end with a whole frame: ${JSON.stringify(body.slice(-100))}`;
   const events: SSEEvent[] = [];
   createSSEParser({ onEvent: (event) => events.push(event) }).feed(body);
   const last = events[events.length - 1];
   if (last === undefined) return 'a stream without events';
-  if (events.some((event) => event.id !== undefined)) return 'an event carries an id';
+  // Every event carries the id <turn_id>:<seq>, the turn being the Turn-Id header's, seq rising from 1 (tool events
+  // count in it even where the plain stream does not send them); nothing else may inject or change an id.
+  const turnId = headers['turn-id'];
+  if (typeof turnId !== 'string' || !TURN_ID.test(turnId)) return `a stream whose Turn-Id is ${JSON.stringify(turnId)}`;
+  let seq = 0;
+  for (const event of events) {
+    const match = event.id === undefined ? null : /^(.*):([1-9][0-9]*)$/.exec(event.id);
+    if (match === null || match[1] !== turnId || Number(match[2]) <= seq) return `event ${event.event} has id ${JSON.stringify(event.id)} after seq ${seq} of turn ${turnId}`;
+    seq = Number(match[2]);
+  }
   const typed = events[0]?.event === 'turn.started';
   const names = typed ? TYPED_EVENTS : PLAIN_EVENTS;
   const odd = events.find((event) => !names.has(event.event));

@@ -18,7 +18,7 @@ import { streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { settledHeap } from '../helpers/fuzz-heap.ts';
 import { BODY_LIMIT, checkRegistryRoutes, checkServedOpenAPI, checkSingleRoutes, makeRegistryRouter, makeSingleRouter, post, postChunked, assertError } from './adapters-shared.ts';
-import { noTurnId } from '../helpers/turns.ts';
+import { noTurnId, TURN_ID } from '../helpers/turns.ts';
 import { withoutIds } from '../helpers/sse.ts';
 
 // The two majors' types differ in details the tests do not touch; the bodies
@@ -101,7 +101,12 @@ for (const [name, fastify] of majors) {
     for (const [what, headers, body] of cases) {
       const answers = await Promise.all([`${mounted}/api`, plain.url].map(async (base) => {
         const res = await fetch(`${base}/counter-1/chat`, { method: 'POST', headers, body });
-        return { status: res.status, type: res.headers.get('content-type'), body: await res.text() };
+        // Each turn has a random id of its own: the same bytes but for it, which must be well formed on both.
+        const turn = res.headers.get('turn-id');
+        const text = await res.text();
+        if (turn === null) return { status: res.status, type: res.headers.get('content-type'), turn, body: text };
+        assert.match(turn, TURN_ID, what);
+        return { status: res.status, type: res.headers.get('content-type'), turn: 'a turn id', body: text.replaceAll(turn, '<turn_id>') };
       }));
       assert.deepEqual(answers[0], answers[1], what);
     }

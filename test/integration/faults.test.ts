@@ -303,16 +303,20 @@ test('SSE: neither a chunk nor an error message can start an event or a field', 
     throw new AgentRouterError(409, 'conflict', hostile);
   }));
   const res = await streamChat(`${url}/i/chat`, 'x');
+  const turn = res.headers.get('turn-id');
   const raw = await res.text();
   const fieldLines = raw.split(/\r\n|\r|\n/).filter((line) => line !== '' && !line.startsWith('data:'));
-  assert.deepEqual(fieldLines, ['event: error'], 'the only non-data line is the real error event');
-  const { events } = await collectSSE(await streamChat(`${url}/j/chat`, 'x'));
-  assert.deepEqual(events.map((e) => e.event), ['message', 'error']);
-  assert.ok(events.every((e) => e.id === undefined));
+  assert.deepEqual(fieldLines, [`id: ${turn}:1`, 'event: error', `id: ${turn}:2`], 'the only non-data lines are the turn\'s own event ids and the real error event');
+  const j = await streamChat(`${url}/j/chat`, 'x');
+  const jTurn = j.headers.get('turn-id');
+  const { events } = await collectSSE(j);
+  assert.deepEqual(events.map((e) => [e.event, e.id]), [['message', `${jTurn}:1`], ['error', `${jTurn}:2`]], 'no id but the turn\'s own');
   assert.deepEqual(JSON.parse(events[1]?.data ?? ''), { error: hostile, code: 'conflict' }, 'the message arrives intact, as JSON');
 
-  const typed = await collectSSE(await streamChat(`${url}/k/chat`, 'x', { query: '?stream=events' }));
-  assert.deepEqual(typed.events.map((e) => e.event), ['turn.started', 'text.delta', 'turn.failed']);
+  const k = await streamChat(`${url}/k/chat`, 'x', { query: '?stream=events' });
+  const kTurn = k.headers.get('turn-id');
+  const typed = await collectSSE(k);
+  assert.deepEqual(typed.events.map((e) => [e.event, e.id]), [['turn.started', `${kTurn}:1`], ['text.delta', `${kTurn}:2`], ['turn.failed', `${kTurn}:3`]]);
   assert.equal(JSON.parse(typed.events[1]?.data ?? '').text, hostile);
 });
 

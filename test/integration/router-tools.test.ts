@@ -14,6 +14,7 @@ import { HTTPTransport } from '../../src/transports/http.ts';
 import { deferred, postJson, streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { collectSSE } from '../helpers/sse.ts';
+import { noTurnId, turnIdOf } from '../helpers/turns.ts';
 import { fakeProvider, fixture, SPLITS } from './models-fake-provider.ts';
 
 const ADD = {
@@ -73,16 +74,24 @@ test('a two-step tool turn: JSON has tool_calls, the plain stream only text, the
   const { url, storage, ran } = await serve(t, () => scriptedModel(adder));
   const reply = await postJson(`${url}/calc-1/chat`, { message: '2+3' });
   assert.equal(reply.status, 200);
-  assert.deepEqual(reply.body, { agent_id: 'calc-1', response: 'Adding. It is 5.', tool_calls: [{ id: 'c1', name: 'add', arguments: { a: 2, b: 3 }, result: 5 }] });
+  turnIdOf(reply.body, reply.headers);
+  assert.deepEqual(noTurnId(reply.body), { agent_id: 'calc-1', response: 'Adding. It is 5.', tool_calls: [{ id: 'c1', name: 'add', arguments: { a: 2, b: 3 }, result: 5 }] });
   assert.equal(ran[0]?.agentId, 'calc-1');
   const record = await storage.load('calc-1');
   assert.deepEqual(record?.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);
 
-  const plain = await collectSSE(await streamChat(`${url}/calc-2/chat`, '2+3'));
+  const plainRes = await streamChat(`${url}/calc-2/chat`, '2+3');
+  const plainId = plainRes.headers.get('turn-id');
+  const plain = await collectSSE(plainRes);
   assert.equal(plain.text, 'Adding. It is 5.');
-  assert.deepEqual(plain.events.map((e) => e.event), ['message', 'message', 'done']);
+  // The tool call and its result count in the seq although the plain stream does not send them.
+  assert.deepEqual(plain.events.map((e) => [e.event, e.id]), [['message', `${plainId}:1`], ['message', `${plainId}:4`], ['done', `${plainId}:5`]]);
 
-  const typed = await typedEvents(await streamChat(`${url}/calc-3/chat`, '2+3', { query: '?stream=events' }));
+  const typedRes = await streamChat(`${url}/calc-3/chat`, '2+3', { query: '?stream=events' });
+  const typedId = typedRes.headers.get('turn-id');
+  const typedRaw = await collectSSE(typedRes);
+  assert.deepEqual(typedRaw.events.map((e) => e.id), [1, 2, 3, 4, 5, 6].map((seq) => `${typedId}:${seq}`));
+  const typed = typedRaw.events.map((e) => ({ event: e.event, data: JSON.parse(e.data) }));
   assert.deepEqual(typed.map((e) => e.event), ['turn.started', 'text.delta', 'tool.call', 'tool.result', 'text.delta', 'turn.finished']);
   assert.deepEqual(typed[2]?.data, { type: 'tool.call', id: 'c1', name: 'add', arguments: { a: 2, b: 3 } });
   assert.deepEqual(typed[3]?.data, { type: 'tool.result', id: 'c1', name: 'add', result: 5 });
@@ -178,7 +187,8 @@ for (const provider of ['openai', 'anthropic'] as const) {
 
     const reply = await postJson(`${url}/w-1/chat`, { message: 'Weather?' });
     assert.equal(reply.status, 200, JSON.stringify(reply.body));
-    assert.deepEqual(reply.body, { agent_id: 'w-1', response: prefix + final, tool_calls: [{ ...call, result }] });
+    turnIdOf(reply.body, reply.headers);
+    assert.deepEqual(noTurnId(reply.body), { agent_id: 'w-1', response: prefix + final, tool_calls: [{ ...call, result }] });
     const plain = await collectSSE(await streamChat(`${url}/w-1/chat`, 'Again?'));
     assert.equal(plain.text, prefix + final);
     const typed = await typedEvents(await streamChat(`${url}/w-1/chat`, 'Once more?', { query: '?stream=events' }));
@@ -229,12 +239,20 @@ test('the remote pair: a front router relays a back AgentServer tool turn (JSON 
   t.after(close);
 
   const reply = await postJson(`${url}/r-1/chat`, { message: '2+3' });
-  assert.deepEqual(reply.body, { agent_id: 'r-1', response: 'Adding. It is 5.', tool_calls: [{ id: 'c1', name: 'add', arguments: { a: 2, b: 3 }, result: 5 }] });
-  const direct = await (await streamChat(`${back.url}/agent/r-2/chat`, '2+3', { query: '?stream=events' })).text();
-  const relayed = await (await streamChat(`${url}/r-3/chat`, '2+3', { query: '?stream=events' })).text();
-  assert.match(relayed, /event: tool\.call\ndata: \{"type":"tool\.call","id":"c1","name":"add","arguments":\{"a":2,"b":3\}\}/);
-  assert.match(relayed, /event: tool\.result\ndata: \{"type":"tool\.result","id":"c1","name":"add","result":5\}/);
-  assert.equal(relayed.replaceAll('r-3', 'r-2'), direct);
+  turnIdOf(reply.body, reply.headers);
+  assert.deepEqual(noTurnId(reply.body), { agent_id: 'r-1', response: 'Adding. It is 5.', tool_calls: [{ id: 'c1', name: 'add', arguments: { a: 2, b: 3 }, result: 5 }] });
+  const directRes = await streamChat(`${back.url}/agent/r-2/chat`, '2+3', { query: '?stream=events' });
+  const directId = directRes.headers.get('turn-id') ?? 'no Turn-Id';
+  const direct = await directRes.text();
+  const relayedRes = await streamChat(`${url}/r-3/chat`, '2+3', { query: '?stream=events' });
+  const relayedId = relayedRes.headers.get('turn-id') ?? 'no Turn-Id';
+  const relayed = await relayedRes.text();
+  assert.notEqual(relayedId, directId);
+  assert.match(relayed, new RegExp(`^event: turn\\.started\nid: ${relayedId}:1\n`), 'the relayed stream carries the remote turn id it names in Turn-Id');
+  assert.match(relayed.replaceAll(relayedId, 'TURN'), /event: tool\.call\nid: TURN:3\ndata: \{"type":"tool\.call","id":"c1","name":"add","arguments":\{"a":2,"b":3\}\}/);
+  assert.match(relayed.replaceAll(relayedId, 'TURN'), /event: tool\.result\nid: TURN:4\ndata: \{"type":"tool\.result","id":"c1","name":"add","result":5\}/);
+  // Byte for byte but for the agent and the turn: each stream names its own.
+  assert.equal(relayed.replaceAll('r-3', 'r-2').replaceAll(relayedId, directId), direct);
 });
 
 test('the demo: calc-* agents call the calculator and the clock with no key', async (t) => {

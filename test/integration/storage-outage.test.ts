@@ -87,11 +87,15 @@ async function serveOn(t: TestContext, storage: Storage, turnTimeout = 5): Promi
   return { url, logged };
 }
 
-function assertUnavailable(reply: JsonReply, what: string): void {
+/** `upstream`: the origin of the remote agent server the error was relayed from, which the message and Agent-Router-Upstream name. */
+function assertUnavailable(reply: JsonReply, what: string, upstream?: string): void {
   assert.equal(reply.status, 503, `${what}: ${JSON.stringify(reply.body)}`);
-  assert.deepEqual(reply.body, PUBLIC, what);
+  assert.deepEqual(reply.body, upstream === undefined ? PUBLIC : fromRemote(upstream), what);
   assert.equal(reply.headers.get('retry-after'), '5', what);
+  assert.equal(reply.headers.get('agent-router-upstream'), upstream ?? null, what);
 }
+
+const fromRemote = (origin: string) => ({ ...PUBLIC, error: `${PUBLIC.error} (from the remote agent server at ${origin})` });
 
 /** Chat, a stream, invoke and state (of `id`, never served, and of `known`, served before) while the storage is down: each told storage is unavailable. */
 async function assertAllUnavailable(url: string, known: string, id: string): Promise<void> {
@@ -288,11 +292,12 @@ test('a remote router whose storage is unavailable: HTTPTransport relays its 503
   const front = await listen(new AgentRouter(registry, { logger: { error: () => undefined } }).toRequestListener());
   t.after(front.close);
 
-  assertUnavailable(await postJson(`${front.url}/far/chat`, { message: 'hi' }), 'relayed chat');
-  assertUnavailable(await getJson(`${front.url}/far/state`), 'relayed state');
+  const origin = new URL(remote.url).origin;
+  assertUnavailable(await postJson(`${front.url}/far/chat`, { message: 'hi' }), 'relayed chat', origin);
+  assertUnavailable(await getJson(`${front.url}/far/state`), 'relayed state', origin);
   const streamed = await collectSSE(await streamChat(`${front.url}/far/chat`, 'hi'));
   assert.equal(streamed.events.at(-1)?.event, 'error');
-  assert.deepEqual(JSON.parse(streamed.events.at(-1)?.data ?? ''), PUBLIC);
+  assert.deepEqual(JSON.parse(streamed.events.at(-1)?.data ?? ''), fromRemote(origin));
 });
 
 // Next to the helpers: the .ts source under tsx, the compiled .js under the coverage run.

@@ -7,6 +7,7 @@
  * the part of a real turn this ceiling leaves out on purpose.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
 import {
   chunkAt, chunkCount, chunksOf, INITIAL_STATE, SLOW_INTERVAL_MS, SLOW_PREFIX, TURN_PREFIX,
 } from './protocol.ts';
@@ -40,38 +41,42 @@ function readBody(req: IncomingMessage, done: (text: string) => void): void {
   });
 }
 
-const DONE = 'event: done\ndata: [DONE]\n\n';
+// Like the router's, each event names its turn and its place in it (id: <turn_id>:<seq>).
+const done = (turn: string, seq: number): string => `event: done\nid: ${turn}:${seq}\ndata: [DONE]\n\n`;
+const event = (turn: string, seq: number, chunk: string): string => `id: ${turn}:${seq}\ndata: ${chunk}\n\n`;
 
 function stream(res: ServerResponse, id: string, message: string): void {
+  const turn = randomUUID();
   res.writeHead(200, {
     'Content-Type': 'text/event-stream',
     'Cache-Control': 'no-cache',
     'X-Accel-Buffering': 'no',
+    'Turn-Id': turn,
   });
   res.flushHeaders();
-  if (id.startsWith(SLOW_PREFIX)) return slow(res, message);
+  if (id.startsWith(SLOW_PREFIX)) return slow(res, turn, message);
   const chunks = chunksOf(message);
-  if (id.startsWith(TURN_PREFIX)) return void perTurn(res, chunks);
-  for (const chunk of chunks) res.write(`data: ${chunk}\n\n`);
-  res.end(DONE);
+  if (id.startsWith(TURN_PREFIX)) return void perTurn(res, turn, chunks);
+  for (let i = 0; i < chunks.length; i++) res.write(event(turn, i + 1, chunks[i] as string));
+  res.end(done(turn, chunks.length + 1));
 }
 
-async function perTurn(res: ServerResponse, chunks: string[]): Promise<void> {
+async function perTurn(res: ServerResponse, turn: string, chunks: string[]): Promise<void> {
   for (let i = 0; i < chunks.length; i++) {
     if (i > 0) await new Promise(setImmediate);
     if (res.destroyed) return;
-    res.write(`data: ${chunks[i] as string}\n\n`);
+    res.write(event(turn, i + 1, chunks[i] as string));
   }
-  res.end(DONE);
+  res.end(done(turn, chunks.length + 1));
 }
 
-function slow(res: ServerResponse, message: string): void {
+function slow(res: ServerResponse, turn: string, message: string): void {
   const count = chunkCount(message);
   let next = 0;
   let timer: NodeJS.Timeout | undefined;
   const tick = (): void => {
-    if (next === count) return void res.end(DONE);
-    res.write(`data: ${chunkAt(message, next++)}\n\n`);
+    if (next === count) return void res.end(done(turn, count + 1));
+    res.write(event(turn, next + 1, chunkAt(message, next++)));
     timer = setTimeout(tick, SLOW_INTERVAL_MS);
   };
   res.on('close', () => clearTimeout(timer));
@@ -99,6 +104,8 @@ export function bareListener(req: IncomingMessage, res: ServerResponse): void {
     if (typeof message !== 'string' || message === '') return sendJson(res, 400, { error: 'message missing', code: 'missing_message' });
     stateOf(id);
     if (mark !== -1 && url.includes('stream=true', mark)) return stream(res, id, message);
-    sendJson(res, 200, { agent_id: id, response: message });
+    const turn = randomUUID();
+    res.setHeader('Turn-Id', turn);
+    sendJson(res, 200, { agent_id: id, turn_id: turn, response: message });
   });
 }

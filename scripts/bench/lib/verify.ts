@@ -18,8 +18,8 @@ export async function verifyChat(contender: Contender, id: string): Promise<void
     body: JSON.stringify({ message: CHAT_MESSAGE }),
   });
   const text = await res.text();
-  // The router names the turn; the bare server does not.
-  const reply = text.replace(/"turn_id":"[^"]*",/, '');
+  // Every contender names the turn (a fresh random id), as the router does.
+  const reply = text.replace(/^(\{"agent_id":"[^"]*",)"turn_id":"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",/, '$1');
   if (res.status !== 200 || reply !== JSON.stringify({ agent_id: id, response: CHAT_MESSAGE })) throw mismatch(contender, 'chat', `${res.status} ${text}`);
 }
 
