@@ -115,6 +115,9 @@ function originAsSent(origin: string): string | undefined {
  * keeping what a host set there (`Accept-Language`, `X-Request-Id`, say);
  * nothing when the list already holds one of `covered`.
  */
+/** The router's own response headers a page on an allowed origin may read. */
+const EXPOSED = ['Retry-After', 'Turn-Id', 'X-Request-Id', 'Agent-Router-Upstream'];
+
 function addToList(res: ServerResponse, header: string, value: string, covered: readonly string[]): void {
   const current = res.getHeader(header);
   if (current === undefined) return void res.setHeader(header, value);
@@ -145,10 +148,9 @@ export function applyCors(options: CorsOptions, req: IncomingMessage, res: Serve
     if (cors.credentials === true) res.setHeader('Access-Control-Allow-Credentials', 'true');
   }
   if (req.method !== 'OPTIONS' || req.headers['access-control-request-method'] === undefined) {
-    // Retry-After (on 429 and 503) is not a CORS-safelisted response header: without this, a page
-    // sees the status but not how long to wait (Chromium's res.headers.get('retry-after') is null). Turn-Id likewise.
-    if (ok) addToList(res, 'Access-Control-Expose-Headers', 'Retry-After', ['retry-after']);
-    if (ok) addToList(res, 'Access-Control-Expose-Headers', 'Turn-Id', ['turn-id']);
+    // None of these is CORS-safelisted: without this a page sees a 429 but not how long to wait
+    // (Chromium's res.headers.get('retry-after') is null), nor which turn or request it was, nor which remote refused.
+    if (ok) for (const name of EXPOSED) addToList(res, 'Access-Control-Expose-Headers', name, [name.toLowerCase()]);
     return false;
   }
   if (ok) {

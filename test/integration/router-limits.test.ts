@@ -139,8 +139,8 @@ test('CORS exposes Retry-After to an allowed page (not safelisted), after what t
     await res.body?.cancel();
     return res.headers.get('access-control-expose-headers');
   };
-  assert.equal(await expose('/a/state', { headers: { origin: 'https://app.example' } }), 'Retry-After, Turn-Id');
-  assert.equal(await expose('/host/state', { headers: { origin: 'https://app.example' } }), 'X-Request-Id, Retry-After, Turn-Id');
+  assert.equal(await expose('/a/state', { headers: { origin: 'https://app.example' } }), 'Retry-After, Turn-Id, X-Request-Id, Agent-Router-Upstream');
+  assert.equal(await expose('/host/state', { headers: { origin: 'https://app.example' } }), 'X-Request-Id, Retry-After, Turn-Id, Agent-Router-Upstream');
   assert.equal(await expose('/a/state', { headers: { origin: 'https://evil.example' } }), null);
   assert.equal(await expose('/a/chat', { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' } }), null);
 });
