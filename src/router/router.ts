@@ -24,7 +24,7 @@ import { matchRegistry, matchSingle, normalizePrefix, stripPrefix, type RouteMat
 import { RunningTurns } from './running-turns.ts';
 import { rejoin } from './rejoin.ts';
 import { TurnLogs } from './turn-log.ts';
-import { AgentTurns } from './agent-turns.ts';
+import { AgentTurns, WHEN_BUSY } from './agent-turns.ts';
 
 export type { Logger } from '../lib/logger.ts';
 export type { AgentRequestListener, AgentRouterOptions, RequestHint } from './options.ts';
@@ -90,6 +90,9 @@ export class AgentRouter {
     if (options.onDisconnect !== undefined && options.onDisconnect !== 'cancel' && options.onDisconnect !== 'continue') {
       throw new TypeError(`AgentRouter: onDisconnect must be 'cancel' or 'continue', got ${JSON.stringify(options.onDisconnect)}`);
     }
+    if (options.whenBusy !== undefined && !WHEN_BUSY.includes(options.whenBusy)) {
+      throw new TypeError(`AgentRouter: whenBusy must be 'enqueue', 'reject' or 'interrupt', got ${JSON.stringify(options.whenBusy)}`);
+    }
     this.options = options;
     this.prefix = normalizePrefix(options.prefix);
     this.#bodyLimit = options.bodyLimit ?? 1024 * 1024;
@@ -110,6 +113,7 @@ export class AgentRouter {
       agentTurns: new AgentTurns<Exchange>(),
       replays,
       keepOnDisconnect: options.onDisconnect === 'continue',
+      busy: { whenBusy: options.whenBusy ?? 'enqueue', maxQueue: options.maxQueue ?? Infinity },
       logger,
       // A client that reads nothing for turnTimeout is taken as gone.
       unreadMs: turnTimeout > 0 ? turnTimeout * 1000 : Infinity,
