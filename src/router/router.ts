@@ -296,8 +296,8 @@ export class AgentRouter {
 
   /** The router's routes as an OpenAPI 3.1 document, with its `tags` and `responses` options; a fresh object each call. */
   openapi(): OpenAPIDocument {
-    const { tags, responses, maxIdLength, openapi } = this.options;
-    return buildOpenAPI({ prefix: this.prefix, agentId: this.#agent?.id, maxIdLength, servesDocument: openapi, tags, responses });
+    const { tags, responses, maxIdLength, openapi, maxQueue } = this.options;
+    return buildOpenAPI({ prefix: this.prefix, agentId: this.#agent?.id, maxIdLength, servesDocument: openapi, tags, responses, maxQueue });
   }
 
   /**

@@ -3,7 +3,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
+import { Validator } from '@seriousme/openapi-schema-validator';
 import { Agent } from '../../src/agent/agent.ts';
+import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { AgentRouter } from '../../src/router/router.ts';
@@ -149,4 +151,26 @@ test('AgentServer: when_busy and max_queue from a config file; a bad when_busy n
   assert.equal((await queued).status, 200);
   await writeFile(file, '{"when_busy": "sometimes"}');
   await assert.rejects(readConfigFile(file), { name: 'TypeError', message: /when_busy must be 'enqueue', 'reject' or 'interrupt', got "sometimes"/ });
+});
+
+test('OpenAPI: chat, invoke and the generic route take when_busy and document 409 agent_busy with Retry-After; 429 queue_full on one agent only under a finite maxQueue', async () => {
+  type Op = { parameters?: Array<{ name: string; schema?: { enum?: string[] } }>; responses: Record<string, { description: string; headers?: Record<string, unknown> }> };
+  const doc = new AgentRouter(new AgentRegistry()).openapi();
+  for (const path of ['/{agent_id}/chat', '/{agent_id}/invoke', '/{agent_id}']) {
+    const op = doc.paths[path]?.['post'] as Op;
+    assert.deepEqual(op.parameters?.find((p) => p.name === 'when_busy')?.schema?.enum, ['enqueue', 'reject', 'interrupt'], path);
+    assert.match(op.responses['409']?.description ?? '', /agent_busy/);
+    assert.ok(op.responses['409']?.headers?.['Retry-After'] !== undefined);
+    assert.match(op.responses['429']?.description ?? '', /maxAgents.*queue_full/s);
+  }
+  const state = doc.paths['/{agent_id}/state']?.['get'] as Op;
+  assert.equal(state.parameters?.some((p) => p.name === 'when_busy'), false);
+  const single = (options = {}) => new AgentRouter(new Agent('bot', { model: echoModel() }), options).openapi();
+  assert.equal((single().paths['/chat']?.['post'] as Op).responses['429'], undefined);
+  const capped = single({ maxQueue: 2 });
+  assert.match((capped.paths['/chat']?.['post'] as Op).responses['429']?.description ?? '', /queue_full/);
+  assert.equal((capped.paths['/state']?.['get'] as Op).responses['429'], undefined);
+  const validator = new Validator();
+  const result = await validator.validate(capped as unknown as Record<string, unknown>);
+  assert.equal(result.valid, true, JSON.stringify(result.errors));
 });
