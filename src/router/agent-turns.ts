@@ -5,8 +5,22 @@ import type { JsonObject } from '../types.ts';
 export interface TurnHolder {
   readonly agentId: string;
   readonly turnId: string | undefined;
-  readonly cancel: { abort(reason: unknown): void } | undefined;
+  readonly cancel: { abort(reason: unknown): void; readonly aborted: boolean } | undefined;
 }
+
+/** What a turn arriving at a busy agent does (`whenBusy`, `?when_busy=`). */
+export type WhenBusy = 'enqueue' | 'reject' | 'interrupt';
+export const WHEN_BUSY: readonly WhenBusy[] = ['enqueue', 'reject', 'interrupt'];
+
+/** `?when_busy=`: one of WHEN_BUSY; absent or empty, the router's option. */
+export function whenBusyOf(value: string | undefined, byDefault: WhenBusy): WhenBusy {
+  if (value === undefined || value === '') return byDefault;
+  if ((WHEN_BUSY as readonly string[]).includes(value)) return value as WhenBusy;
+  throw httpErrors.badRequest('bad_query', 'Query parameter when_busy must be enqueue, reject or interrupt');
+}
+
+// A hint only: how long a turn takes is the model's to say.
+const RETRY_AFTER = { 'Retry-After': '1' };
 
 /** Why a turn was cancelled: its JSON reply, and its stream's last event. */
 export function cancelledError(turnId: string | undefined): AgentRouterError {
@@ -37,6 +51,28 @@ export class AgentTurns<T extends TurnHolder> {
   /** The agent's turns, running first. */
   of(agentId: string): readonly T[] {
     return this.#byAgent.get(agentId) ?? [];
+  }
+
+  /**
+   * whenBusy and maxQueue, for a local turn about to join the agent's:
+   * `reject` throws 409 agent_busy, `interrupt` cancels every turn ahead (running or waiting),
+   * and past maxQueue waiting turns it is 429 queue_full.
+   */
+  admit(agentId: string, whenBusy: WhenBusy, maxQueue: number): void {
+    // Cancelled turns may still be unwinding: they are not ahead any more.
+    const ahead = this.of(agentId).filter((h) => h.cancel !== undefined && !h.cancel.aborted);
+    if (ahead.length === 0) return;
+    if (whenBusy === 'interrupt') {
+      for (const holder of ahead) holder.cancel?.abort(cancelledError(holder.turnId));
+      return;
+    }
+    const id = JSON.stringify(agentId);
+    if (whenBusy === 'reject') {
+      throw new AgentRouterError(409, 'agent_busy', `Agent ${id} is running a turn; retry shortly`, { expose: true, headers: RETRY_AFTER });
+    }
+    if (ahead.length - 1 >= maxQueue) {
+      throw new AgentRouterError(429, 'queue_full', `Agent ${id} has ${ahead.length - 1} turns waiting, its limit (maxQueue); retry shortly`, { expose: true, headers: RETRY_AFTER });
+    }
   }
 
   /** `POST /{agent_id}/cancel`: cancels `turnId`, or the running turn; the reply, or 404 `no_running_turn`. */

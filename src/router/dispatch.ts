@@ -16,6 +16,7 @@ import { streamReply, type ReplySource, type StreamOptions } from './stream.ts';
 import { logToolFailure, ToolCallList } from './tool-wire.ts';
 import type { TurnEvent } from '../agent/turn.ts';
 import type { Logger } from '../lib/logger.ts';
+import { whenBusyOf, type WhenBusy } from './agent-turns.ts';
 
 /** Where a request lands: a local instance, or a remote agent behind a transport. */
 export type Target = { agent: Agent<any>; pooled: boolean } | RemoteTarget;
@@ -37,6 +38,8 @@ export interface DispatchHost extends ExchangeHost {
   readonly replays: TurnLogs;
   /** onDisconnect is `continue`: a turn whose client leaves runs to its end. */
   readonly keepOnDisconnect: boolean;
+  /** The whenBusy and maxQueue options. */
+  readonly busy: { readonly whenBusy: WhenBusy; readonly maxQueue: number };
   resolve(agentId: string, req: IncomingMessage): Target;
 }
 
@@ -57,6 +60,10 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
     stream = parseStreamFlag(queryParam(exchange.query, 'stream'), req.headers.accept);
     // Before the agent is looked up: a refused stream must not make (or evict for) an instance.
     if (stream !== false) host.checkStreams();
+  }
+  if (action === 'chat' || action === 'invoke') {
+    // Only local turns are listed: a remote target applies its own policy.
+    host.agentTurns.admit(agentId, whenBusyOf(queryParam(exchange.query, 'when_busy'), host.busy.whenBusy), host.busy.maxQueue);
   }
   const target = host.resolve(agentId, req);
   exchange.pooled = 'agent' in target && target.pooled;

@@ -18,6 +18,8 @@ export interface OpenAPIRouterInfo {
   tags?: readonly string[] | undefined;
   /** Extra or overriding responses by status for every operation (the router's `responses` option). */
   responses?: Readonly<Record<string, object>> | undefined;
+  /** The router's maxQueue: a finite one can answer a turn 429 `queue_full`. @defaultValue Infinity */
+  maxQueue?: number | undefined;
 }
 
 /** An OpenAPI 3.1 document; plain JSON, a fresh object on every call (change it freely, e.g. `info.title`). */
@@ -212,6 +214,10 @@ const ERRORS: Record<string, { description: string; example: { error: string; co
 /** Only a request with a body (a turn: chat, invoke, the generic envelope) can get these; GET state cannot. */
 const BODY_STATUSES = new Set(['409', '413', '415', '501']);
 
+/** The routes that start a turn, so whenBusy and maxQueue apply. */
+const TURN_ROUTES = new Set(['chat', 'invoke', 'request']);
+const RETRY_AFTER = { 'Retry-After': header('Seconds to wait (a hint)') };
+
 interface RouteSpec {
   name: string;
   method: 'get' | 'post';
@@ -284,11 +290,21 @@ function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean)
       schema: { type: 'string', examples: ['true', 'false'] },
     });
   }
+  const turn = TURN_ROUTES.has(route.name);
+  if (turn) {
+    parameters.push({
+      name: 'when_busy',
+      in: 'query',
+      required: false,
+      description: 'When the agent runs or queues a turn (in this process): `enqueue` waits, `reject` answers 409 `agent_busy`, `interrupt` cancels the turns ahead and runs. Absent: the router\'s `whenBusy`.',
+      schema: { type: 'string', enum: ['enqueue', 'reject', 'interrupt'] },
+    });
+  }
   const ok = { description: 'OK', content: route.streams === true ? { ...json(ref(route.reply)), ...EVENT_STREAM } : json(ref(route.reply)) };
   const responses: Record<string, object> = { '200': ok };
   for (const status in ERRORS) {
     if (route.request === undefined && BODY_STATUSES.has(status)) continue;
-    if (!registry && status === '429') continue;
+    if (!registry && status === '429' && !(turn && (info.maxQueue ?? Infinity) !== Infinity)) continue;
     const error = ERRORS[status] as (typeof ERRORS)[string];
     responses[status] = {
       description: error.description,
@@ -296,6 +312,7 @@ function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean)
       content: { 'application/json': { schema: ref('Error'), example: error.example } },
     };
   }
+  if (turn) busyResponses(responses, registry);
   return withOptions(info, {
     operationId: operationId(info.prefix, route.name),
     summary: route.summary,
@@ -303,6 +320,17 @@ function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean)
     ...(route.request === undefined ? {} : { requestBody: { required: true, content: json(ref(route.request)) } }),
     responses,
   });
+}
+
+/** A turn's 409 `agent_busy` and 429 `queue_full` (whenBusy, maxQueue), both with Retry-After. */
+function busyResponses(responses: Record<string, object>, registry: boolean): void {
+  const conflict = responses['409'] as { description: string };
+  const busy = '; or, under whenBusy `reject`, the agent runs or queues a turn (agent_busy, with Retry-After)';
+  responses['409'] = { ...conflict, description: conflict.description + busy, headers: RETRY_AFTER };
+  const full = responses['429'] as { description: string } | undefined;
+  if (full === undefined) return;
+  const queue = 'maxQueue turns already wait for the agent (queue_full, with Retry-After)';
+  responses['429'] = { ...full, description: registry ? `${full.description}, or ${queue}` : queue };
 }
 
 /** `GET .../turns/{turn_id}/events`: a streamed turn's events again, then the live ones (in-process only for now). */

@@ -45,6 +45,14 @@ export interface AgentRouterOptions extends AgentPoolOptions {
    * commit, so the client can rejoin its stream. Per request: `?on_disconnect=`. @defaultValue 'cancel'
    */
   onDisconnect?: 'cancel' | 'continue' | undefined;
+  /**
+   * What a chat or invoke turn does when the agent (local, in this process) runs or queues one:
+   * `enqueue` waits its turn, `reject` answers 409 `agent_busy`, `interrupt` cancels the turns ahead
+   * and runs. Per request: `?when_busy=`. @defaultValue 'enqueue'
+   */
+  whenBusy?: 'enqueue' | 'reject' | 'interrupt' | undefined;
+  /** Turns that may wait per agent (in this process) behind the running one; past it 429 `queue_full`. @defaultValue Infinity */
+  maxQueue?: number | undefined;
   /** Seconds a finished streamed turn can still be rejoined (`GET .../turns/{turn_id}/events`), in full. @defaultValue 300 */
   replayTTL?: number | undefined;
   /** Bytes of a streamed turn's events kept for rejoins; past it the oldest go (a rejoin asking for them gets 410). @defaultValue 1 MiB */
@@ -79,6 +87,8 @@ export const ROUTER_OPTION_KINDS: { readonly [K in keyof Required<AgentRouterOpt
   onTurnEnd: 'function',
   metrics: 'boolean',
   onDisconnect: 'string',
+  whenBusy: 'string',
+  maxQueue: 'limit',
   replayTTL: 'seconds',
   replayLimit: 'limit',
   idleTimeout: 'idleSeconds',

@@ -27,7 +27,7 @@ import { rejoin } from './rejoin.ts';
 import { TurnLogs } from './turn-log.ts';
 import { Observer } from './observe.ts';
 import { tagRequest } from '../http/request-id.ts';
-import { AgentTurns } from './agent-turns.ts';
+import { AgentTurns, WHEN_BUSY } from './agent-turns.ts';
 
 export type { Logger } from '../lib/logger.ts';
 export type { AgentRequestListener, AgentRouterOptions, RequestHint } from './options.ts';
@@ -94,6 +94,9 @@ export class AgentRouter {
     if (options.onDisconnect !== undefined && options.onDisconnect !== 'cancel' && options.onDisconnect !== 'continue') {
       throw new TypeError(`AgentRouter: onDisconnect must be 'cancel' or 'continue', got ${JSON.stringify(options.onDisconnect)}`);
     }
+    if (options.whenBusy !== undefined && !WHEN_BUSY.includes(options.whenBusy)) {
+      throw new TypeError(`AgentRouter: whenBusy must be 'enqueue', 'reject' or 'interrupt', got ${JSON.stringify(options.whenBusy)}`);
+    }
     this.options = options;
     this.prefix = normalizePrefix(options.prefix);
     this.#bodyLimit = options.bodyLimit ?? 1024 * 1024;
@@ -117,6 +120,7 @@ export class AgentRouter {
       agentTurns: new AgentTurns<Exchange>(),
       replays,
       keepOnDisconnect: options.onDisconnect === 'continue',
+      busy: { whenBusy: options.whenBusy ?? 'enqueue', maxQueue: options.maxQueue ?? Infinity },
       logger,
       // A client that reads nothing for turnTimeout is taken as gone.
       unreadMs: turnTimeout > 0 ? turnTimeout * 1000 : Infinity,
@@ -302,8 +306,8 @@ export class AgentRouter {
 
   /** The router's routes as an OpenAPI 3.1 document, with its `tags` and `responses` options; a fresh object each call. */
   openapi(): OpenAPIDocument {
-    const { tags, responses, maxIdLength, openapi } = this.options;
-    return buildOpenAPI({ prefix: this.prefix, agentId: this.#agent?.id, maxIdLength, servesDocument: openapi, tags, responses });
+    const { tags, responses, maxIdLength, openapi, maxQueue } = this.options;
+    return buildOpenAPI({ prefix: this.prefix, agentId: this.#agent?.id, maxIdLength, servesDocument: openapi, tags, responses, maxQueue });
   }
 
   /**
