@@ -73,6 +73,20 @@ export function errorBodyProblem(record: Record<string, unknown>): string | unde
   return undefined;
 }
 
+/** The AI SDK UI message stream (`stream=ui`): JSON parts in `data:` only, `finish` or `error` last, then `[DONE]`. */
+function uiStreamProblem(events: SSEEvent[], context: AnswerContext): string | undefined {
+  if (events.at(-1)?.data !== '[DONE]' || events.some((event) => event.event !== 'message')) return 'a UI stream not ending with data: [DONE], or with named events';
+  const parts = events.slice(0, -1).map((event) => JSON.parse(event.data) as Record<string, unknown>);
+  const last = parts.at(-1);
+  if (last === undefined || (last['type'] !== 'finish' && last['type'] !== 'error')) return `a UI stream ending with ${String(last?.['type'])}`;
+  if (parts.slice(0, -1).some((part) => part['type'] === 'finish' || part['type'] === 'error')) return 'an ending part before the last one';
+  if (last['type'] === 'error') {
+    if (typeof last['errorText'] !== 'string' || typeof last['code'] !== 'string') return `UI error part ${JSON.stringify(last)}`;
+    if (last['code'] === 'internal_error' && !context.mayThrow) return 'a UI stream failed with internal_error although nothing deliberate failed';
+  }
+  return undefined;
+}
+
 /**
  * A whole SSE answer: complete frames only, no `id:` (nothing may inject
  * one), names from the plain or the typed stream, exactly one ending as the
@@ -85,6 +99,7 @@ function sseProblem(body: string, context: AnswerContext): string | undefined {
   const last = events[events.length - 1];
   if (last === undefined) return 'a stream without events';
   if (events.some((event) => event.id !== undefined)) return 'an event carries an id';
+  if (events[0]?.data.startsWith('{"type":"start"')) return uiStreamProblem(events, context);
   const typed = events[0]?.event === 'turn.started';
   const names = typed ? TYPED_EVENTS : PLAIN_EVENTS;
   const odd = events.find((event) => !names.has(event.event));
