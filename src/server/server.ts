@@ -16,6 +16,7 @@ import { hostCheck, type AllowedHosts, type HostCheck } from './allowed-hosts.ts
 import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from './config.ts';
 import { answerClientError, answerConnect, answerExpectation } from './client-error.ts';
 import { InFlight } from './inflight.ts';
+import { servePlayground } from './playground.ts';
 import { AgentPool } from '../registry/pool.ts';
 
 /** After the shutdown deadline, aborted turns get this long to write their `event: error`, and sockets this long to close, before they are cut. */
@@ -78,7 +79,7 @@ export class AgentServer {
       logger: this.#logger,
       now: config.now,
     });
-    const { enableListAgents, allowedHosts, shutdownTimeout, drainDelay, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;
+    const { enableListAgents, playground, allowedHosts, shutdownTimeout, drainDelay, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;
     this.router = new AgentRouter(this.registry, { ...routerOptions, prefix: '/agent', pool: this.pool });
     this.#routerPath = `${this.router.prefix}/`;
   }
@@ -292,6 +293,7 @@ export class AgentServer {
       else sendJson(res, 200, { status: 'ok' });
       return;
     }
+    if (this.config.playground && (path === '/playground' || path === '/playground/')) return servePlayground(req, res);
     if (this.config.enableListAgents && (path === '/agents' || path === '/agents/')) {
       if (this.#cors(req, res, 'GET') || !allowRead(req, res)) return;
       // Agent ids can be user ids: the list is only for callers the authorize hook lets in.
