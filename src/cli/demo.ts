@@ -100,7 +100,7 @@ function calcReply(request: ModelRequest): ScriptedReply {
 }
 
 /** What the demo prints once it listens: the agents, where they live, and curl lines to paste. */
-export function demoBanner(url: string, storage: string, chatModel: string): string {
+export function demoBanner(url: string, storage: string, chatModel: string, playground = false): string {
   const json = "-H 'content-type: application/json'";
   return [
     '',
@@ -110,6 +110,7 @@ export function demoBanner(url: string, storage: string, chatModel: string): str
     '  counter-*  keeps a count; action: increment {"by": n}',
     '  calc-*     calls a calculator or a clock tool (scripted model, offline)',
     `Storage: ${storage}`,
+    ...(playground ? [`Playground: ${url}/playground (open it in a browser)`] : []),
     '',
     'Try:',
     `  curl '${url}/agent/echo-1/chat' ${json} -d '{"message": "Hello, agent"}'`,

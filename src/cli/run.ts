@@ -60,7 +60,8 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
     const defaults = await embeddedDefaults(where, env, cwd, (line) => process.stderr.write(`${NAME}: ${line}\n`));
     cleanup = defaults.closeStorage;
     try {
-      server = new AgentServer(demoRegistry({ storage: defaults.storage, chatModel: defaults.chatModel }), config);
+      // The demo is for trying agents out: its playground page is on unless the config file turns it off.
+      server = new AgentServer(demoRegistry({ storage: defaults.storage, chatModel: defaults.chatModel }), { playground: true, ...config });
     } catch (error) {
       await cleanup();
       throw error;
@@ -69,7 +70,7 @@ async function serve(args: CliArgs, env: NodeJS.ProcessEnv, cwd: string): Promis
       await cleanup(); // a storage holding files open would keep the process alive after the error
       throw error;
     });
-    banner = demoBanner(server.url as string, defaults.storageLabel, defaults.chatModelLabel);
+    banner = demoBanner(server.url as string, defaults.storageLabel, defaults.chatModelLabel, (server as AgentServer).config.playground);
   } else {
     const loaded = await loadModule(args.module, cwd);
     // The flag is refused with a module (args.ts); a shared config file's storage key is only pointed out.

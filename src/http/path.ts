@@ -82,10 +82,10 @@ function ownCopy(text: string): string {
 
 /**
  * `stream` is boolean-like (DESIGN.md section 3); `events` asks for the typed
- * event stream. Absent, or present with no value (`?stream`, `?stream=`),
+ * event stream, `ui` for the AI SDK's UI message stream. Absent, or present with no value (`?stream`, `?stream=`),
  * `Accept` decides.
  */
-export function parseStreamFlag(value: string | undefined, accept: string | undefined): boolean | 'events' {
+export function parseStreamFlag(value: string | undefined, accept: string | undefined): boolean | 'events' | 'ui' {
   if (value === undefined || value === '') {
     // Only text/event-stream (parameters aside): `*/*` or a list means the client also takes JSON.
     return accept !== undefined && !accept.includes(',') && mediaType(accept) === 'text/event-stream';
@@ -97,9 +97,11 @@ export function parseStreamFlag(value: string | undefined, accept: string | unde
       return false;
     case 'events':
       return 'events';
+    case 'ui':
+      return 'ui';
     default:
       // Name `events` too: a client that mistyped it (`stream=event`) learns the right spelling here.
-      throw httpErrors.badRequest('bad_query', 'Query parameter stream must be true or false (or 1/0, yes/no, on/off), or events for typed events');
+      throw httpErrors.badRequest('bad_query', 'Query parameter stream must be true or false (or 1/0, yes/no, on/off), or events for typed events, or ui for the AI SDK UI message stream');
   }
 }
 

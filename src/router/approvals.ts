@@ -7,6 +7,7 @@ import type { JsonObject } from '../types.ts';
 import { callOptions, ChatReply, keepOnDisconnect, relayedChat, withTurnId, type DispatchHost, type RemoteTarget } from './dispatch.ts';
 import { approvalsCall, HTTPTransport, type RemoteChatReply, type TypedChunkStream } from '../transports/http.ts';
 import type { Exchange } from './exchange.ts';
+import { streamUI } from './ui-stream.ts';
 import { streamReply } from './stream.ts';
 
 /**
@@ -20,7 +21,7 @@ export function dispatchApprovals(host: DispatchHost, exchange: Exchange, action
   if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
   if (host.shut !== undefined) throw host.shut.reason;
   let decisions: ApprovalDecision[] | undefined;
-  let stream: boolean | 'events' = false;
+  let stream: boolean | 'events' | 'ui' = false;
   if (action === 'approve') {
     decisions = parseDecisions(body['decisions']);
     stream = parseStreamFlag(queryParam(exchange.query, 'stream'), req.headers.accept);
@@ -38,7 +39,7 @@ export function dispatchApprovals(host: DispatchHost, exchange: Exchange, action
     host.openStream();
     exchange.streaming = true;
     const options = { ...host.streamOptions, typed: stream === 'events', cancel, keep };
-    return streamReply(res, agentId, { agent: target.agent, message: '', decisions }, options, exchange);
+    return (stream === 'ui' ? streamUI : streamReply)(res, agentId, { agent: target.agent, message: '', decisions }, options, exchange);
   }
   target.agent[chatTurn]('', cancelledBy(cancel, turnId), new ChatReply(exchange, host.logger), decisions);
 }
@@ -63,7 +64,7 @@ function listPending(host: DispatchHost, exchange: Exchange, agent: Agent<any>):
 }
 
 /** A remote agent's approvals, relayed through its HTTPTransport as chat is; another transport has no such route (501). */
-function relayApprovals(host: DispatchHost, exchange: Exchange, target: RemoteTarget, decisions: ApprovalDecision[] | undefined, stream: boolean | 'events'): void {
+function relayApprovals(host: DispatchHost, exchange: Exchange, target: RemoteTarget, decisions: ApprovalDecision[] | undefined, stream: boolean | 'events' | 'ui'): void {
   const remote = target.transport;
   if (!(remote instanceof HTTPTransport)) throw new AgentRouterError(501, 'not_implemented', `Agent ${JSON.stringify(exchange.agentId)} is behind a transport with no approvals route`);
   const cancel = exchange.begin(false, keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect));
@@ -72,8 +73,9 @@ function relayApprovals(host: DispatchHost, exchange: Exchange, target: RemoteTa
   if (decisions !== undefined && stream !== false) {
     host.openStream();
     exchange.streaming = true;
-    const chunks = remote[approvalsCall](agentId, decisions, stream, options) as TypedChunkStream;
-    return streamReply(exchange.res, agentId, { chunks }, { ...host.streamOptions, typed: stream === 'events', cancel }, exchange);
+    // The ui mode asks the remote for its typed stream, as chat does: its tool events become tool parts.
+    const chunks = remote[approvalsCall](agentId, decisions, stream === 'ui' ? 'events' : stream, options) as TypedChunkStream;
+    return (stream === 'ui' ? streamUI : streamReply)(exchange.res, agentId, { chunks }, { ...host.streamOptions, typed: stream === 'events', cancel }, exchange);
   }
   const replying = decisions === undefined
     ? (remote[approvalsCall](agentId, undefined, false, options) as Promise<JsonObject>).then((list) => ({ ...list, agent_id: agentId }))

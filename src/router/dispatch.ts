@@ -9,7 +9,8 @@ import type { AgentTransport, TransportCallOptions } from '../transports/transpo
 import type { JsonObject, ToolCall } from '../types.ts';
 import { approvalList } from '../agent/approvals.ts';
 import type { Exchange, ExchangeHost } from './exchange.ts';
-import { invokePayload, requireMessage } from './payload.ts';
+import { invokePayload } from './payload.ts';
+import { chatMessageOf, streamUI } from './ui-stream.ts';
 import type { RouteAction } from './routes.ts';
 import type { TurnLogs } from './turn-log.ts';
 import { streamReply, type ReplySource, type StreamOptions } from './stream.ts';
@@ -53,10 +54,10 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
   // Gone while an async authorize hook ran: no 'close' will come again to cut the turn, so it must not start.
   if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
   if (host.shut !== undefined) throw host.shut.reason;
-  let stream: boolean | 'events' = false;
+  let stream: boolean | 'events' | 'ui' = false;
   let message = '';
   if (action === 'chat') {
-    message = requireMessage(body);
+    message = chatMessageOf(body);
     stream = parseStreamFlag(queryParam(exchange.query, 'stream'), req.headers.accept);
     // Before the agent is looked up: a refused stream must not make (or evict for) an instance.
     if (stream !== false) host.checkStreams();
@@ -77,7 +78,8 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
     host.openStream();
     exchange.streaming = true;
     const options = { ...host.streamOptions, typed: stream === 'events', cancel, keep };
-    return streamReply(res, agentId, sourceOf(target, exchange, message, cancel, options.typed), options, exchange);
+    // A remote is asked for its typed stream by the ui mode too: its tool events become tool parts.
+    return (stream === 'ui' ? streamUI : streamReply)(res, agentId, sourceOf(target, exchange, message, cancel, stream !== true), options, exchange);
   }
   if (action === 'chat' && 'agent' in target && target.agent[servesDirectly]) {
     target.agent[chatTurn](message, cancelledBy(cancel, turnId), new ChatReply(exchange, host.logger));

@@ -185,7 +185,8 @@ const EVENT_STREAM = {
         // What a client of stream=events parses; the document had only the plain stream's shape.
         'With `stream=events`, typed JSON events whose `type` is the event name: `turn.started` (`{"type", "agent_id", "turn_id"}`), `text.delta` (`{"type", "text"}`), ' +
         'then `turn.finished` (`{"type", "result": {"agent_id", "text"}}`, `"truncated": true` in `result` when the provider cut the reply short) or `turn.failed` (`{"type", "error", "code"}`). ' +
-        'A turn that calls tools sends `tool.call` (`{"type", "id", "name", "arguments"}`, schema ToolCallEvent) and `tool.result` (`{"type", "id", "name", "result"}` or `{..., "error": {"message", "code"}}`, schema ToolResultEvent) in order between the `text.delta` events; the plain stream sends only text, though its `id:` seq counts the tool events too.',
+        'A turn that calls tools sends `tool.call` (`{"type", "id", "name", "arguments"}`, schema ToolCallEvent) and `tool.result` (`{"type", "id", "name", "result"}` or `{..., "error": {"message", "code"}}`, schema ToolResultEvent) in order between the `text.delta` events; the plain stream sends only text, though its `id:` seq counts the tool events too. ' +
+        'With `stream=ui`, the AI SDK UI message stream v1 (header `x-vercel-ai-ui-message-stream: v1`): `data:` JSON parts, no ids, ending `data: [DONE]`.',
     },
     example: 'data: Hello\n\ndata:  world\n\nevent: done\ndata: [DONE]\n\n',
   },
@@ -286,7 +287,7 @@ function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean)
       required: false,
       description:
         'Stream the reply as Server-Sent Events: `true`, `1`, `yes`, `on` (any case) stream; `false`, `0`, `no`, `off` do not; ' +
-        'absent, a request whose `Accept` is only `text/event-stream` streams. `events` streams typed events.',
+        'absent, a request whose `Accept` is only `text/event-stream` streams. `events` streams typed events; `ui` the AI SDK UI message stream (v1).',
       schema: { type: 'string', examples: ['true', 'false'] },
     });
   }

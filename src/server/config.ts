@@ -14,6 +14,8 @@ import type { AllowedHosts } from './allowed-hosts.ts';
 export interface AgentServerConfig extends Omit<AgentRouterOptions, 'prefix' | 'pool'> {
   /** Serve `GET /agents` (live agent ids, last activity, busy). @defaultValue false */
   enableListAgents?: boolean | undefined;
+  /** Serve `GET /playground`, a page to try the agents from a browser (docs/guide/browser.md). @defaultValue false */
+  playground?: boolean | undefined;
   /**
    * Host names (without port) the server answers, against DNS rebinding; an
    * entry starting with a dot allows every name under it (`.example.com`).
@@ -58,6 +60,7 @@ export interface ServerSettings {
   idleTimeout: number;
   maxAgents: number;
   enableListAgents: boolean;
+  playground: boolean;
   shutdownTimeout: number;
   drainDelay: number;
   keepAliveTimeout: number;
@@ -82,6 +85,7 @@ const { prefix: _prefix, pool: _pool, ...SHARED_KINDS } = ROUTER_OPTION_KINDS;
 const OPTIONS: { readonly [K in keyof Required<AgentServerConfig>]: OptionKind } = {
   ...SHARED_KINDS,
   enableListAgents: 'boolean',
+  playground: 'boolean',
   allowedHosts: 'hosts',
   shutdownTimeout: 'seconds',
   drainDelay: 'seconds',
@@ -95,6 +99,7 @@ const FILE_KEYS: Record<string, string> = {
   idle_timeout: 'idleTimeout',
   max_agents: 'maxAgents',
   enable_list_agents: 'enableListAgents',
+  playground: 'playground',
   allowed_hosts: 'allowedHosts',
   shutdown_timeout: 'shutdownTimeout',
   drain_delay: 'drainDelay',
@@ -146,6 +151,7 @@ export function resolveServerConfig(config: AgentServerConfig, where = 'AgentSer
     idleTimeout: config.idleTimeout ?? 300,
     maxAgents: config.maxAgents ?? 10_000,
     enableListAgents: config.enableListAgents ?? false,
+    playground: config.playground ?? false,
     shutdownTimeout: config.shutdownTimeout ?? 10,
     drainDelay: config.drainDelay ?? 0,
     keepAliveTimeout,

@@ -17,6 +17,7 @@ import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from
 import { answerClientError, answerConnect, answerExpectation } from './client-error.ts';
 import { InFlight } from './inflight.ts';
 import { serveOwnPath } from './metrics-route.ts';
+import { servePlayground } from './playground.ts';
 import { AgentPool } from '../registry/pool.ts';
 
 /** After the shutdown deadline, aborted turns get this long to write their `event: error`, and sockets this long to close, before they are cut. */
@@ -79,7 +80,7 @@ export class AgentServer {
       logger: this.#logger,
       now: config.now,
     });
-    const { enableListAgents, allowedHosts, shutdownTimeout, drainDelay, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;
+    const { enableListAgents, playground, allowedHosts, shutdownTimeout, drainDelay, keepAliveTimeout, headersTimeout, requestTimeout, ...routerOptions } = config;
     this.router = new AgentRouter(this.registry, { ...routerOptions, prefix: '/agent', pool: this.pool });
     this.#routerPath = `${this.router.prefix}/`;
   }
@@ -294,6 +295,7 @@ export class AgentServer {
       else sendJson(res, 200, { status: 'ok' });
       return;
     }
+    if (this.config.playground && (path === '/playground' || path === '/playground/')) return servePlayground(req, res);
     if (this.config.enableListAgents && (path === '/agents' || path === '/agents/')) {
       if (this.#cors(req, res, 'GET') || !allowRead(req, res)) return;
       // Agent ids can be user ids: the list is only for callers the authorize hook lets in.

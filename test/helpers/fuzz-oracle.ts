@@ -84,6 +84,20 @@ export function errorBodyProblem(record: Record<string, unknown>): string | unde
   return undefined;
 }
 
+/** The AI SDK UI message stream (`stream=ui`): JSON parts in `data:` only, `finish` or `error` last, then `[DONE]`. */
+function uiStreamProblem(events: SSEEvent[], context: AnswerContext): string | undefined {
+  if (events.at(-1)?.data !== '[DONE]' || events.some((event) => event.event !== 'message')) return 'a UI stream not ending with data: [DONE], or with named events';
+  const parts = events.slice(0, -1).map((event) => JSON.parse(event.data) as Record<string, unknown>);
+  const last = parts.at(-1);
+  if (last === undefined || (last['type'] !== 'finish' && last['type'] !== 'error')) return `a UI stream ending with ${String(last?.['type'])}`;
+  if (parts.slice(0, -1).some((part) => part['type'] === 'finish' || part['type'] === 'error')) return 'an ending part before the last one';
+  if (last['type'] === 'error') {
+    if (typeof last['errorText'] !== 'string' || typeof last['code'] !== 'string') return `UI error part ${JSON.stringify(last)}`;
+    if (last['code'] === 'internal_error' && !context.mayThrow) return 'a UI stream failed with internal_error although nothing deliberate failed';
+  }
+  return undefined;
+}
+
 /**
  * A whole SSE answer: complete frames only, each event's `id:` its turn's
  * `<turn_id>:<seq>` (nothing may inject another), names from the plain or the typed stream, exactly one ending as the
@@ -95,6 +109,11 @@ function sseProblem(body: string, headers: Record<string, string>, context: Answ
   createSSEParser({ onEvent: (event) => events.push(event) }).feed(body);
   const last = events[events.length - 1];
   if (last === undefined) return 'a stream without events';
+  // The AI SDK's UI message stream names no events; its parts carry their own ids.
+  if (events[0]?.data.startsWith('{"type":"start"')) {
+    if (events.some((event) => event.id !== undefined)) return 'a UI stream event carries an id';
+    return uiStreamProblem(events, context);
+  }
   // Every event carries the id <turn_id>:<seq>, the turn being the Turn-Id header's, seq rising from 1 (tool events
   // count in it even where the plain stream does not send them); nothing else may inject or change an id.
   const turnId = headers['turn-id'];

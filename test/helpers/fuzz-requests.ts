@@ -55,7 +55,7 @@ const route = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...ROUTES) }, { w
 const PREFIXES = ['/agent', '', '/AGENTS', '/agents2', '/agents%2F', '/./agents', '/x/../agents'];
 const prefix = fc.oneof({ weight: 12, arbitrary: fc.constant(PREFIX) }, { weight: 1, arbitrary: fc.constantFrom(...PREFIXES) });
 
-const QUERIES = ['', '', '', '?stream=true', '?stream=1', '?stream=YES', '?stream=events', '?stream=false', '?stream=maybe', '?stream=%ZZ', '?stream', '?a=1&stream=on', '?stream=on&stream=off', '?stream=tr%75e', '?&&=', '?stream=true#frag'];
+const QUERIES = ['', '', '', '?stream=true', '?stream=1', '?stream=YES', '?stream=events', '?stream=ui', '?stream=UI', '?stream=false', '?stream=maybe', '?stream=%ZZ', '?stream', '?a=1&stream=on', '?stream=on&stream=off', '?stream=tr%75e', '?&&=', '?stream=true#frag'];
 // Not fc.webQueryParameters(): building it retains an 80 MiB table, which would swamp the heap measurement.
 const randomQuery = fc.array(fc.tuple(mixedEncoding, mixedEncoding), { maxLength: 3 }).map((pairs) => `?${pairs.map(([k, v]) => `${k}=${v}`).join('&')}`);
 const query = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...QUERIES) }, { weight: 1, arbitrary: randomQuery });

@@ -203,3 +203,25 @@ test('the remote pair: a front router relays a back AgentServer pause, its appro
   assert.deepEqual(refused.map((e) => e.event), ['turn.started', 'tool.result', 'text.delta', 'turn.finished']);
   assert.deepEqual(moved, [500]);
 });
+
+test('the AI SDK UI stream: a paused turn finishes with finishReason tool-calls, and POST approvals?stream=ui streams the rest', async (t) => {
+  const { url, moved } = await serve(t);
+  const parts = async (res: Response): Promise<Array<Record<string, unknown>>> => {
+    assert.equal(res.headers.get('x-vercel-ai-ui-message-stream'), 'v1');
+    const { events } = await collectSSE(res);
+    assert.equal(events.at(-1)?.data, '[DONE]');
+    return events.slice(0, -1).map((event) => JSON.parse(event.data) as Record<string, unknown>);
+  };
+  const paused = await parts(await fetch(`${url}/ui-bank/chat?stream=ui`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'pay' }) }));
+  assert.ok(paused.some((part) => part['type'] === 'tool-input-available' && part['toolCallId'] === 'tx1'));
+  assert.ok(!paused.some((part) => part['type'] === 'tool-output-available' && part['toolCallId'] === 'tx1'), 'the transfer waits');
+  assert.deepEqual(paused.at(-1), { type: 'finish', finishReason: 'tool-calls' });
+  assert.deepEqual(moved, []);
+
+  const body = JSON.stringify({ decisions: [{ id: 'tx1', approved: true }] });
+  const resumed = await parts(await fetch(`${url}/ui-bank/approvals?stream=ui`, { method: 'POST', headers: { 'content-type': 'application/json' }, body }));
+  assert.ok(resumed.some((part) => part['type'] === 'tool-output-available' && part['toolCallId'] === 'tx1'));
+  assert.ok(resumed.some((part) => part['type'] === 'text-delta'));
+  assert.deepEqual(resumed.at(-1), { type: 'finish', finishReason: 'stop' });
+  assert.deepEqual(moved, [500]);
+});

@@ -26,6 +26,7 @@ test('defaults: 300 s idle, 10000 agents, no /agents, 10 s drain, load-balancer-
     idleTimeout: 300,
     maxAgents: 10_000,
     enableListAgents: false,
+    playground: false,
     shutdownTimeout: 10,
     drainDelay: 0,
     keepAliveTimeout: 65,
