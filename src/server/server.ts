@@ -16,6 +16,7 @@ import { hostCheck, type AllowedHosts, type HostCheck } from './allowed-hosts.ts
 import { resolveServerConfig, type AgentServerConfig, type ServerSettings } from './config.ts';
 import { answerClientError, answerConnect, answerExpectation } from './client-error.ts';
 import { InFlight } from './inflight.ts';
+import { listenError, openConnections, stopAccepting } from './listening.ts';
 import { serveOwnPath } from './metrics-route.ts';
 import { servePlayground } from './playground.ts';
 import { AgentPool } from '../registry/pool.ts';
@@ -346,24 +347,6 @@ function overHttp2(res: ServerResponse): boolean {
   return (res.req as IncomingMessage | undefined)?.httpVersionMajor === 2;
 }
 
-/**
- * Stops accepting connections, calling `done` once every one is closed. http.Server's close()
- * also destroys idle keep-alive connections at once, resetting any request already on its way in
- * (ECONNRESET: the client cannot tell whether its POST ran); #drain closes those after a grace.
- */
-function stopAccepting(server: Server, done: () => void): void {
-  server.closeIdleConnections = () => {};
-  try {
-    server.close(() => done());
-  } finally {
-    Reflect.deleteProperty(server, 'closeIdleConnections');
-  }
-}
-
-function openConnections(server: Server): Promise<number> {
-  return new Promise((resolve) => server.getConnections((error, count) => resolve(error === null ? count : 0)));
-}
-
 function registryFor(target: AgentRegistry | Agent<any>, maxIdLength: number): AgentRegistry {
   if (target instanceof AgentRegistry) return target;
   if (target instanceof Agent) {
@@ -383,17 +366,6 @@ function registryFor(target: AgentRegistry | Agent<any>, maxIdLength: number): A
     return registry;
   }
   throw new TypeError('AgentServer: the first argument must be an AgentRegistry or an Agent, e.g. new AgentServer(registry, { idleTimeout: 300 })');
-}
-
-function listenError(error: NodeJS.ErrnoException, host: string, port: number): Error {
-  const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
-  const message = {
-    EADDRINUSE: `${where} is already in use; stop the other process or choose another port`,
-    EACCES: `permission denied to listen on ${where}; ports below 1024 need privileges, choose another port`,
-    EADDRNOTAVAIL: `${host} is not an address of this machine; use 127.0.0.1 or 0.0.0.0`,
-    ENOTFOUND: `cannot resolve host ${JSON.stringify(host)}`,
-  }[error.code ?? ''] ?? `cannot listen on ${where}: ${error.message}`;
-  return Object.assign(new Error(`AgentServer.serve: ${message}`, { cause: error }), { code: error.code });
 }
 
 function hostRefusal(host: string): string {
