@@ -156,7 +156,7 @@ test('error rows of DESIGN.md answer JSON {error, code} with their status', asyn
   assert.deepEqual(failed.body, { error: 'Internal error', code: 'internal_error' });
   // A near miss of `events` is told every accepted value, `events` included.
   const typo = await postJson(`${url}/counter-1/chat?stream=event`, { message: 'x' });
-  assert.equal(typo.body.error, 'Query parameter stream must be true or false (or 1/0, yes/no, on/off), or events for typed events');
+  assert.equal(typo.body.error, 'Query parameter stream must be true or false (or 1/0, yes/no, on/off), or events for typed events, or ui for the AI SDK UI message stream');
   assert.equal(logged.length, 2, 'each 500 is logged with its details');
   assert.match(String(logged[0]), /secret database password/);
   assert.deepEqual((await getJson(`${url}/counter-1/state`)).body.state, { count: 0, log: [] }, 'a failed action changes nothing');

@@ -8,9 +8,11 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { checkExampleBlocks } from '../../scripts/docs-examples.mjs';
+import { pathToFileURL } from 'node:url';
 
 const root = process.cwd();
+// From the repository root: `npm test` runs this file compiled, from .build/, where scripts/ has no .mjs.
+const { checkExampleBlocks } = (await import(pathToFileURL(path.join(root, 'scripts/docs-examples.mjs')).href)) as typeof import('../../scripts/docs-examples.mjs');
 const docs = (dir: string): string[] =>
   readdirSync(path.join(root, dir), { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? docs(path.join(dir, e.name)) : e.name.endsWith('.md') ? [path.join(dir, e.name)] : []));
 const pages = ['README.md', 'CONTRIBUTING.md', 'SECURITY.md', 'BENCHMARKS.md', ...docs('docs')];

@@ -5,7 +5,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-const src = path.resolve(import.meta.dirname, '../../src');
+// From the repository root: `npm test` runs this file compiled, from .build/.
+const src = path.resolve(process.cwd(), 'src');
 
 /** Lowest first. A folder is written `name/`; a file at the root of src/ by its name. */
 const LAYERS: ReadonlyArray<readonly [layer: string, holds: readonly string[]]> = [
