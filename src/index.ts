@@ -13,6 +13,7 @@ export type { AgentClass, RegisterOptions, RegistryTarget } from './registry/reg
 export { AgentRouter } from './router/router.ts';
 export { continueListener } from './http/continue.ts';
 export type { AgentRequestListener, AgentRouterOptions, Logger, RequestHint, TurnEndInfo, TurnStartInfo } from './router/router.ts';
+export type { Tracer, TraceSpan } from './lib/trace.ts';
 export type { Authorize, AuthorizeContext } from './http/authorize.ts';
 export type { CorsOptions } from './http/cors.ts';
 export type { OpenAPIDocument, OpenAPIOperation, Schema } from './router/openapi.ts';

@@ -6,6 +6,8 @@ import type { Unlock } from './gate.ts';
 import { toolMessage, type ToolOutcome, type ToolSet } from './tools.ts';
 import { approvalPending, checkDecisions, pendingCalls, refusal, type ApprovalDecision } from './approvals.ts';
 import type { Turn, TurnEvent } from './turn.ts';
+import { failSpan } from '../lib/trace.ts';
+import { endModelSpan, modelSpan, tracedTool } from './trace-steps.ts';
 
 /**
  * Where a chat turn sends what it produces (the router's JSON reply and SSE
@@ -173,8 +175,24 @@ class ChatRun<S extends JsonObject> {
     return !this.#ended;
   }
 
-  /** One model step: its chunks become events; undefined when the turn ended meanwhile. */
+  /** A model step, in its span when the turn is traced. */
   async #step(request: ModelRequest): Promise<{ message: AssistantMessage; calls: ToolCall[] } | undefined> {
+    const link = this.#turn.cancel.trace;
+    const span = link === undefined ? undefined : modelSpan(link, this.#ask.model, request);
+    if (span === undefined) return this.#modelStep(request);
+    try {
+      const reply = await this.#modelStep(request);
+      endModelSpan(span, reply, this.#turn.cancel.reason);
+      return reply;
+    } catch (error) {
+      failSpan(span, error);
+      span.end();
+      throw error;
+    }
+  }
+
+  /** One model step: its chunks become events; undefined when the turn ended meanwhile. */
+  async #modelStep(request: ModelRequest): Promise<{ message: AssistantMessage; calls: ToolCall[] } | undefined> {
     const turn = this.#turn;
     const model = this.#ask.model;
     this.#finished = false;
@@ -209,7 +227,9 @@ class ChatRun<S extends JsonObject> {
     const turn = this.#turn;
     const { tools, instance } = this.#ask;
     const ctx = { agentId: this.#core.id, turnId: turn.id, signal: turn.signal };
-    const outcomes = await Promise.all(calls.map((call) => tools.run(instance, call.name, call.arguments, ctx)));
+    const link = turn.cancel.trace?.tracer === undefined ? undefined : turn.cancel.trace;
+    const run = (call: ToolCall): Promise<ToolOutcome> => tools.run(instance, call.name, call.arguments, ctx);
+    const outcomes = await Promise.all(calls.map((call) => (link === undefined ? run(call) : tracedTool(link, call, () => run(call)))));
     if (this.#ended) return undefined;
     const answers: ChatMessage[] = [];
     for (const [i, call] of calls.entries()) {
@@ -238,6 +258,8 @@ class ChatRun<S extends JsonObject> {
     if (this.#chunks !== undefined && !this.#finished) Promise.resolve(this.#chunks.return?.()).catch(() => {});
     if (failure !== undefined) {
       turn.fail();
+      const span = turn.cancel.trace?.span;
+      if (span !== undefined) failSpan(span, failure.error);
       // A model still holding the signal of a cancel made for this turn stops.
       if (turn.ownsCancel) turn.cancel.abort(new Error('turn ended before it completed'));
     }

@@ -1,4 +1,5 @@
 import { stopWatching, whenAborted } from './signal-watch.ts';
+import type { TraceLink } from './trace.ts';
 
 /**
  * A turn's cancellation: a flag, plain-function hooks, and an AbortSignal
@@ -26,6 +27,8 @@ export class TurnCancel {
   readonly #outer: AbortSignal | undefined;
   /** Told each phase the turn run under this cancel moves to (the router's turn hooks and metrics); unset when off. */
   watcher: TurnWatcher | undefined;
+  /** Where the turn stands in its trace (model and tool spans, headers sent on); unset with no tracer and no traceparent. */
+  trace: TraceLink | undefined;
 
   constructor(outer?: AbortSignal) {
     this.#outer = outer;

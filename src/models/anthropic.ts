@@ -1,3 +1,4 @@
+import { setModelTraceHeaders } from '../lib/trace.ts';
 import { checkKnownOptions } from '../options.ts';
 import type { ChatMessage } from '../types.ts';
 import type { Model, ModelChunk, ModelRequest } from './model.ts';
@@ -74,6 +75,7 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
         'anthropic-version': ANTHROPIC_VERSION,
       });
       for (const [key, value] of Object.entries(options.headers ?? {})) headers.set(key, value);
+      setModelTraceHeaders(request, headers);
       const messages = anthropicMessages(request.messages);
       const body: Record<string, unknown> = { ...options.body, model, max_tokens: maxTokens, messages, stream: true };
       if (request.system !== undefined) body['system'] = request.system;

@@ -1,3 +1,4 @@
+import { setModelTraceHeaders } from '../lib/trace.ts';
 import { randomUUID } from 'node:crypto';
 import { checkKnownOptions } from '../options.ts';
 import type { ChatMessage, TokenUsage, ToolCall } from '../types.ts';
@@ -55,6 +56,7 @@ export function openAIModel(options: OpenAIModelOptions): Model {
       const headers = new Headers({ 'content-type': 'application/json', accept: 'text/event-stream' });
       if (apiKey !== undefined && apiKey !== '') headers.set('authorization', `Bearer ${apiKey}`);
       for (const [key, value] of Object.entries(options.headers ?? {})) headers.set(key, value);
+      setModelTraceHeaders(request, headers);
       const messages: Record<string, unknown>[] = request.system === undefined ? [] : [{ role: 'system', content: request.system }];
       for (const message of request.messages) messages.push(openAIMessage(message));
       // `body` may replace stream_options (`{ stream_options: undefined }` drops it: Mistral refuses the field).

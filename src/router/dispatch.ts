@@ -173,7 +173,7 @@ function sourceOf(target: Target, exchange: Exchange, message: string, cancel: T
 }
 
 export function callOptions(target: RemoteTarget, cancel: TurnCancel, exchange: Exchange): TransportCallOptions {
-  return { signal: cancel.signal, requestId: exchange.requestId, requestHeaders: target.requestHeaders, onTurnId: (id) => exchange.relayTurnId(id) };
+  return { signal: cancel.signal, requestId: exchange.requestId, requestHeaders: target.requestHeaders, onTurnId: (id) => exchange.relayTurnId(id), trace: exchange.trace };
 }
 
 /**

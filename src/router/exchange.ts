@@ -6,6 +6,8 @@ import type { Log, LogFields } from '../lib/logger.ts';
 import type { TurnWatcher } from '../lib/cancel.ts';
 import { tagRequest } from '../http/request-id.ts';
 import type { Observer, ObservedTurn } from './observe.ts';
+import { incomingTrace, type TraceLink, type Tracer } from '../lib/trace.ts';
+import { RequestSpans } from './trace-spans.ts';
 import type { Turn } from '../agent/turn.ts';
 import { sendError, sendJson } from '../http/respond.ts';
 import { cutIfLeftUnread } from '../http/unread.ts';
@@ -19,6 +21,8 @@ export interface ExchangeHost {
   readonly logger: Log;
   /** The turn hooks and metrics; undefined when none is on. */
   readonly observer: Observer | undefined;
+  /** The `tracer` option; undefined when off. */
+  readonly tracer: Tracer | undefined;
   /** How long a client may leave an answer unread before it is cut (Infinity: no limit). */
   readonly unreadMs: number;
   /** The requests running now: what abortAll() and the turn timeout reach. */
@@ -56,6 +60,10 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
   turn: Turn | undefined;
   failure: unknown;
   #turnOpen = false;
+  /** Where the request's turn or remote call stands in its trace (see TraceLink). */
+  trace: TraceLink | undefined;
+  /** The request's spans, with a tracer. */
+  spans: RequestSpans | undefined;
   /** The turn's cancel, once `begin` started one. */
   cancel: TurnCancel | undefined;
   /** The id of the local turn this request runs, sent before the turn starts (`Turn-Id`). */
@@ -82,6 +90,9 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
     this.#outer = outer;
     this.#answered = answered;
     this.requestId = tagRequest(req, res);
+    // With no tracer, only the header lookup: a valid traceparent is sent on as it came.
+    if (host.tracer === undefined) this.trace = incomingTrace(req.headers, undefined);
+    else this.trace = (this.spans = new RequestSpans(host.tracer, req)).link;
   }
 
   /** What a log record says of this request. */
@@ -108,6 +119,7 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
    */
   begin(timed: boolean, keepOnClose = false): TurnCancel {
     const cancel = (this.cancel = new TurnCancel());
+    cancel.trace = this.trace;
     const res = this.res;
     this.timed = timed;
     this.#host.turns.add(this);
@@ -137,6 +149,9 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
   newTurnId(): string {
     const id = (this.turnId = randomUUID());
     this.res.setHeader('Turn-Id', id);
+    if (this.spans !== undefined && this.cancel !== undefined) {
+      this.cancel.trace = this.trace = this.spans.turnStarted(this.agentId, id, this.route === 'invoke' ? 'action' : 'chat');
+    }
     const observer = this.#host.observer;
     if (observer !== undefined && this.cancel !== undefined) {
       this.cancel.watcher = this;
@@ -176,6 +191,7 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
     const cause = cancel?.aborted === true ? cancel.reason : error;
     if (worthLogging(cause)) this.#host.logger.error(`AgentRouter: request failed with ${statusOf(cause)}`, cause, this.fields);
     if (this.#host.observer !== undefined) this.failure = cause;
+    this.spans?.failed(cause);
     // Writes nothing to a client that is gone; an action's own 499 reaches a client still there like any status.
     sendError(this.res, cause);
     this.done();
@@ -199,6 +215,7 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
         // A turn that outlives its request (onDisconnect continue) ends when its Turn does.
         if (this.#turnOpen && (this.turn === undefined || this.turn.over)) this.#endTurn(observer);
       }
+      this.spans?.ended(this.res.statusCode);
     } finally {
       // Never thrown into what ended the request (the agent's turn, or a cancel.abort()).
       const answered = this.#answered;

@@ -3,6 +3,7 @@ import type { RequestListener } from 'node:http';
 import type { Authorize } from '../http/authorize.ts';
 import type { CorsOptions } from '../http/cors.ts';
 import type { Logger } from '../lib/logger.ts';
+import type { Tracer } from '../lib/trace.ts';
 import type { OptionKind } from '../options.ts';
 import type { TurnEndInfo, TurnHook, TurnStartInfo } from './observe.ts';
 import type { AgentPool, AgentPoolOptions } from '../registry/pool.ts';
@@ -63,6 +64,11 @@ export interface AgentRouterOptions extends AgentPoolOptions {
   onTurnEnd?: TurnHook<TurnEndInfo> | undefined;
   /** Count turns, tokens and requests for `router.metrics()` (AgentServer: serve them at `GET /metrics`). @defaultValue false */
   metrics?: boolean | undefined;
+  /**
+   * An OpenTelemetry tracer (`trace.getTracer('my-app')` of `@opentelemetry/api`, or anything shaped like it):
+   * spans for each request, turn, model call, tool call and remote call, parents passed explicitly. @defaultValue off
+   */
+  tracer?: Tracer | undefined;
   /** Share an existing pool (AgentServer does); otherwise the router makes its own from these options. */
   pool?: AgentPool | undefined;
 }
@@ -86,6 +92,7 @@ export const ROUTER_OPTION_KINDS: { readonly [K in keyof Required<AgentRouterOpt
   onTurnStart: 'function',
   onTurnEnd: 'function',
   metrics: 'boolean',
+  tracer: 'object',
   onDisconnect: 'string',
   whenBusy: 'string',
   maxQueue: 'limit',

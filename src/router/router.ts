@@ -28,6 +28,7 @@ import { TurnLogs } from './turn-log.ts';
 import { Observer } from './observe.ts';
 import { tagRequest } from '../http/request-id.ts';
 import { AgentTurns, WHEN_BUSY } from './agent-turns.ts';
+import { routeTemplate } from './trace-spans.ts';
 
 export type { Logger } from '../lib/logger.ts';
 export type { AgentRequestListener, AgentRouterOptions, RequestHint } from './options.ts';
@@ -117,6 +118,7 @@ export class AgentRouter {
     const observer = observed ? new Observer(options, logger, { liveAgents: () => this.pool?.size ?? 1, openStreams: () => this.#openStreams }) : undefined;
     this.#host = {
       observer,
+      tracer: options.tracer,
       agentTurns: new AgentTurns<Exchange>(),
       replays,
       keepOnDisconnect: options.onDisconnect === 'continue',
@@ -209,7 +211,8 @@ export class AgentRouter {
     const { req, res } = exchange;
     try {
       host?.claim?.();
-      if (this.#host.observer !== undefined) exchange.route = matched === 'openapi' ? 'openapi' : matched.route.action;
+      if (this.#host.observer !== undefined || exchange.spans !== undefined) exchange.route = matched === 'openapi' ? 'openapi' : matched.route.action;
+      exchange.spans?.routed(routeTemplate(this.prefix, matched === 'openapi' ? 'openapi' : matched.route.action, this.#agent !== undefined));
       if (matched === 'openapi') {
         this.#serveDocument(req, res, hint.path);
         return exchange.done();

@@ -8,6 +8,7 @@ import { describeRemote } from './remote-url.ts';
 import type { Slots } from './slots.ts';
 import { allSlotsBusy, badResponse, fetchFailed, incomplete, KEPT_STATUSES, readFailed, statusError, streamFailed, timedOut } from './upstream-errors.ts';
 import { Watchdog } from './watchdog.ts';
+import { failSpan, linkUnder, SPAN_KIND, startSpan, traceHeaders, type TraceAttributes, type TraceLink, type TraceSpan } from '../lib/trace.ts';
 
 /** What one read of a body gives; spelled through the reader, since the DOM library's name is not in Node's types. */
 type ReadResult = Awaited<ReturnType<ReadableStreamDefaultReader<Uint8Array>['read']>>;
@@ -36,6 +37,8 @@ export interface CallRequest {
   /** The forwarded headers of the caller's request (HTTPTransport's `forwardHeaders`), if any. */
   forwarded: Readonly<Record<string, string>> | undefined;
   signal: AbortSignal | undefined;
+  /** The caller's place in a trace: the call's client span starts under it, and its traceparent is sent. */
+  trace?: TraceLink | undefined;
 }
 
 /** A 4xx error body is relayed, so it is read; nothing longer than this is an error message. */
@@ -79,11 +82,15 @@ export class RemoteCall {
   #reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
   #holdsSlot = false;
   #finished = false;
+  /** The call's client span, with a tracer. */
+  #span: TraceSpan | undefined;
 
   constructor(settings: CallSettings, request: CallRequest) {
     this.#settings = settings;
     this.remote = describeRemote(request.url);
     this.origin = request.url.origin;
+    // First: an already aborted signal finishes the call at once, and a span must not start after that.
+    const traced = this.#traced(request);
     this.#callerSignal = request.signal;
     this.#typed = request.typed === true;
     this.#controller.signal.addEventListener('abort', this.#onAbort, { once: true });
@@ -93,7 +100,7 @@ export class RemoteCall {
     );
     if (request.signal?.aborted === true) this.#controller.abort(request.signal.reason);
     else if (request.signal !== undefined) whenAborted(request.signal, this.#onCallerAbort);
-    this.response = this.#send(request);
+    this.response = this.#send(traced);
     this.response.catch(noop); // a stream nobody awaits must not crash the process
   }
 
@@ -211,6 +218,7 @@ export class RemoteCall {
   finish(): void {
     if (this.#finished) return;
     this.#finished = true;
+    this.#span?.end();
     this.#watchdog.stop();
     if (this.#callerSignal !== undefined) stopWatching(this.#callerSignal, this.#onCallerAbort);
     // Node's fetch keeps the signal it was given alive with its request; this listener would keep
@@ -232,6 +240,7 @@ export class RemoteCall {
       'x-request-id': request.requestId,
     };
     if (request.body !== undefined) headers['content-type'] = 'application/json';
+    traceHeaders(request.trace, (name, value) => (headers[name] = value));
     let response: Response;
     try {
       await this.#settings.slots.acquire(signal);
@@ -244,9 +253,12 @@ export class RemoteCall {
       const init: RequestInit = { method: request.method, headers, body: request.body ?? null, redirect: 'manual', signal };
       response = await fetchWithinOrigin((url) => this.#settings.fetch(url, init), request.url);
     } catch (error) {
+      const failure = this.#failure(error, () => fetchFailed(this.remote, error));
+      if (this.#span !== undefined) failSpan(this.#span, failure);
       this.finish();
-      throw this.#failure(error, () => fetchFailed(this.remote, error));
+      throw failure;
     }
+    this.#span?.setAttribute('http.response.status_code', response.status);
     this.#body = response.body;
     this.#watchdog.touch();
     try {
@@ -258,10 +270,21 @@ export class RemoteCall {
       if (response.body === null) throw this.badResponse('no body');
       return response;
     } catch (error) {
+      if (this.#span !== undefined) failSpan(this.#span, error);
       await this.#cancelBody();
       this.finish();
       throw error;
     }
+  }
+
+  /** With a tracer, the call's client span, and the request sending its traceparent. */
+  #traced(request: CallRequest): CallRequest {
+    const link = request.trace;
+    if (link?.tracer === undefined) return request;
+    const attributes: TraceAttributes = { 'http.request.method': request.method, 'url.full': this.remote, 'server.address': request.url.hostname };
+    if (request.url.port !== '') attributes['server.port'] = Number(request.url.port);
+    this.#span = startSpan(link, request.method, SPAN_KIND.client, attributes);
+    return { ...request, trace: linkUnder(link, this.#span) };
   }
 
   async #statusError(response: Response): Promise<AgentRouterError> {

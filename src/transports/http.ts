@@ -283,6 +283,7 @@ export class HTTPTransport implements AgentTransport {
       requestId,
       forwarded: this.#forward.length === 0 || options.requestHeaders === undefined ? undefined : pick(this.#forward, options.requestHeaders),
       signal: options.signal,
+      trace: options.trace,
     });
     const onTurnId = options.onTurnId;
     // Registered before any caller awaits the response: the id is known before the reply or stream goes on.

@@ -1,3 +1,4 @@
+import type { TraceLink } from '../lib/trace.ts';
 import type { JsonObject } from '../types.ts';
 
 export interface TransportCallOptions {
@@ -13,6 +14,8 @@ export interface TransportCallOptions {
   requestHeaders?: Readonly<Record<string, string | string[] | undefined>> | undefined;
   /** Hears the remote turn's id (its `Turn-Id` header) once the remote answers: the router relays it. */
   onTurnId?: ((turnId: string) => void) | undefined;
+  /** Where the call stands in its trace: the router passes its request's. @internal */
+  trace?: TraceLink | undefined;
 }
 
 /**
