@@ -57,24 +57,25 @@ export interface StreamOwner {
  * one object (plus its writer) and what the turn itself holds.
  */
 export function streamReply(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, owner: StreamOwner): void {
-  if ('chunks' in source && 'ready' in source.chunks) {
-    source.chunks.ready.then(
-      () => begin(res, agentId, source, options, owner),
-      (error: unknown) => owner.fail(error),
-    );
-    return;
-  }
-  begin(res, agentId, source, options, owner);
+  startStream(source, owner, () => new ReplyStream(res, agentId, options, owner));
 }
 
-function begin(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, owner: StreamOwner): void {
-  let stream: ReplyStream;
-  try {
-    stream = new ReplyStream(res, agentId, options, owner);
-  } catch (error) {
-    return owner.fail(error); // nothing was written (the headers could not be set)
-  }
-  stream.start(source);
+/**
+ * Starts the stream `make` writes, once its source is ready: a remote's is
+ * awaited first, so its 404 or 502 is still answered as a JSON status.
+ */
+export function startStream(source: ReplySource, owner: StreamOwner, make: () => { start(source: ReplySource): void }): void {
+  const begin = (): void => {
+    let stream: { start(source: ReplySource): void };
+    try {
+      stream = make();
+    } catch (error) {
+      return owner.fail(error); // nothing was written (the headers could not be set)
+    }
+    stream.start(source);
+  };
+  if ('chunks' in source && 'ready' in source.chunks) source.chunks.ready.then(begin, (error: unknown) => owner.fail(error));
+  else begin();
 }
 
 /** One reply on its way out: the turn's sink, so the turn calls it directly (see Agent's ChatSink). */

@@ -7,7 +7,7 @@ import { SSEWriter } from '../http/sse-writer.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RelayedEvent } from '../transports/http-call.ts';
 import type { JsonObject } from '../types.ts';
-import type { ReplySource, StreamOptions, StreamOwner } from './stream.ts';
+import { startStream, type ReplySource, type StreamOptions, type StreamOwner } from './stream.ts';
 import { requireMessage } from './payload.ts';
 import { logToolFailure, toolCallPayload, toolResultPayload, wireArguments } from './tool-wire.ts';
 import type { TurnLog } from './turn-log.ts';
@@ -56,22 +56,7 @@ function textOf(entry: { parts?: unknown; content?: unknown }): string {
  * know the agent's tools. The turn's events still reach its log for rejoins.
  */
 export function streamUI(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, owner: StreamOwner): void {
-  // A remote's stream is awaited first, so its 404 or 502 is still answered as a JSON status.
-  if ('chunks' in source && 'ready' in source.chunks) {
-    source.chunks.ready.then(() => begin(res, agentId, source, options, owner), (error: unknown) => owner.fail(error));
-    return;
-  }
-  begin(res, agentId, source, options, owner);
-}
-
-function begin(res: ServerResponse, agentId: string, source: ReplySource, options: StreamOptions, owner: StreamOwner): void {
-  let stream: UIReplyStream;
-  try {
-    stream = new UIReplyStream(res, agentId, options, owner);
-  } catch (error) {
-    return owner.fail(error); // nothing was written (the headers could not be set)
-  }
-  stream.start(source);
+  startStream(source, owner, () => new UIReplyStream(res, agentId, options, owner));
 }
 
 class UIReplyStream implements ChatSink {
