@@ -72,6 +72,7 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
   const keep = keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect);
   // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
   const cancel = exchange.begin(host.timing && 'agent' in target, keep);
+  if (action === 'invoke') exchange.action = methodOf(body);
   const turnId = 'agent' in target ? exchange.newTurnId() : undefined;
   if (turnId !== undefined) host.agentTurns.add(exchange);
   if (stream !== false) {
@@ -89,6 +90,13 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
     (reply) => exchange.finish(reply),
     (error: unknown) => exchange.fail(error),
   );
+}
+
+/** An invoke's method name for the turn hooks, when the body names one (call() refuses it otherwise). */
+function methodOf(body: Record<string, unknown>): string | undefined {
+  const payload = body['payload'];
+  const method = (typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>) : body)['method'];
+  return typeof method === 'string' && method !== '' ? method : undefined;
 }
 
 /** A local agent's JSON chat turn reports here, and the reply is sent from the turn's end. */

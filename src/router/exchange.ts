@@ -54,6 +54,8 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
   readonly requestId: string;
   /** The matched route's action (metrics). */
   route = 'none';
+  /** An invoke's method name (turn hooks). */
+  action: string | undefined;
   // What the observer keeps of the request's turn (see ObservedTurn); untouched when it is off.
   turnStart = 0;
   loadedAt = 0;

@@ -10,12 +10,15 @@ export interface TurnStartInfo {
   turnId: string;
   /** `chat`, or `action` for an invoke. */
   kind: TurnKind;
+  /** The invoked method's name, for an action turn. */
+  action?: string | undefined;
   /** The request's id (`x-request-id`). */
   requestId: string;
 }
 
 /** What `onTurnEnd` gets. */
 export interface TurnEndInfo extends TurnStartInfo {
+  /** `paused`: a chat or approval turn that ended waiting for decisions on its tool calls (it was committed). */
   outcome: 'done' | 'failed' | 'cancelled' | 'paused';
   /** The error code of a turn that failed or was cancelled, when known. */
   code?: string | undefined;
@@ -36,6 +39,8 @@ export interface ObservedTurn {
   readonly requestId: string;
   /** `chat` or `invoke`: the turn's route. */
   readonly route: string;
+  /** The invoked method's name, for an invoke. */
+  readonly action: string | undefined;
   /** performance.now() at the turn's request, and when it stopped waiting (0: not yet). */
   turnStart: number;
   loadedAt: number;
@@ -132,7 +137,9 @@ export class Observer {
 }
 
 function info(exchange: ObservedTurn): TurnStartInfo {
-  return { agentId: exchange.agentId, turnId: exchange.turnId as string, kind: exchange.turn?.kind ?? (exchange.route === 'invoke' ? 'action' : 'chat'), requestId: exchange.requestId };
+  const started: TurnStartInfo = { agentId: exchange.agentId, turnId: exchange.turnId as string, kind: exchange.turn?.kind ?? (exchange.route === 'invoke' ? 'action' : 'chat'), requestId: exchange.requestId };
+  if (exchange.action !== undefined) started.action = exchange.action;
+  return started;
 }
 
 /** The Turn's end phase when the agent ran one, else the request's answer; the code from the failure, or the cut's reason. */
@@ -140,7 +147,8 @@ function outcomeOf(exchange: ObservedTurn): { outcome: TurnEndInfo['outcome']; c
   const failure = exchange.failure;
   const code = failure instanceof AgentRouterError ? failure.code : failure === undefined ? undefined : 'internal_error';
   const phase = exchange.turn?.phase;
-  if (phase === 'done') return { outcome: 'done', code: undefined };
+  // A turn that asked for approval ended paused, committed with its calls waiting.
+  if (phase === 'done') return { outcome: exchange.turn?.events.some((e) => e.type === 'tool.approval_required') === true ? 'paused' : 'done', code: undefined };
   if (phase === 'cancelled' || code === 'cancelled' || code === 'client_closed') return { outcome: 'cancelled', code: code ?? 'cancelled' };
   if (phase === 'failed' || failure !== undefined) return { outcome: 'failed', code };
   return { outcome: 'done', code: undefined };

@@ -7,11 +7,12 @@ import { ChunkSeam } from '../sse/seams.ts';
 import type { DispatchHost } from './dispatch.ts';
 import type { Exchange } from './exchange.ts';
 import type { LogEntry, LogFollower, TurnLog } from './turn-log.ts';
+import { rejoinUI, uiReplayExpired } from './ui-rejoin.ts';
 
 /**
  * `GET /{agent_id}/turns/{turn_id}/events`: the events of a streamed turn
  * after `Last-Event-ID` (header, or `?last_event_id=`), then the live ones
- * to its end, in the mode asked (`?stream=events` typed, else plain).
+ * to its end, in the mode asked (`?stream=events` typed, `ui` from the start, else plain).
  */
 export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): void {
   const log = host.replays.get(turnId);
@@ -19,9 +20,12 @@ export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): 
   if (log === undefined || log.agentId !== exchange.agentId) {
     throw httpErrors.notFound('turn_not_found', `No turn ${JSON.stringify(turnId)} of agent ${JSON.stringify(exchange.agentId)} to rejoin (finished turns are kept for replayTTL seconds)`);
   }
-  const typed = queryParam(exchange.query, 'stream')?.toLowerCase() === 'events';
+  const mode = queryParam(exchange.query, 'stream')?.toLowerCase();
+  if (mode === 'ui' && log.first > 1) throw uiReplayExpired(turnId);
+  const typed = mode === 'events';
   const header = exchange.req.headers['last-event-id'];
-  const seen = lastSeq(typeof header === 'string' ? header : queryParam(exchange.query, 'last_event_id'), turnId);
+  // The UI stream sends no ids: whatever Last-Event-ID comes, a ui rejoin replays from the start.
+  const seen = mode === 'ui' ? 0 : lastSeq(typeof header === 'string' ? header : queryParam(exchange.query, 'last_event_id'), turnId);
   // Entries are numbered as the plain stream's seqs; the typed stream's turn.started is 1 before them.
   const after = typed ? Math.max(0, seen - 1) : seen;
   if (after + 1 < log.first) {
@@ -32,6 +36,7 @@ export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): 
   host.openStream();
   exchange.streaming = true;
   exchange.res.setHeader('Turn-Id', turnId);
+  if (mode === 'ui') return rejoinUI(host, exchange, log, cancel);
   new Rejoined(host, exchange, log, typed, Math.min(after, log.next - 1), cancel).start(typed && seen === 0);
 }
 

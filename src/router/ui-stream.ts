@@ -6,14 +6,15 @@ import { AgentRouterError, errorBody, httpErrors, statusOf, worthLogging } from 
 import { SSEWriter } from '../http/sse-writer.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RelayedEvent } from '../transports/http-call.ts';
-import type { JsonObject } from '../types.ts';
+import type { JsonObject, ToolCall } from '../types.ts';
+import { approvalList } from '../agent/approvals.ts';
 import { startStream, type ReplySource, type StreamOptions, type StreamOwner } from './stream.ts';
 import { requireMessage } from './payload.ts';
 import { logToolFailure, toolCallPayload, toolResultPayload, wireArguments } from './tool-wire.ts';
 import type { TurnLog } from './turn-log.ts';
 
 /** The header by which the AI SDK's clients know its UI message stream protocol. */
-const UI_HEADERS: Readonly<Record<string, string>> = Object.freeze({ 'x-vercel-ai-ui-message-stream': 'v1' });
+export const UI_HEADERS: Readonly<Record<string, string>> = Object.freeze({ 'x-vercel-ai-ui-message-stream': 'v1' });
 
 /**
  * Chat's message: `message`, or else the body the AI SDK's `DefaultChatTransport`
@@ -84,7 +85,8 @@ class UIReplyStream implements ChatSink {
     this.#writer = new SSEWriter(res, { pingInterval, stallTimeout, headers: UI_HEADERS });
   }
 
-  #paused = false;
+  /** The calls the turn paused on, as the typed stream lists them (kept in the log for rejoins). */
+  #paused: JsonObject[] | undefined;
 
   get open(): boolean {
     return this.#writer.open || this.#keep;
@@ -120,6 +122,8 @@ class UIReplyStream implements ChatSink {
   #relay(event: RelayedEvent): Promise<void> | undefined {
     const payload = JSON.parse(event.data) as { id?: string; name?: string; arguments?: unknown; result?: unknown; error?: { message?: string } };
     if (event.event === 'tool.call') return this.#toolCall(String(payload.id), String(payload.name), payload.arguments, event);
+    if (event.event === 'turn.paused') this.#paused = (payload as { pending_approvals?: JsonObject[] }).pending_approvals ?? [];
+    if (event.event === 'tool.approval_required') this.#log?.tool(event);
     if (event.event !== 'tool.result') return undefined;
     return this.#toolResult(String(payload.id), payload.error === undefined ? { output: payload.result ?? null } : { errorText: payload.error.message ?? 'Tool failed' }, event);
   }
@@ -130,6 +134,8 @@ class UIReplyStream implements ChatSink {
       const data = JSON.stringify(toolCallPayload(event.call));
       return this.#toolCall(event.call.id, event.call.name, wireArguments(event.call.arguments), { event: 'tool.call', data });
     }
+    // Logged only: its input part went out with the call, its output comes after POST .../approvals.
+    if (event.type === 'tool.approval_required') this.#log?.tool({ event: event.type, data: JSON.stringify({ type: event.type, ...(approvalList([event.call])[0] as JsonObject) }) });
     if (event.type !== 'tool.result') return undefined;
     logToolFailure(this.#logger, this.#agentId, event);
     const { call, outcome } = event;
@@ -166,16 +172,18 @@ class UIReplyStream implements ChatSink {
   }
 
   /** The turn paused on calls that wait for a decision: their inputs were sent, their outputs come after POST .../approvals. */
-  paused(): void {
-    this.#paused = true;
+  paused(pending: readonly ToolCall[]): void {
+    this.#paused = approvalList(pending);
   }
 
   done(reply?: string, truncated = false): void {
     const text = reply ?? this.#text;
-    this.#log?.end({ finished: truncated ? { agent_id: this.#agentId, text, truncated } : { agent_id: this.#agentId, text } });
+    const finished: JsonObject = truncated ? { agent_id: this.#agentId, text, truncated } : { agent_id: this.#agentId, text };
+    if (this.#paused !== undefined) finished['pending_approvals'] = this.#paused;
+    this.#log?.end({ finished });
     this.#closeText();
     this.#part({ type: 'finish-step' });
-    this.#end({ type: 'finish', finishReason: this.#paused ? 'tool-calls' : truncated ? 'length' : 'stop' });
+    this.#end({ type: 'finish', finishReason: this.#paused !== undefined ? 'tool-calls' : truncated ? 'length' : 'stop' });
   }
 
   failed(error: unknown): void {

@@ -21,6 +21,10 @@ section h2{font-size:13px;margin:14px 0 8px;text-transform:uppercase;letter-spac
 .assistant.failed{background:#fde8e8;color:#8a1c1c}
 .tool{align-self:flex-start;font:12px ui-monospace,Menlo,monospace;background:#fff7e0;border:1px solid #f0d98a;border-radius:8px;padding:6px 8px;max-width:90%;word-break:break-word}
 .tool.error{background:#fde8e8;border-color:#f3b0b0}
+.tool.pending{background:#eef3ff;border-color:#9fb2f5}
+.decide{display:flex;gap:6px;margin-top:6px;font:13px system-ui,sans-serif}
+.decide .refuse{background:#b3261e}
+.decide input{flex:1;min-width:8em}
 form{display:flex;gap:8px;margin-top:8px}
 form textarea{flex:1;min-height:40px;resize:vertical}
 pre{margin:0;font:12px ui-monospace,Menlo,monospace;white-space:pre-wrap;word-break:break-word;background:#f7f8fb;border-radius:6px;padding:8px;max-height:22vh;overflow:auto}
@@ -83,15 +87,24 @@ function busy(on) { $('send').disabled = on; $('send').textContent = on ? 'Strea
 async function chat(message) {
   clearError();
   add('msg user', message);
+  await streamTurn('chat?stream=events', { message });
+}
+// A paused turn's rest: the decisions go in one POST, streamed back like a chat reply.
+async function approve(decisions) {
+  clearError();
+  await streamTurn('approvals?stream=events', { decisions });
+}
+async function streamTurn(route, body) {
   busy(true);
   let reply;
   try {
-    const res = await fetch(agentUrl('chat?stream=events'), { method: 'POST', headers: headers(true), body: JSON.stringify({ message }) });
+    const res = await fetch(agentUrl(route), { method: 'POST', headers: headers(true), body: JSON.stringify(body) });
     if (!res.ok) { await showResponseError(res); return; }
     // The bubble text goes to; a tool call closes it, so text after the call lands below it.
     reply = { el: add('msg assistant', '') };
     $('events').textContent = '';
     await readEvents(res, (name, data) => onEvent(name, data, reply));
+    if (reply.el && !reply.el.textContent) reply.el.remove();
   } catch (e) {
     showError(String(e && e.message || e));
   } finally {
@@ -140,12 +153,46 @@ function onEvent(name, data, reply) {
     const el = calls[e.id] || add('tool', 'tool ' + e.name);
     if (e.error) { el.className = 'tool error'; el.textContent = 'tool ' + e.name + ' failed: ' + e.error.code + ': ' + e.error.message; }
     else el.textContent = 'tool ' + e.name + ' -> ' + JSON.stringify(e.result);
+  } else if (name === 'tool.approval_required') {
+    askApproval(e);
+  } else if (name === 'turn.paused') {
+    $('turn').textContent += ' (paused: waiting for approval)';
   } else if (name === 'turn.failed') {
     if (!reply.el) reply.el = add('msg assistant', '');
     reply.el.className = 'msg assistant failed';
     reply.el.textContent += (reply.el.textContent ? '\n' : '') + e.code + ': ' + e.error;
     showError('Turn failed: ' + e.code + ': ' + e.error);
   }
+}
+
+// Each waiting call gets Approve and Refuse; once every call of the paused turn has a decision, they go together.
+let decisions = [];
+let waiting = 0;
+function askApproval(e) {
+  const el = calls[e.id] || (calls[e.id] = add('tool', ''));
+  el.className = 'tool pending';
+  el.textContent = 'tool ' + e.name + '(' + JSON.stringify(e.arguments) + ') needs approval';
+  const row = document.createElement('div');
+  row.className = 'decide';
+  const reason = document.createElement('input');
+  reason.placeholder = 'reason (optional)';
+  const yes = document.createElement('button');
+  yes.type = 'button'; yes.className = 'approve'; yes.textContent = 'Approve';
+  const no = document.createElement('button');
+  no.type = 'button'; no.className = 'refuse'; no.textContent = 'Refuse';
+  row.append(yes, no, reason);
+  el.appendChild(row);
+  waiting++;
+  const decide = (approved) => {
+    row.remove();
+    el.textContent = 'tool ' + e.name + '(' + JSON.stringify(e.arguments) + ') ' + (approved ? 'approved' : 'refused') + ' ...';
+    const d = { id: e.id, approved };
+    if (reason.value.trim()) d.reason = reason.value.trim();
+    decisions.push(d);
+    if (--waiting === 0) { const all = decisions; decisions = []; approve(all); }
+  };
+  yes.addEventListener('click', () => decide(true));
+  no.addEventListener('click', () => decide(false));
 }
 
 async function readState() {
@@ -184,7 +231,7 @@ $('message').addEventListener('keydown', (ev) => {
 });
 $('action').addEventListener('submit', (ev) => { ev.preventDefault(); remember(); invoke(); });
 $('refresh').addEventListener('click', () => { clearError(); remember(); readState(); });
-$('agent').addEventListener('change', () => { remember(); $('transcript').textContent = ''; $('events').textContent = ''; readState(); });
+$('agent').addEventListener('change', () => { remember(); decisions = []; waiting = 0; $('transcript').textContent = ''; $('events').textContent = ''; readState(); });
 // The agent list, when the server serves GET /agents (enableListAgents) and lets this caller read it.
 fetch(base.replace(/agent\/$/, 'agents'), { headers: headers(false) }).then((r) => r.ok ? r.json() : null).then((body) => {
   for (const a of (body && body.agents) || []) { const o = document.createElement('option'); o.value = a.id; $('ids').appendChild(o); }

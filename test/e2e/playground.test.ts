@@ -27,9 +27,33 @@ class SlowAgent extends Agent {
   }
 }
 
+/** Its transfer waits for a person: step 1 calls it, step 2 says what the tool answered. */
+class BankAgent extends Agent {
+  static override tools = {
+    transfer: {
+      description: 'Moves money',
+      parameters: { type: 'object', properties: { amount: { type: 'number' } }, required: ['amount'] },
+      approval: true,
+    },
+  };
+  constructor(id: string) {
+    super(id, {
+      model: scriptedModel((request) => {
+        const last = request.messages.at(-1);
+        if (last?.role === 'tool') return `Transfer done: ${last.content}`;
+        return { text: 'Let me move that.', toolCalls: [{ id: 'tx1', name: 'transfer', arguments: { amount: 500 } }] };
+      }),
+    });
+  }
+  transfer({ amount }: { amount: number }) {
+    return { moved: amount };
+  }
+}
+
 before(async () => {
   const registry = demoRegistry({ storage: new MemoryStorage() });
   registry.register('slow-.*', SlowAgent);
+  registry.register('bank-.*', BankAgent);
   const authorize = (req: { headers: Record<string, unknown> }): boolean => req.headers['authorization'] !== 'Bearer wrong';
   server = await new AgentServer(registry, { playground: true, enableListAgents: true, authorize, logger: { error: () => {} } }).serve(0);
   browser = await launchChromium();
@@ -124,6 +148,47 @@ test('a person chats (the reply arrives in pieces, tool calls shown), calls an a
   await page.click('#refresh');
   await mkdir('.build', { recursive: true });
   await page.screenshot({ path: '.build/playground.png', fullPage: true });
+  assert.deepEqual(violations, []);
+  await page.close();
+});
+
+test('a person approves a tool call the turn paused on, then refuses one, and sees the turn go on', async () => {
+  const page = await browser.context.newPage();
+  const violations: string[] = [];
+  page.on('console', (message) => {
+    if (/Content Security Policy|Refused/i.test(message.text())) violations.push(message.text());
+  });
+  page.on('pageerror', (error) => violations.push(String(error)));
+  await page.setViewportSize({ width: 1200, height: 860 });
+  await page.goto(`${server.url}/playground`);
+  await page.fill('#agent', 'bank-1');
+  await page.dispatchEvent('#agent', 'change');
+  await page.fill('#message', 'Send 500 to Bob');
+  await page.click('#send');
+  const pending = page.locator('.tool.pending', { hasText: 'transfer({"amount":500}) needs approval' });
+  await pending.waitFor();
+  await page.locator('#send:not([disabled])').waitFor();
+  assert.match(await page.locator('#events').textContent() ?? '', /tool\.approval_required.*turn\.paused/s);
+  assert.match(await page.locator('#turn').textContent() ?? '', /paused/);
+  await mkdir('.build', { recursive: true });
+  await page.screenshot({ path: '.build/playground-approval.png', fullPage: true });
+  await pending.locator('button.approve').click();
+  await page.locator('.tool', { hasText: 'transfer -> {"moved":500}' }).waitFor();
+  await page.locator('.msg.assistant', { hasText: 'Transfer done: {"moved":500}' }).waitFor();
+  await page.locator('#send:not([disabled])').waitFor();
+  assert.equal(await page.locator('.decide').count(), 0);
+  assert.match(await page.locator('#events').textContent() ?? '', /turn\.started.*tool\.result.*turn\.finished/s);
+
+  // A refusal, with a reason: the model hears it as the tool's error.
+  await page.fill('#message', 'Again');
+  await page.click('#send');
+  await page.locator('.tool.pending button.refuse').waitFor();
+  await page.fill('.tool.pending .decide input', 'not today');
+  await page.click('.tool.pending button.refuse');
+  await page.locator('.tool.error', { hasText: 'tool_refused' }).waitFor();
+  await page.locator('.msg.assistant', { hasText: 'not today' }).waitFor();
+  await page.locator('#send:not([disabled])').waitFor();
+  await page.screenshot({ path: '.build/playground-approved.png', fullPage: true });
   assert.deepEqual(violations, []);
   await page.close();
 });

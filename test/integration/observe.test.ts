@@ -115,11 +115,62 @@ test('turn hooks: start and end with kind, outcome, code, usage and timing; a th
   assert.equal(fail!.code, 'internal_error');
   assert.equal(action!.kind, 'action');
   assert.equal(action!.outcome, 'done');
+  assert.equal(starts[2]!.action, 'bump');
+  assert.equal(action!.action, 'bump');
+  assert.equal(done!.action, undefined, 'a chat turn names no action');
   const messages = logged.map((args) => String(args[0]));
   assert.ok(messages.includes('AgentRouter: a turn hook failed'), messages.join('\n'));
   // Records carry the request's fields.
   const failure = logged.find((args) => String(args[0]).startsWith('AgentRouter: request failed'));
   assert.equal((failure?.[2] as { requestId?: string }).requestId, failed.headers.get('x-request-id'));
+});
+
+test('turn hooks: a chat that pauses for approval ends paused; the approval turn ends done; an enveloped invoke names its action', async (t) => {
+  class Payer extends Agent {
+    static override actions = ['ping'];
+    static override tools = { pay: { description: 'Pays', parameters: { type: 'object', properties: {} }, approval: true } };
+    constructor(id: string) {
+      super(id, {
+        storage: new MemoryStorage(),
+        model: {
+          name: 'test:payer',
+          async *stream(request) {
+            if (request.messages.at(-1)?.role === 'tool') yield 'Paid.';
+            else yield { toolCall: { id: 'p1', name: 'pay', arguments: '{}' } };
+          },
+        },
+      });
+    }
+    pay() {
+      return 'ok';
+    }
+    ping() {
+      return 'pong';
+    }
+  }
+  const r = new AgentRegistry();
+  r.register('.*', Payer);
+  const starts: TurnStartInfo[] = [];
+  const ends: TurnEndInfo[] = [];
+  const router = new AgentRouter(r, { logger: { error: () => {} }, onTurnStart: (info) => void starts.push(info), onTurnEnd: (info) => void ends.push(info) });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const paused = await postJson(`${url}/p1/chat`, { message: 'pay' });
+  assert.equal(paused.body.pending_approvals.length, 1);
+  await pollUntil(() => ends.length === 1, 2000);
+  assert.deepEqual([ends[0]!.kind, ends[0]!.outcome, ends[0]!.code], ['chat', 'paused', undefined]);
+  const resumed = await postJson(`${url}/p1/approvals`, { decisions: [{ id: 'p1', approved: true }] });
+  assert.equal(resumed.body.response, 'Paid.');
+  await pollUntil(() => ends.length === 2, 2000);
+  assert.equal(ends[1]!.outcome, 'done');
+  // A typed stream that pauses is reported paused too.
+  await (await fetch(`${url}/p2/chat?stream=events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"pay"}' })).text();
+  await pollUntil(() => ends.length === 3, 2000);
+  assert.equal(ends[2]!.outcome, 'paused');
+  const enveloped = await postJson(`${url}/p3`, { action: 'invoke', payload: { method: 'ping' } });
+  assert.equal(enveloped.body.result, 'pong');
+  await pollUntil(() => ends.length === 4, 2000);
+  assert.deepEqual([starts[3]!.action, ends[3]!.action, ends[3]!.kind], ['ping', 'ping', 'action']);
 });
 
 test('structured logs: a logger with child() (pino-shaped) gets error({err, request_id, agent_id, turn_id}, message)', async (t) => {

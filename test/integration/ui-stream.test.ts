@@ -182,3 +182,75 @@ async function waitFor(check: () => boolean): Promise<void> {
   for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
   assert.ok(check());
 }
+
+test('rejoin ?stream=ui: a ui chat cut after some parts, then the ui rejoin gives the whole stream, as a fresh one, followed live', async (t) => {
+  let release = (): void => {};
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let holding = true;
+  class Calc extends Agent {
+    static override tools = { add: { description: 'Adds', parameters: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] } } };
+    constructor(id: string) {
+      super(id, {
+        model: scriptedModel(async function* (request) {
+          if (request.messages.at(-1)?.role !== 'tool') {
+            yield 'Adding. ';
+            yield { toolCall: { id: 'c1', name: 'add', arguments: '{"a":1,"b":2}' } };
+            return;
+          }
+          yield 'It is ';
+          if (holding) await held;
+          yield '3.';
+        }),
+      });
+    }
+    add({ a, b }: { a: number; b: number }) {
+      return a + b;
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Calc);
+  const router = new AgentRouter(registry, { onDisconnect: 'continue', logger: { error: () => {} } });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+
+  const controller = new AbortController();
+  const first = await fetch(`${url}/a/chat?stream=ui`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"1+2?"}', signal: controller.signal });
+  const turnId = first.headers.get('turn-id') as string;
+  const reader = (first.body as ReadableStream<Uint8Array>).getReader();
+  let seen = '';
+  while (!seen.includes('"It is "')) seen += new TextDecoder().decode((await reader.read()).value);
+  controller.abort();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+
+  // Joined while the turn still runs: the parts so far, then the live ones once the model goes on.
+  const rejoined = await fetch(`${url}/a/turns/${turnId}/events?stream=ui`, { headers: { 'last-event-id': `${turnId}:3` } });
+  assert.equal(rejoined.status, 200);
+  assert.equal(rejoined.headers.get('x-vercel-ai-ui-message-stream'), 'v1');
+  const raw = rejoined.clone();
+  setTimeout(release, 20);
+  const chunks = await readChunks(rejoined);
+  const text = await raw.text();
+  assert.doesNotMatch(text, /^(id|event):/m, 'no ids, no event names');
+  assert.ok(text.endsWith('data: [DONE]\n\n'));
+
+  holding = false;
+  const fresh = await readChunks(await postUI(`${url}/b/chat?stream=ui`, { message: '1+2?' }));
+  assert.deepEqual(chunks.map((c) => c.type), [
+    'start', 'start-step', 'text-start', 'text-delta', 'text-end', 'tool-input-available', 'tool-output-available',
+    'finish-step', 'start-step', 'text-start', 'text-delta', 'text-delta', 'text-end', 'finish-step', 'finish',
+  ]);
+  assert.deepEqual(chunks.slice(1), fresh.slice(1), 'the parts a fresh ui stream sends');
+  assert.deepEqual(chunks[0], { type: 'start', messageId: turnId });
+  const message = await lastMessage(chunks);
+  assert.deepEqual(message.parts.filter((p) => p.type === 'text').map((p) => (p as { text: string }).text), ['Adding. ', 'It is 3.']);
+
+  // Ended: the same again, whole.
+  assert.deepEqual(await readChunks(await fetch(`${url}/a/turns/${turnId}/events?stream=ui`)), chunks);
+});
+
+async function lastMessage(chunks: UIMessageChunk[]): Promise<UIMessage> {
+  const stream = new ReadableStream<UIMessageChunk>({ start(c) { for (const chunk of chunks) c.enqueue(chunk); c.close(); } });
+  let last: UIMessage | undefined;
+  for await (const message of readUIMessageStream({ stream })) last = message;
+  return last as UIMessage;
+}
