@@ -1,4 +1,5 @@
 import type { ChatMessage, JsonObject } from '../types.ts';
+import type { TurnChannel } from './turn-channel.ts';
 
 /** What storage holds for one agent id. */
 export interface AgentRecord {
@@ -80,6 +81,8 @@ export interface Storage {
   readonly sync?: SyncStorage | undefined;
   /** Forgets an agent. */
   delete?(agentId: string): Promise<void>;
+  /** Carries turn events and cancel requests between the processes sharing this storage. */
+  readonly turns?: TurnChannel | undefined;
   /** Releases what the storage holds open (file handles, timers); not the user's client. */
   close?(): Promise<void>;
 }
