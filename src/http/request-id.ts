@@ -10,9 +10,14 @@ export function callerRequestId(req: IncomingMessage): string | undefined {
   return typeof id === 'string' && PLAIN_TOKEN.test(id) ? id : undefined;
 }
 
-/** The request's id (the caller's plain token, or a new random one), echoed in the `x-request-id` response header. */
+/** The request's id: the caller's plain token, or a new random one. */
+export function requestIdFor(req: IncomingMessage): string {
+  return callerRequestId(req) ?? randomUUID();
+}
+
+/** The request's id, set now in the `x-request-id` response header (for answers not written through an Exchange). */
 export function tagRequest(req: IncomingMessage, res: ServerResponse): string {
-  const id = callerRequestId(req) ?? randomUUID();
+  const id = requestIdFor(req);
   if (!res.headersSent) res.setHeader('x-request-id', id);
   return id;
 }

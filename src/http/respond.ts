@@ -8,26 +8,27 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   const payload = JSON.stringify(body);
   const length = Buffer.byteLength(payload);
   // writeHead with an object skips setHeader's per-call work; headers set earlier (CORS) are merged in.
-  res.writeHead(
-    status,
-    headers === undefined
-      ? { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': length }
-      : { ...headers, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': length },
-  );
+  res.writeHead(status, withHeaders({ 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': length }, headers));
   // A string, not a Buffer: Node 20 puts a Buffer body's head in front of a `100 Continue` already
   // queued for a pipelined request (it unshifts the head onto the queue), which garbles the stream.
   res.end(payload);
 }
 
-/** Answers an error as `{"error", "code"}` with its status and headers; never throws. */
-export function sendError(res: ServerResponse, error: unknown): void {
-  const headers = error instanceof AgentRouterError ? error.headers : undefined;
+/** `head` with `extra`'s headers added (a loop: object spread of a header record costs several times more). */
+export function withHeaders(head: Record<string, string | number>, extra: Readonly<Record<string, string>> | undefined): Record<string, string | number> {
+  if (extra !== undefined) for (const name in extra) head[name] = extra[name] as string;
+  return head;
+}
+
+/** Answers an error as `{"error", "code"}` with its status and headers (and `extra`, the request's own); never throws. */
+export function sendError(res: ServerResponse, error: unknown, extra?: Readonly<Record<string, string>>): void {
+  const own = error instanceof AgentRouterError ? error.headers : undefined;
   try {
-    sendJson(res, statusOf(error), errorBody(error), headers);
+    sendJson(res, statusOf(error), errorBody(error), own === undefined ? extra : { ...extra, ...own });
   } catch {
     // A status or header Node refuses to write (a subclass's own): a plain 500 rather than a throw
     // from a rejection handler, which would take the process down.
-    sendJson(res, 500, errorBody(undefined));
+    sendJson(res, 500, errorBody(undefined), extra);
   }
 }
 

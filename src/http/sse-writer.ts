@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { formatComment, formatEvent } from '../sse/format.ts';
 import { cutIfLeftUnread, unlessReadWithin } from './unread.ts';
+import { withHeaders } from './respond.ts';
 
 export interface SSEWriterOptions {
   /** Seconds between `: ping` comments on an idle stream; 0 turns them off. @defaultValue 15 */
@@ -72,10 +73,9 @@ export class SSEWriter {
     this.#stallMs = stall > 0 ? stall * 1000 : Infinity;
     const flush = (res as { flush?: unknown }).flush;
     this.#flushCompressor = typeof flush === 'function' ? () => flush.call(res) : undefined;
-    if (options.headers !== undefined) for (const name in options.headers) res.setHeader(name, options.headers[name] as string);
     // writeHead with an object, not setHeader: with no header set before (CORS, a host's), Node
     // writes these straight into the head and keeps no header map for the stream's life.
-    res.writeHead(200, SSE_HEADERS);
+    res.writeHead(200, options.headers === undefined ? SSE_HEADERS : withHeaders({ ...SSE_HEADERS }, options.headers));
     res.flushHeaders();
     const interval = options.pingInterval ?? 15;
     if (interval > 0) {

@@ -4,7 +4,7 @@ import { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, statusOf, worthLogging } from '../errors.ts';
 import type { Log, LogFields } from '../lib/logger.ts';
 import type { TurnWatcher } from '../lib/cancel.ts';
-import { tagRequest } from '../http/request-id.ts';
+import { requestIdFor } from '../http/request-id.ts';
 import type { Observer, ObservedTurn } from './observe.ts';
 import { incomingTrace, type TraceLink, type Tracer } from '../lib/trace.ts';
 import { RequestSpans } from './trace-spans.ts';
@@ -52,6 +52,8 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
   query = '';
   /** The caller's `x-request-id` when plain, else a new one; echoed in the response. */
   readonly requestId: string;
+  /** The headers every answer to this request carries (`x-request-id`, `Turn-Id`), written with its head: setHeader costs a header map per response. */
+  readonly headers: Record<string, string>;
   /** The matched route's action (metrics). */
   route = 'none';
   /** An invoke's method name (turn hooks). */
@@ -91,7 +93,8 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
     this.res = res;
     this.#outer = outer;
     this.#answered = answered;
-    this.requestId = tagRequest(req, res);
+    this.requestId = requestIdFor(req);
+    this.headers = { 'x-request-id': this.requestId };
     // With no tracer, only the header lookup: a valid traceparent is sent on as it came.
     if (host.tracer === undefined) this.trace = incomingTrace(req.headers, undefined);
     else this.trace = (this.spans = new RequestSpans(host.tracer, req)).link;
@@ -150,7 +153,7 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
   /** Makes the id of the request's turn and sends it in the `Turn-Id` header (JSON replies and streams alike). */
   newTurnId(): string {
     const id = (this.turnId = randomUUID());
-    this.res.setHeader('Turn-Id', id);
+    this.headers['Turn-Id'] = id;
     if (this.spans !== undefined && this.cancel !== undefined) {
       this.cancel.trace = this.trace = this.spans.turnStarted(this.agentId, id, this.route === 'invoke' ? 'action' : 'chat');
     }
@@ -167,14 +170,19 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
   relayTurnId(id: string): void {
     if (this.res.headersSent) return;
     this.turnId = id;
-    this.res.setHeader('Turn-Id', id);
+    this.headers['Turn-Id'] = id;
+  }
+
+  /** Sets `headers` on the response now: for an answer written elsewhere (a CORS preflight), and before CORS sets its own. */
+  headersNow(): void {
+    for (const name in this.headers) this.res.setHeader(name, this.headers[name] as string);
   }
 
   /** Answers with a JSON reply. */
   finish(reply: JsonObject, status = 200): void {
     if (this.#over) return;
     try {
-      sendJson(this.res, status, reply);
+      sendJson(this.res, status, reply, this.headers);
       cutIfLeftUnread(this.res, this.#host.unreadMs);
     } catch (error) {
       // A reply that cannot be sent (a remote's result JSON cannot hold): answered as the failure.
@@ -195,7 +203,7 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
     if (this.#host.observer !== undefined) this.failure = cause;
     this.spans?.failed(cause);
     // Writes nothing to a client that is gone; an action's own 499 reaches a client still there like any status.
-    sendError(this.res, cause);
+    sendError(this.res, cause, this.headers);
     this.done();
   }
 

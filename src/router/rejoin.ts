@@ -35,7 +35,7 @@ export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): 
   const cancel = exchange.begin(false);
   host.openStream();
   exchange.streaming = true;
-  exchange.res.setHeader('Turn-Id', turnId);
+  exchange.headers['Turn-Id'] = turnId;
   if (mode === 'ui') return rejoinUI(host, exchange, log, cancel);
   new Rejoined(host, exchange, log, typed, Math.min(after, log.next - 1), cancel).start(typed && seen === 0);
 }
@@ -72,7 +72,7 @@ class Rejoined implements LogFollower {
     this.#cancel = cancel;
     this.#sent = after;
     const { pingInterval, stallTimeout } = host.streamOptions;
-    this.#writer = new SSEWriter(exchange.res, { pingInterval, stallTimeout });
+    this.#writer = new SSEWriter(exchange.res, { pingInterval, stallTimeout, headers: exchange.headers });
     // The plain stream holds back a split CRLF or surrogate pair: replay the entries before as the first stream did.
     if (!typed) for (let i = log.first; i <= after; i++) this.#render(log.at(i) as LogEntry, i);
   }

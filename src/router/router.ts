@@ -214,12 +214,15 @@ export class AgentRouter {
       if (this.#host.observer !== undefined || exchange.spans !== undefined) exchange.route = matched === 'openapi' ? 'openapi' : matched.route.action;
       exchange.spans?.routed(routeTemplate(this.prefix, matched === 'openapi' ? 'openapi' : matched.route.action, this.#agent !== undefined));
       if (matched === 'openapi') {
-        this.#serveDocument(req, res, hint.path);
+        this.#serveDocument(exchange, hint.path);
         return exchange.done();
       }
       const { query } = matched;
       // Inside the try: a CORS origin predicate is user code.
-      if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, matched.route.method)) return exchange.done();
+      if (this.options.cors !== undefined) {
+        exchange.headersNow();
+        if (applyCors(this.options.cors, req, res, matched.route.method)) return exchange.done();
+      }
       // HEAD is GET without the body (Node leaves it out): health checks and probes use it.
       const route = routeFor(matched.route, req.method);
       if (route === undefined) throw httpErrors.methodNotAllowed(matched.route.method.replace('GET', 'GET, HEAD'));
@@ -296,15 +299,19 @@ export class AgentRouter {
    * CORS rules as the routes it describes, and a 405 naming what the path
    * takes for any other method.
    */
-  #serveDocument(req: IncomingMessage, res: ServerResponse, routedPath: string | undefined): void {
+  #serveDocument(exchange: Exchange, routedPath: string | undefined): void {
+    const { req, res } = exchange;
     const methods = this.#agent === undefined ? 'GET, HEAD, POST' : 'GET, HEAD';
-    if (this.options.cors !== undefined && applyCors(this.options.cors, req, res, methods.replace(', HEAD', ''))) return;
+    if (this.options.cors !== undefined) {
+      exchange.headersNow();
+      if (applyCors(this.options.cors, req, res, methods.replace(', HEAD', ''))) return;
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') throw httpErrors.methodNotAllowed(methods);
     const document = this.openapi();
     // A docs page (Swagger UI) sends its requests under the document's server: without the host's mount path they would miss.
     const mount = mountPathOf(req, routedPath);
     if (mount !== '') document.servers = [{ url: mount }];
-    sendJson(res, 200, document);
+    sendJson(res, 200, document, exchange.headers);
   }
 
   /** The router's routes as an OpenAPI 3.1 document, with its `tags` and `responses` options; a fresh object each call. */

@@ -39,6 +39,8 @@ export interface StreamOptions {
 export interface StreamOwner {
   /** The turn's id (a remote's, once it answered): in `turn.started`, and with seq in every event's `id:`. */
   readonly turnId?: string | undefined;
+  /** The request's own headers (`x-request-id`, `Turn-Id`), written with the stream's head. */
+  readonly headers?: Readonly<Record<string, string>> | undefined;
   done(): void;
   fail(error: unknown): void;
 }
@@ -108,7 +110,7 @@ class ReplyStream implements ChatSink {
     this.#cancel = cancel;
     this.#logger = logger;
     this.#owner = owner;
-    this.#writer = new SSEWriter(res, { pingInterval, stallTimeout });
+    this.#writer = new SSEWriter(res, { pingInterval, stallTimeout, headers: owner.headers });
   }
 
   start(source: ReplySource): void {

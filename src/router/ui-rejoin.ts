@@ -41,7 +41,7 @@ class UIRejoined implements LogFollower {
     this.#log = log;
     this.#cancel = cancel;
     const { pingInterval, stallTimeout } = host.streamOptions;
-    this.#writer = new SSEWriter(exchange.res, { pingInterval, stallTimeout, headers: UI_HEADERS });
+    this.#writer = new SSEWriter(exchange.res, { pingInterval, stallTimeout, headers: { ...exchange.headers, ...UI_HEADERS } });
   }
 
   start(): void {

@@ -82,7 +82,7 @@ class UIReplyStream implements ChatSink {
     this.#cancel = cancel;
     this.#logger = logger;
     this.#owner = owner;
-    this.#writer = new SSEWriter(res, { pingInterval, stallTimeout, headers: UI_HEADERS });
+    this.#writer = new SSEWriter(res, { pingInterval, stallTimeout, headers: owner.headers === undefined ? UI_HEADERS : { ...owner.headers, ...UI_HEADERS } });
   }
 
   /** The calls the turn paused on, as the typed stream lists them (kept in the log for rejoins). */
