@@ -116,7 +116,7 @@ const sseProblem: ExpectedReply['problem'] = (_request, body) => {
     if (at === -1) return `a chunk is missing: ${JSON.stringify(chunk)}`;
   }
   const done = body.indexOf('event: done\n', at);
-  return done !== -1 && body.endsWith('data: [DONE]\n\n') ? undefined : 'no done event after the chunks';
+  return done !== -1 && body.includes('data: [DONE]\n\n', done) ? undefined : 'no done event after the chunks';
 };
 
 const chatReply = withoutTurnId(jsonProblem((id) => `{"agent_id":"${id}","response":${JSON.stringify(CHAT_MESSAGE)}}`));

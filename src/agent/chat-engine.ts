@@ -6,7 +6,7 @@ import type { Unlock } from './gate.ts';
 import { toolMessage, type ToolOutcome, type ToolSet } from './tools.ts';
 import { approvalPending, checkDecisions, pendingCalls, refusal, type ApprovalDecision } from './approvals.ts';
 import type { Turn, TurnEvent } from './turn.ts';
-import { failSpan } from '../lib/trace.ts';
+import { failSpan, type TraceSpan } from '../lib/trace.ts';
 import { endModelSpan, modelSpan, tracedTool } from './trace-steps.ts';
 
 /**
@@ -175,11 +175,14 @@ class ChatRun<S extends JsonObject> {
     return !this.#ended;
   }
 
-  /** A model step, in its span when the turn is traced. */
-  async #step(request: ModelRequest): Promise<{ message: AssistantMessage; calls: ToolCall[] } | undefined> {
+  /** A model step, in its span when the turn is traced. Not async itself: an untraced step is the model step's own promise. */
+  #step(request: ModelRequest): Promise<{ message: AssistantMessage; calls: ToolCall[] } | undefined> {
     const link = this.#turn.cancel.trace;
     const span = link === undefined ? undefined : modelSpan(link, this.#ask.model, request);
-    if (span === undefined) return this.#modelStep(request);
+    return span === undefined ? this.#modelStep(request) : this.#tracedStep(request, span);
+  }
+
+  async #tracedStep(request: ModelRequest, span: TraceSpan): Promise<{ message: AssistantMessage; calls: ToolCall[] } | undefined> {
     try {
       const reply = await this.#modelStep(request);
       endModelSpan(span, reply, this.#turn.cancel.reason);
@@ -205,7 +208,17 @@ class ChatRun<S extends JsonObject> {
       const next = await chunks.next();
       if (this.#ended) return undefined;
       if (next.done === true) break;
-      for (const event of eventsOf(model, next.value)) {
+      const chunk = next.value;
+      // Nearly every chunk is text: one event, no list of them.
+      if (typeof chunk === 'string') {
+        if (chunk === '') continue;
+        text.push(chunk);
+        const waiting = this.#emit({ type: 'text', text: chunk });
+        if (waiting !== undefined) await waiting;
+        if (this.#ended) return undefined;
+        continue;
+      }
+      for (const event of eventsOf(model, chunk)) {
         if (event.type === 'usage') usage = event.usage;
         else if (event.type === 'truncated') truncated = this.#truncated = true;
         else if (event.type === 'text') text.push(event.text);
