@@ -11,7 +11,7 @@ export function formatEvent(data: string, event?: string, id?: string): string {
   let frame = '';
   if (event !== undefined) frame += `event: ${singleLine(event, 'event')}\n`;
   if (id !== undefined) frame += `id: ${singleLine(id, 'id')}\n`;
-  if (!LINE_BREAK.test(data)) return `${frame}data: ${data}\n\n`;
+  if (!hasLineBreak(data)) return `${frame}data: ${data}\n\n`;
   for (const line of data.split(LINE_BREAK)) frame += `data: ${line}\n`;
   return `${frame}\n`;
 }
@@ -21,8 +21,13 @@ export function formatComment(text: string): string {
   return `: ${text.replace(/\r\n|\r|\n/g, ' ')}\n\n`;
 }
 
+/** `includes` rather than a regex: it runs for every event's data and id, and costs a third. */
+function hasLineBreak(value: string): boolean {
+  return value.includes('\n') || value.includes('\r');
+}
+
 function singleLine(value: string, field: string): string {
-  if (LINE_BREAK.test(value)) throw new TypeError(`SSE ${field} must not contain "\\r" or "\\n"`);
+  if (hasLineBreak(value)) throw new TypeError(`SSE ${field} must not contain "\\r" or "\\n"`);
   return value;
 }
 
