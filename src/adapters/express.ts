@@ -14,7 +14,7 @@ export type { ExpressMiddleware, ExpressNext, ExpressRequest } from './shapes.ts
  *
  * Body-parser errors (`express.json()`'s own 400 and 413) go to Express's
  * error handlers, never to this middleware: mount it before `express.json()`
- * to have the router's JSON errors (see the README).
+ * to have the router's JSON errors (docs/guide/frameworks.md).
  *
  * @example
  * app.use('/api', toExpress(new AgentRouter(registry)));   // POST /api/{agent_id}/chat

@@ -23,7 +23,7 @@ export interface CliArgs {
  * [--data-dir dir | --storage spec] [--idle_timeout s] [--max_agents n]
  * [--enable_list_agents] [--help] [--version]`. `serve` is the default
  * command, so `agent-router app.js` serves app.js. The server options take
- * ai-query's snake_case names (DESIGN.md), and dashes as the other flags do.
+ * ai-query's snake_case names, and dashes as the other flags do.
  */
 export function parseCliArgs(argv: readonly string[]): CliArgs {
   // Asking for help shows it, whatever else is on the line (a typo there is often why help is wanted).

@@ -44,7 +44,7 @@ export function queryParam(query: string, name: string): string | undefined {
 
 /**
  * Decodes one `{agent_id}` path segment, percent-decoded exactly once, and
- * refuses what no id may be (DESIGN.md section 2): empty, `.` or `..` (URL
+ * refuses what no id may be (docs/reference/http-api.md, "Routes"): empty, `.` or `..` (URL
  * parsers treat them as dot segments, even percent-encoded), too long,
  * control characters, malformed percent-encoding, or a `/` after decoding.
  */
@@ -81,7 +81,7 @@ function ownCopy(text: string): string {
 }
 
 /**
- * `stream` is boolean-like (DESIGN.md section 3); `events` asks for the typed
+ * `stream` is boolean-like (docs/reference/http-api.md, "Streaming"); `events` asks for the typed
  * event stream, `ui` for the AI SDK's UI message stream. Absent, or present with no value (`?stream`, `?stream=`),
  * `Accept` decides.
  */

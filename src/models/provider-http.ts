@@ -256,7 +256,7 @@ export interface ProviderHTTPOptions {
   headers?: Record<string, string> | undefined;
   /**
    * Seconds without response headers or stream bytes before the turn fails with `model_timeout`;
-   * Infinity for no limit. Node's own fetch still gives up after 300 s (see the README).
+   * Infinity for no limit. Node's own fetch still gives up after 300 s (docs/guide/models.md).
    * @defaultValue 120
    */
   timeout?: number | undefined;

@@ -1,6 +1,6 @@
 /**
  * The OpenAPI 3.1 document of one AgentRouter: its routes under its prefix
- * (DESIGN.md section 2), the JSON request and reply bodies and the SSE reply
+ * (docs/reference/http-api.md, "Routes"), the JSON request and reply bodies and the SSE reply
  * (section 3), and the `{"error", "code"}` answer for every error status.
  */
 
@@ -194,7 +194,7 @@ const EVENT_STREAM = {
 
 const header = (description: string): object => ({ description, schema: { type: 'string' } });
 
-/** Every error status of DESIGN.md section 3 and of the README's error table, with when it happens and an example. */
+/** Every error status of docs/reference/http-api.md, "Errors", with when it happens and an example. */
 const ERRORS: Record<string, { description: string; example: { error: string; code: string }; headers?: object }> = {
   '400': { description: 'Invalid JSON body, `message` missing or not a string, bad agent id, unknown action', example: { error: 'Invalid JSON body', code: 'invalid_json' } },
   '401': { description: 'The authorize hook refused the request', example: { error: 'Unauthorized', code: 'unauthorized' }, headers: { 'WWW-Authenticate': header('Bearer') } },

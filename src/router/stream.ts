@@ -46,7 +46,7 @@ export interface StreamOwner {
 }
 
 /**
- * Streams one chat reply as SSE (DESIGN.md section 3): one event per chunk,
+ * Streams one chat reply as SSE (docs/reference/http-api.md, "Streaming"): one event per chunk,
  * then `event: done` + `data: [DONE]`; a failure after the stream began ends
  * it with `event: error`. With `typed`, frames are the typed event stream
  * (`turn.started`, `text.delta`, `turn.finished` / `turn.failed`), each

@@ -27,7 +27,7 @@ const ABORT_GRACE_MS = 1000;
 const IDLE_GRACE_MS = 250;
 
 /**
- * The standalone server (DESIGN.md section 2): the registry router at
+ * The standalone server (docs/reference/http-api.md, "Routes"): the registry router at
  * `/agent`, `GET /agents` when `enableListAgents`, `GET /healthz`, and 404
  * JSON for everything else. It owns the pool of live agents (idle eviction,
  * `maxAgents`) and shuts down gracefully.
