@@ -1,6 +1,6 @@
 /**
  * The few parts of Express, Koa and Fastify that the adapters touch, written
- * as structural types so the library imports none of them (docs/design.md: zero
+ * as structural types so the library imports none of them (zero
  * runtime dependencies, and no framework's types either). Each shape is a
  * subset of the real object in both current majors (Express 4 and 5, Koa 2
  * and 3, Fastify 4 and 5), so the real objects are accepted as they are.
