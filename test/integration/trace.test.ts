@@ -12,7 +12,7 @@ import { AgentServer } from '../../src/server/server.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
 import { parseTraceparent } from '../../src/lib/trace.ts';
-import { postJson } from '../helpers/http.ts';
+import { deferred, postJson } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { fakeProvider } from './models-fake-provider.ts';
 
@@ -161,6 +161,40 @@ test('trace: a failing provider sets ERROR with the error code on the model, tur
   assert.equal(byName(front.spans(), 'POST').status.code, SpanStatusCode.ERROR);
   // A new trace (no traceparent came in), shared by both sides.
   assert.equal(new Set([...front.spans(), ...back.spans()].map((span) => span.spanContext().traceId)).size, 1);
+});
+
+test('trace: under onDisconnect continue, a turn whose client left keeps its request and turn spans open until it ends', async (t) => {
+  const front = tracing();
+  const started = deferred();
+  const release = deferred();
+  const model = {
+    name: 'held',
+    async *stream() {
+      yield 'first ';
+      started.resolve();
+      await release.promise;
+      yield 'second';
+    },
+  };
+  const agent = new Agent('held', { model, storage: new MemoryStorage() });
+  const router = await listen(new AgentRouter(agent, { logger: quiet, tracer: front.tracer, onDisconnect: 'continue' }).toRequestListener());
+  t.after(router.close);
+  const leave = new AbortController();
+  const asked = fetch(`${router.url}/chat`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'hi' }), signal: leave.signal });
+  await started.promise;
+  leave.abort();
+  await assert.rejects(asked);
+  // The turn goes on without its client: its spans stay open (the request's answer is the turn's end).
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.deepEqual(front.spans().map((span) => span.name), []);
+  release.resolve();
+  await until(() => front.spans().length >= 3);
+  const request = byName(front.spans(), 'POST /chat');
+  const turn = byName(front.spans(), 'agent_router.turn chat');
+  assert.equal(turn.status.code, SpanStatusCode.UNSET);
+  assert.equal(parentOf(turn), request.spanContext().spanId);
+  assert.equal(parentOf(byName(front.spans(), 'chat held')), turn.spanContext().spanId);
+  assert.deepEqual(agent.messages.map((message) => message.content), ['hi', 'first second']);
 });
 
 test('trace: traceparent parsing follows W3C Trace Context', () => {
