@@ -69,6 +69,12 @@ const invokePayload = fc.tuple(invokeMethod, fc.option(params, { nil: undefined 
 );
 
 export const chatBody = fc.tuple(message, extraMembers).map(([m, extra]) => `{"message":${m}${extra}}`);
+/** `POST /cancel`: no turn id, a made-up one, or one of another shape. */
+export const cancelBody = fc.oneof(
+  { weight: 3, arbitrary: fc.constant('{}') },
+  { weight: 2, arbitrary: fc.uuid().map((id) => `{"turn_id":"${id}"}`) },
+  { weight: 1, arbitrary: json.map((value) => `{"turn_id":${value}}`) },
+);
 export const invokeBody = fc.oneof({ weight: 4, arbitrary: invokePayload }, { weight: 1, arbitrary: invokePayload.map((payload) => `{"payload":${payload}}`) });
 export const envelopeBody = fc
   .tuple(

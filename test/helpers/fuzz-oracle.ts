@@ -1,8 +1,8 @@
 import { createSSEParser, type SSEEvent } from '../../src/sse/parser.ts';
 import type { WireReply } from './fuzz-wire.ts';
 
-/** Statuses DESIGN.md section 3 defines, plus 204 for a CORS preflight. 502 is absent: no remote is registered. */
-export const DEFINED_STATUSES: ReadonlySet<number> = new Set([200, 204, 400, 401, 403, 404, 405, 413, 415, 429, 503, 504]);
+/** Statuses docs/reference/http-api.md defines, plus 204 for a CORS preflight. 502 is absent: no remote is registered. */
+export const DEFINED_STATUSES: ReadonlySet<number> = new Set([200, 202, 204, 400, 401, 403, 404, 405, 409, 410, 413, 415, 429, 503, 504]);
 
 /**
  * What Node's HTTP server answers by itself, before any handler runs, to
@@ -60,6 +60,12 @@ export function problemWith(reply: WireReply, context: AnswerContext): string | 
   if (status >= 400) return errorBodyProblem(record);
   if (typeof record['agent_id'] !== 'string') return `a 200 without agent_id: ${body.slice(0, 200)}`;
   const keys = Object.keys(record);
+  if (status === 202) {
+    // Only a cancel answers 202: the turn it cancelled.
+    if (keys.join(',') !== 'agent_id,turn_id,cancelled' || record['cancelled'] !== true) return `a 202 body with keys ${keys.join(',')}`;
+    return typeof record['turn_id'] === 'string' && TURN_ID.test(record['turn_id']) ? undefined : `cancelled turn_id ${JSON.stringify(record['turn_id'])}`;
+  }
+  if (keys.join(',') === 'agent_id,pending_approvals') return Array.isArray(record['pending_approvals']) ? undefined : 'pending_approvals is not a list';
   if (keys.join(',') === 'agent_id,state') {
     if (headers['turn-id'] !== undefined) return 'a state read carries a Turn-Id header';
     return typeof record['state'] === 'object' && record['state'] !== null ? undefined : 'state is not an object';

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { anyBody, chatBody, envelopeBody, garbageBody, invokeBody, jsonBody } from './fuzz-json.ts';
+import { anyBody, cancelBody, chatBody, envelopeBody, garbageBody, invokeBody, jsonBody } from './fuzz-json.ts';
 import type { HttpCase, RawCase } from './fuzz-wire.ts';
 
 /**
@@ -48,14 +48,17 @@ const agentSegment = fc.oneof(
   { weight: 1, arbitrary: fc.constant('') },
 );
 
-const ROUTES = ['/chat', '/chat', '/chat', '/invoke', '/invoke', '/state', '/state', '', '/', '/chat/', '/state/', '/invoke/'];
-const ODD_ROUTES = ['/unknown', '/chat/x', '//chat', '/CHAT', '/..', '/./state', '/%63hat', '/chat%2F', '/state/..', '/chat;x'];
+const ROUTES = ['/chat', '/chat', '/chat', '/invoke', '/invoke', '/state', '/state', '', '/', '/chat/', '/state/', '/invoke/', '/cancel', '/approvals', '/turns/t-1/events'];
+const ODD_ROUTES = [
+  '/unknown', '/chat/x', '//chat', '/CHAT', '/..', '/./state', '/%63hat', '/chat%2F', '/state/..', '/chat;x',
+  '/cancel/x', '/turns/', '/turns//events', '/turns/%ZZ/events', '/turns/a%2Fb/events', '/turns/a/events/', '/turns/../events',
+];
 const route = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...ROUTES) }, { weight: 1, arbitrary: fc.constantFrom(...ODD_ROUTES) });
 
 const PREFIXES = ['/agent', '', '/AGENTS', '/agents2', '/agents%2F', '/./agents', '/x/../agents'];
 const prefix = fc.oneof({ weight: 12, arbitrary: fc.constant(PREFIX) }, { weight: 1, arbitrary: fc.constantFrom(...PREFIXES) });
 
-const QUERIES = ['', '', '', '?stream=true', '?stream=1', '?stream=YES', '?stream=events', '?stream=ui', '?stream=UI', '?stream=false', '?stream=maybe', '?stream=%ZZ', '?stream', '?a=1&stream=on', '?stream=on&stream=off', '?stream=tr%75e', '?&&=', '?stream=true#frag'];
+const QUERIES = ['', '', '', '?when_busy=reject', '?when_busy=interrupt', '?when_busy=nope', '?on_disconnect=continue', '?on_disconnect=x', '?last_event_id=x:1', '?stream=true&when_busy=reject', '?stream=true', '?stream=1', '?stream=YES', '?stream=events', '?stream=ui', '?stream=UI', '?stream=false', '?stream=maybe', '?stream=%ZZ', '?stream', '?a=1&stream=on', '?stream=on&stream=off', '?stream=tr%75e', '?&&=', '?stream=true#frag'];
 // Not fc.webQueryParameters(): building it retains an 80 MiB table, which would swamp the heap measurement.
 const randomQuery = fc.array(fc.tuple(mixedEncoding, mixedEncoding), { maxLength: 3 }).map((pairs) => `?${pairs.map(([k, v]) => `${k}=${v}`).join('&')}`);
 const query = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...QUERIES) }, { weight: 1, arbitrary: randomQuery });
@@ -65,7 +68,7 @@ const path = pathParts.map(([p, id, r, q]) => `${p}/${id}${r}${q}`);
 
 /** Mostly the body the route takes, so most requests get past the 400s. */
 function bodyFor(r: string): fc.Arbitrary<Buffer | undefined> {
-  const matching = r.startsWith('/chat') ? chatBody : r.startsWith('/invoke') ? invokeBody : r === '' || r === '/' ? envelopeBody : undefined;
+  const matching = r.startsWith('/chat') ? chatBody : r.startsWith('/invoke') ? invokeBody : r === '' || r === '/' ? envelopeBody : r === '/cancel' ? cancelBody : undefined;
   if (matching === undefined) return anyBody;
   return fc.oneof({ weight: 3, arbitrary: matching.map((text) => Buffer.from(text)) }, { weight: 1, arbitrary: anyBody });
 }
@@ -111,7 +114,7 @@ const httpCase: fc.Arbitrary<HttpCase> = pathParts.chain(([p, id, r, q]) =>
     .record({ headers, body: bodyFor(r), pick: fc.nat(99), other: fc.constantFrom(...METHOD_NAMES), cut: fc.nat(99) })
     .map(({ headers: h, body: b, pick, other, cut }) => {
       // Mostly the method the route wants, so most requests get past the 405.
-      const wanted = r.startsWith('/state') ? 'GET' : 'POST';
+      const wanted = r.startsWith('/state') || r.startsWith('/turns') || (r === '/approvals' && pick % 2 === 0) ? 'GET' : 'POST';
       const method = pick < 85 ? wanted : other;
       const withBody = method === 'GET' || method === 'HEAD' ? pick >= 95 : true;
       return { method, path: `${p}/${id}${r}${q}`, headers: h, body: withBody ? b : undefined, cutAfterHeaders: cut < 4 };
