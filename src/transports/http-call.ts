@@ -201,6 +201,10 @@ export class RemoteCall {
       // Not awaited: the caller has its whole reply at `done`, even from a remote that keeps the
       // response open after it; the rest is read in the background so the connection can be reused.
       void drainReader(reader).finally(() => this.finish());
+    } catch (error) {
+      // A stream that fails after its 200 (an error event, a cut, a bad event) fails the call's span too.
+      if (this.#span !== undefined) failSpan(this.#span, error);
+      throw error;
     } finally {
       if (!drained) {
         await reader.cancel().catch(noop);

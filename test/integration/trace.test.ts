@@ -4,6 +4,7 @@ import { test, type TestContext } from 'node:test';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouterError } from '../../src/errors.ts';
 import { openAIModel } from '../../src/models/openai.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
@@ -12,7 +13,7 @@ import { AgentServer } from '../../src/server/server.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
 import { parseTraceparent } from '../../src/lib/trace.ts';
-import { deferred, postJson } from '../helpers/http.ts';
+import { deferred, postJson, streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { fakeProvider } from './models-fake-provider.ts';
 
@@ -195,6 +196,39 @@ test('trace: under onDisconnect continue, a turn whose client left keeps its req
   assert.equal(parentOf(turn), request.spanContext().spanId);
   assert.equal(parentOf(byName(front.spans(), 'chat held')), turn.spanContext().spanId);
   assert.deepEqual(agent.messages.map((message) => message.content), ['hi', 'first second']);
+});
+
+test('trace: a remote stream that fails after its 200 marks the transport span ERROR', async (t) => {
+  const front = tracing();
+  const remote = new AgentRegistry();
+  const model = {
+    name: 'breaks',
+    async *stream() {
+      yield 'partial ';
+      throw new AgentRouterError(503, 'model_unavailable', 'the model went away', { expose: true });
+    },
+  };
+  remote.register('bot-.*', class extends Agent {
+    constructor(id: string) {
+      super(id, { model, storage: new MemoryStorage() });
+    }
+  });
+  const server = await new AgentServer(remote, { logger: quiet }).serve(0);
+  t.after(() => server.close());
+  const registry = new AgentRegistry();
+  registry.register('bot-.*', new HTTPTransport(`${server.url}/agent`));
+  const router = await listen(new AgentRouter(registry, { logger: quiet, tracer: front.tracer }).toRequestListener());
+  t.after(router.close);
+  const res = await streamChat(`${router.url}/bot-1/chat`, 'hi');
+  assert.equal(res.status, 200);
+  const body = await res.text();
+  assert.match(body, /data: partial/);
+  assert.match(body, /event: error/);
+  await until(() => front.spans().some((span) => span.kind === SpanKind.CLIENT));
+  const call = front.spans().find((span) => span.kind === SpanKind.CLIENT) as ReadableSpan;
+  assert.equal(call.attributes['http.response.status_code'], 200);
+  assert.equal(call.status.code, SpanStatusCode.ERROR);
+  assert.equal(call.attributes['error.type'], 'model_unavailable');
 });
 
 test('trace: traceparent parsing follows W3C Trace Context', () => {
