@@ -6,7 +6,8 @@ import { formatEvent } from '../sse/format.ts';
 import { ChunkSeam } from '../sse/seams.ts';
 import type { DispatchHost } from './dispatch.ts';
 import type { Exchange } from './exchange.ts';
-import type { LogEntry, LogFollower, TurnLog } from './turn-log.ts';
+import { LogCursor, type LogEnd } from './log-cursor.ts';
+import type { LogEntry, ToolEntry, TurnLog } from './turn-log.ts';
 import { rejoinUI, uiReplayExpired } from './ui-rejoin.ts';
 
 /**
@@ -37,7 +38,9 @@ export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): 
   exchange.streaming = true;
   exchange.headers['Turn-Id'] = turnId;
   if (mode === 'ui') return rejoinUI(host, exchange, log, cancel);
-  new Rejoined(host, exchange, log, typed, Math.min(after, log.next - 1), cancel).start(typed && seen === 0);
+  const { pingInterval, stallTimeout } = host.streamOptions;
+  const writer = new SSEWriter(exchange.res, { pingInterval, stallTimeout, headers: exchange.headers });
+  new Rejoined(exchange, log, writer, typed, Math.min(after, log.next - 1), cancel).start(typed && seen === 0);
 }
 
 /** The seq a Last-Event-ID names (0 for none); one of another turn is refused. */
@@ -51,72 +54,34 @@ function lastSeq(value: string | undefined, turnId: string): number {
   return seq;
 }
 
-/** One rejoined stream: a cursor into the turn's log, sent on as the log grows and the client reads. */
-class Rejoined implements LogFollower {
-  readonly #exchange: Exchange;
-  readonly #log: TurnLog;
+/** One rejoined stream in the plain or the typed mode, each event with the id it had live. */
+class Rejoined extends LogCursor {
   readonly #typed: boolean;
-  readonly #cancel: TurnCancel;
-  readonly #writer: SSEWriter;
   readonly #seam = new ChunkSeam();
-  /** The last entry sent. */
-  #sent: number;
-  #waiting = false;
-  #over = false;
-  readonly #onCut = (): void => this.#finish();
 
-  constructor(host: DispatchHost, exchange: Exchange, log: TurnLog, typed: boolean, after: number, cancel: TurnCancel) {
-    this.#exchange = exchange;
-    this.#log = log;
+  constructor(exchange: Exchange, log: TurnLog, writer: SSEWriter, typed: boolean, after: number, cancel: TurnCancel) {
+    super(exchange, log, writer, cancel, after);
     this.#typed = typed;
-    this.#cancel = cancel;
-    this.#sent = after;
-    const { pingInterval, stallTimeout } = host.streamOptions;
-    this.#writer = new SSEWriter(exchange.res, { pingInterval, stallTimeout, headers: exchange.headers });
     // The plain stream holds back a split CRLF or surrogate pair: replay the entries before as the first stream did.
     if (!typed) for (let i = log.first; i <= after; i++) this.#render(log.at(i) as LogEntry, i);
   }
 
   start(sendStarted: boolean): void {
-    if (sendStarted) this.#writer.send(JSON.stringify({ type: 'turn.started', agent_id: this.#log.agentId, turn_id: this.#log.turnId }), 'turn.started', `${this.#log.turnId}:1`);
-    if (this.#cancel.aborted) return this.#finish();
-    this.#cancel.onAbort(this.#onCut);
-    this.#log.follow(this);
-    this.wake();
+    if (sendStarted) this.writer.send(JSON.stringify({ type: 'turn.started', agent_id: this.log.agentId, turn_id: this.log.turnId }), 'turn.started', `${this.log.turnId}:1`);
+    this.follow();
   }
 
-  wake(): void {
-    if (this.#waiting || this.#over) return;
-    const log = this.#log;
-    while (this.#sent + 1 < log.next) {
-      const index = this.#sent + 1;
-      const entry = log.at(index);
-      if (entry === undefined) return this.#expired();
-      this.#sent = index;
-      const frame = this.#render(entry, index);
-      if (typeof entry !== 'string' && !('data' in entry)) {
-        this.#writer.end(frame);
-        return this.#finish();
-      }
-      const event = typeof entry === 'string' ? (this.#typed ? 'text.delta' : undefined) : entry.event;
-      const waiting = frame === '' ? undefined : this.#writer.send(frame, event, this.#id(index));
-      if (waiting !== undefined) {
-        this.#waiting = true;
-        waiting.then(
-          () => {
-            this.#waiting = false;
-            this.wake();
-          },
-          () => this.#finish(),
-        );
-        return;
-      }
-    }
-    // Rejoined after the end was already seen: nothing more will come.
-    if (log.ended && this.#sent >= log.next - 1) this.#finish();
+  protected send(entry: string | ToolEntry, index: number): Promise<void> | undefined {
+    const frame = this.#render(entry, index);
+    if (frame === '') return undefined;
+    return this.writer.send(frame, typeof entry === 'string' ? (this.#typed ? 'text.delta' : undefined) : entry.event, this.#id(index));
   }
 
-  /** A text entry's data (sent by wake with its id), or an end's whole frame; the plain stream's seam moves on either way. */
+  protected end(entry: LogEnd, index: number): void {
+    this.writer.end(this.#render(entry, index));
+  }
+
+  /** A text entry's data (sent with its id), or an end's whole frame; the plain stream's seam moves on either way. */
   #render(entry: LogEntry, index: number): string {
     if (typeof entry === 'string') {
       if (this.#typed) return JSON.stringify({ type: 'text.delta', text: entry });
@@ -137,22 +102,12 @@ class Rejoined implements LogFollower {
   }
 
   #id(index: number): string {
-    return `${this.#log.turnId}:${this.#typed ? index + 1 : index}`;
+    return `${this.log.turnId}:${this.#typed ? index + 1 : index}`;
   }
 
   /** The client read too slowly: the events it needs next were dropped (replayLimit). */
-  #expired(): void {
+  protected expired(): void {
     const body = errorBody(new AgentRouterError(410, 'replay_expired', 'The next events of this turn are no longer kept (replayLimit)', { expose: true }));
-    this.#writer.end(this.#typed ? formatEvent(JSON.stringify({ type: 'turn.failed', ...body }), 'turn.failed') : formatEvent(JSON.stringify(body), 'error'));
-    this.#finish();
-  }
-
-  #finish(): void {
-    if (this.#over) return;
-    this.#over = true;
-    this.#log.unfollow(this);
-    this.#cancel.offAbort(this.#onCut);
-    this.#writer.end();
-    this.#exchange.done();
+    this.writer.end(this.#typed ? formatEvent(JSON.stringify({ type: 'turn.failed', ...body }), 'turn.failed') : formatEvent(JSON.stringify(body), 'error'));
   }
 }

@@ -12,6 +12,7 @@ import { startStream, type ReplySource, type StreamOptions, type StreamOwner } f
 import { requireMessage } from './payload.ts';
 import { logToolFailure, toolCallPayload, toolResultPayload, wireArguments } from './tool-wire.ts';
 import type { TurnLog } from './turn-log.ts';
+import { finishReason, lastFrames, UIParts } from './ui-parts.ts';
 
 /** The header by which the AI SDK's clients know its UI message stream protocol. */
 export const UI_HEADERS: Readonly<Record<string, string>> = Object.freeze({ 'x-vercel-ai-ui-message-stream': 'v1' });
@@ -68,12 +69,8 @@ class UIReplyStream implements ChatSink {
   readonly #owner: StreamOwner;
   readonly #log: TurnLog | undefined;
   readonly #keep: boolean;
+  readonly #parts: UIParts;
   #text = '';
-  /** The open text part's id, if one is open. */
-  #textId: string | undefined;
-  #parts = 0;
-  /** A tool result ended the step: the next text or call begins another. */
-  #stepDone = false;
 
   constructor(res: ServerResponse, agentId: string, { cancel, pingInterval, stallTimeout, logger, replays, keep }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
@@ -83,6 +80,7 @@ class UIReplyStream implements ChatSink {
     this.#logger = logger;
     this.#owner = owner;
     this.#writer = new SSEWriter(res, { pingInterval, stallTimeout, headers: owner.headers === undefined ? UI_HEADERS : { ...owner.headers, ...UI_HEADERS } });
+    this.#parts = new UIParts(this.#writer);
   }
 
   /** The calls the turn paused on, as the typed stream lists them (kept in the log for rejoins). */
@@ -95,8 +93,7 @@ class UIReplyStream implements ChatSink {
   start(source: ReplySource): void {
     try {
       const turnId = this.#owner.turnId;
-      this.#part(turnId === undefined ? { type: 'start' } : { type: 'start', messageId: turnId });
-      this.#part({ type: 'start-step' });
+      this.#parts.start(turnId);
       if ('agent' in source) {
         source.agent[chatTurn](source.message, cancelledBy(this.#cancel, turnId), this, source.decisions);
         return;
@@ -147,28 +144,19 @@ class UIReplyStream implements ChatSink {
     this.#check();
     this.#log?.text(text);
     this.#text += text;
-    this.#nextStep();
-    if (this.#textId === undefined) {
-      this.#textId = `text-${++this.#parts}`;
-      this.#part({ type: 'text-start', id: this.#textId });
-    }
-    return this.#part({ type: 'text-delta', id: this.#textId, delta: text });
+    return this.#parts.text(text);
   }
 
   #toolCall(toolCallId: string, toolName: string, input: unknown, entry: { event: string; data: string }): Promise<void> | undefined {
     this.#check();
     this.#log?.tool(entry);
-    this.#nextStep();
-    this.#closeText();
-    return this.#part({ type: 'tool-input-available', toolCallId, toolName, input, dynamic: true });
+    return this.#parts.toolCall(toolCallId, toolName, input);
   }
 
   #toolResult(toolCallId: string, result: { output: unknown } | { errorText: string }, entry: { event: string; data: string }): Promise<void> | undefined {
     this.#check();
     this.#log?.tool(entry);
-    this.#stepDone = true;
-    const part = 'output' in result ? { type: 'tool-output-available', toolCallId, output: result.output, dynamic: true } : { type: 'tool-output-error', toolCallId, errorText: result.errorText, dynamic: true };
-    return this.#part(part);
+    return this.#parts.toolResult(toolCallId, result);
   }
 
   /** The turn paused on calls that wait for a decision: their inputs were sent, their outputs come after POST .../approvals. */
@@ -181,9 +169,8 @@ class UIReplyStream implements ChatSink {
     const finished: JsonObject = truncated ? { agent_id: this.#agentId, text, truncated } : { agent_id: this.#agentId, text };
     if (this.#paused !== undefined) finished['pending_approvals'] = this.#paused;
     this.#log?.end({ finished });
-    this.#closeText();
-    this.#part({ type: 'finish-step' });
-    this.#end({ type: 'finish', finishReason: this.#paused !== undefined ? 'tool-calls' : truncated ? 'length' : 'stop' });
+    this.#parts.finishStep();
+    this.#end({ type: 'finish', finishReason: finishReason(finished) });
   }
 
   failed(error: unknown): void {
@@ -201,28 +188,10 @@ class UIReplyStream implements ChatSink {
     if (!this.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
   }
 
-  #nextStep(): void {
-    if (!this.#stepDone) return;
-    this.#stepDone = false;
-    this.#closeText();
-    this.#part({ type: 'finish-step' });
-    this.#part({ type: 'start-step' });
-  }
-
-  #closeText(): void {
-    if (this.#textId === undefined) return;
-    this.#part({ type: 'text-end', id: this.#textId });
-    this.#textId = undefined;
-  }
-
-  #part(part: JsonObject | Record<string, unknown>): Promise<void> | undefined {
-    return this.#writer.send(JSON.stringify(part));
-  }
-
   /** The last part and `[DONE]` in one write; reports the end and never throws. */
   #end(part: Record<string, unknown>): void {
     try {
-      this.#writer.end(`data: ${JSON.stringify(part)}\n\ndata: [DONE]\n\n`);
+      this.#writer.end(lastFrames(part));
     } catch (error) {
       this.#logger.error(`AgentRouter: ending the stream for agent ${JSON.stringify(this.#agentId)} failed`, error);
     }
