@@ -16,6 +16,7 @@ import { AgentRegistry } from '../registry/registry.ts';
 import { AgentPool } from '../registry/pool.ts';
 import { isTransport } from '../transports/transport.ts';
 import { dispatch, type DispatchHost, type Target } from './dispatch.ts';
+import { cancelTurn } from './cancel.ts';
 import { Exchange } from './exchange.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
 import { ROUTER_OPTION_KINDS, type AgentRequestListener, type AgentRouterOptions, type RequestHint } from './options.ts';
@@ -245,7 +246,7 @@ export class AgentRouter {
         action = envelope.action;
         body = envelope.body;
       }
-      if (action === 'cancel') return exchange.finish(this.#host.agentTurns.cancel(exchange.agentId, turnIdIn(body)), 202);
+      if (action === 'cancel') return cancelTurn(this.#host, exchange, this.#registry?.resolve(exchange.agentId), turnIdIn(body));
       if (action === 'approvals' || action === 'approve') return dispatchApprovals(this.#host, exchange, action, body);
       dispatch(this.#host, exchange, action, body);
     } catch (error) {

@@ -262,6 +262,16 @@ export class HTTPTransport implements AgentTransport {
     return reply['result'];
   }
 
+  /**
+   * Cancels the remote agent's running turn, or its turn `turnId` (running or
+   * queued); resolves with the remote's `{agent_id, turn_id, cancelled}`.
+   * With none to cancel, rejects with the remote's 404 `no_running_turn`.
+   */
+  async cancel(agentId: string, turnId?: string, options: HTTPTransportCallOptions = {}): Promise<JsonObject> {
+    const call = this.#start(agentId, '/cancel', turnId === undefined ? {} : { turn_id: turnId }, false, options);
+    return (await call.readJson(await call.response)) as JsonObject;
+  }
+
   /** The remote agent's state. */
   async state(agentId: string, options: HTTPTransportCallOptions = {}): Promise<JsonObject> {
     const call = this.#start(agentId, '/state', undefined, false, options);
