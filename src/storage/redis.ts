@@ -9,6 +9,7 @@ import { firstVersion } from './record-version.ts';
 import { ACQUIRE, closedForGood, COMMIT, commandSender, connectedNow, LOAD, LOAD_SINCE, RELEASE, RENEW, runScript } from './redis-scripts.ts';
 import type { LuaScript, RedisClientLike, SendCommand } from './redis-scripts.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
+import { RedisTurnChannel } from './redis-turns.ts';
 import { backoff, delay, untilAborted } from './wait.ts';
 
 export type { IoRedisLike, NodeRedisLike, RedisClientLike } from './redis-scripts.ts';
@@ -61,7 +62,7 @@ const REDIS_OPTIONS: { readonly [K in keyof Required<RedisStorageOptions>]: true
 
 export function redisStorage(client: RedisClientLike, options: RedisStorageOptions = {}): RedisStorage {
   checkKnownOptions(options, REDIS_OPTIONS, 'redisStorage');
-  return new RedisStorageImpl(commandSender(client), () => closedForGood(client), () => connectedNow(client), options);
+  return new RedisStorageImpl(client, commandSender(client), () => closedForGood(client), () => connectedNow(client), options);
 }
 
 class RedisStorageImpl implements RedisStorage {
@@ -76,7 +77,10 @@ class RedisStorageImpl implements RedisStorage {
   /** What every public method's failure goes through: a client that cannot reach Redis becomes 503 storage_unavailable. */
   readonly #outage = rethrowOutage('redisStorage');
 
-  constructor(send: SendCommand, closed: () => boolean, connected: () => boolean, options: RedisStorageOptions) {
+  /** Turn events and cancel requests between the processes sharing this Redis. */
+  readonly turns: RedisTurnChannel;
+
+  constructor(client: RedisClientLike, send: SendCommand, closed: () => boolean, connected: () => boolean, options: RedisStorageOptions) {
     this.#send = send;
     this.#closed = closed;
     this.#connected = connected;
@@ -85,6 +89,7 @@ class RedisStorageImpl implements RedisStorage {
     this.#prefix = prefix;
     this.#leaseMs = leaseMilliseconds(options.leaseSeconds, 30, 'redisStorage');
     this.#renew = options.renewLease ?? true;
+    this.turns = new RedisTurnChannel(client, send, prefix, (agentId) => this.#lockKey(agentId));
   }
 
   head(agentId: string): Promise<number> {
@@ -244,7 +249,7 @@ class RedisStorageImpl implements RedisStorage {
   async close(): Promise<void> {
     const held = [...this.#held.values()];
     this.#held.clear();
-    await Promise.all(held.map(({ unlock }) => unlock()));
+    await Promise.all([...held.map(({ unlock }) => unlock()), this.turns.close()]);
   }
 
   #keys(agentId: string): [string, string, string] {
