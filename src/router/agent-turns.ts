@@ -6,6 +6,8 @@ export interface TurnHolder {
   readonly agentId: string;
   readonly turnId: string | undefined;
   readonly cancel: { abort(reason: unknown): void; readonly aborted: boolean } | undefined;
+  /** Its turn is past the agent's gate (and holds a shared storage's lock): not one waiting in line. */
+  readonly running: boolean;
 }
 
 /** What a turn arriving at a busy agent does (`whenBusy`, `?when_busy=`). */
@@ -21,6 +23,11 @@ export function whenBusyOf(value: string | undefined, byDefault: WhenBusy): When
 
 // A hint only: how long a turn takes is the model's to say.
 const RETRY_AFTER = { 'Retry-After': '1' };
+
+/** `whenBusy: 'reject'` while the agent runs a turn, here or in another process. */
+export function agentBusy(agentId: string): AgentRouterError {
+  return new AgentRouterError(409, 'agent_busy', `Agent ${JSON.stringify(agentId)} is running a turn; retry shortly`, { expose: true, headers: RETRY_AFTER });
+}
 
 /** Why a turn was cancelled: its JSON reply, and its stream's last event. */
 export function cancelledError(turnId: string | undefined): AgentRouterError {
@@ -67,9 +74,7 @@ export class AgentTurns<T extends TurnHolder> {
       return;
     }
     const id = JSON.stringify(agentId);
-    if (whenBusy === 'reject') {
-      throw new AgentRouterError(409, 'agent_busy', `Agent ${id} is running a turn; retry shortly`, { expose: true, headers: RETRY_AFTER });
-    }
+    if (whenBusy === 'reject') throw agentBusy(agentId);
     if (ahead.length - 1 >= maxQueue) {
       throw new AgentRouterError(429, 'queue_full', `Agent ${id} has ${ahead.length - 1} turns waiting, its limit (maxQueue); retry shortly`, { expose: true, headers: RETRY_AFTER });
     }

@@ -11,7 +11,7 @@ import { requestIdOf } from './payload.ts';
  * the registry serves the id with (undefined for a single agent's router).
  */
 export function cancelTurn(host: DispatchHost, exchange: Exchange, target: unknown, turnId: string | undefined): void {
-  if (!isTransport(target)) return exchange.finish(host.agentTurns.cancel(exchange.agentId, turnId), 202);
+  if (!isTransport(target)) return cancelLocal(host, exchange, turnId);
   if (!(target instanceof HTTPTransport)) {
     throw httpErrors.notFound('no_running_turn', `Agent ${JSON.stringify(exchange.agentId)} is served by a transport of your own, which cannot cancel its turns`);
   }
@@ -19,6 +19,34 @@ export function cancelTurn(host: DispatchHost, exchange: Exchange, target: unkno
   const options = callOptions({ transport: target, requestId: requestIdOf(exchange.req), requestHeaders: exchange.req.headers }, cancel, exchange);
   target.cancel(exchange.agentId, turnId, options).then(
     (reply) => exchange.finish(reply, 202),
+    (error: unknown) => exchange.fail(error),
+  );
+}
+
+/**
+ * A local agent's turn: cancelled here when this process holds it; with a
+ * storage shared by processes, else in the process that does.
+ */
+function cancelLocal(host: DispatchHost, exchange: Exchange, turnId: string | undefined): void {
+  const { agentId } = exchange;
+  const resolved = host.resolve(agentId, exchange.req);
+  exchange.pooled = 'agent' in resolved && resolved.pooled;
+  const channel = 'agent' in resolved ? resolved.agent.storage.turns : undefined;
+  if (channel === undefined) return exchange.finish(host.agentTurns.cancel(agentId, turnId), 202);
+  // With no turn_id, the running turn: one queued here may wait behind a turn that runs elsewhere.
+  const here = host.agentTurns.of(agentId).find((h) => h.cancel !== undefined && !h.cancel.aborted && (turnId === undefined ? h.running : h.turnId === turnId));
+  if (here !== undefined) return exchange.finish(host.agentTurns.cancel(agentId, here.turnId), 202);
+  exchange.begin(false);
+  host.shared.cancelElsewhere(channel, agentId, turnId === undefined ? { running: true } : { turnId }).then(
+    (ids) => {
+      if (ids.length > 0) return exchange.finish({ agent_id: agentId, turn_id: ids[0] as string, cancelled: true }, 202);
+      try {
+        // None runs anywhere: a turn queued here is the next to.
+        exchange.finish(host.agentTurns.cancel(agentId, turnId), 202);
+      } catch (error) {
+        exchange.fail(error);
+      }
+    },
     (error: unknown) => exchange.fail(error),
   );
 }

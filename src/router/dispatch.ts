@@ -12,12 +12,14 @@ import type { Exchange, ExchangeHost } from './exchange.ts';
 import { invokePayload } from './payload.ts';
 import { chatMessageOf, streamUI } from './ui-stream.ts';
 import type { RouteAction } from './routes.ts';
-import type { TurnLogs } from './turn-log.ts';
+import type { TurnLog, TurnLogs } from './turn-log.ts';
+import type { TurnChannel } from '../storage/turn-channel.ts';
 import { streamReply, type ReplySource, type StreamOptions } from './stream.ts';
 import { logToolFailure, ToolCallList } from './tool-wire.ts';
 import type { TurnEvent } from '../agent/turn.ts';
 import type { Logger } from '../lib/logger.ts';
-import { whenBusyOf, type WhenBusy } from './agent-turns.ts';
+import { agentBusy, whenBusyOf, type WhenBusy } from './agent-turns.ts';
+import type { SharedTurns } from './shared-turns.ts';
 
 /** Where a request lands: a local instance, or a remote agent behind a transport. */
 export type Target = { agent: Agent<any>; pooled: boolean } | RemoteTarget;
@@ -37,6 +39,8 @@ export interface DispatchHost extends ExchangeHost {
   readonly streamOptions: Omit<StreamOptions, 'typed' | 'cancel'>;
   /** The logs of streamed turns, for rejoins. */
   readonly replays: TurnLogs;
+  /** What the router shares with other processes through a shared storage's TurnChannel. */
+  readonly shared: SharedTurns<Exchange>;
   /** onDisconnect is `continue`: a turn whose client leaves runs to its end. */
   readonly keepOnDisconnect: boolean;
   /** The whenBusy and maxQueue options. */
@@ -62,13 +66,32 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
     // Before the agent is looked up: a refused stream must not make (or evict for) an instance.
     if (stream !== false) host.checkStreams();
   }
-  if (action === 'chat' || action === 'invoke') {
-    // Only local turns are listed: a remote target applies its own policy.
-    host.agentTurns.admit(agentId, whenBusyOf(queryParam(exchange.query, 'when_busy'), host.busy.whenBusy), host.busy.maxQueue);
-  }
+  const turn = action === 'chat' || action === 'invoke';
+  const whenBusy = turn ? whenBusyOf(queryParam(exchange.query, 'when_busy'), host.busy.whenBusy) : 'enqueue';
+  // Only local turns are listed: a remote target applies its own policy.
+  if (turn) host.agentTurns.admit(agentId, whenBusy, host.busy.maxQueue);
   const target = host.resolve(agentId, req);
   exchange.pooled = 'agent' in target && target.pooled;
   if (action === 'state' && 'agent' in target) return answerState(host, exchange, target.agent);
+  const channel = turn && 'agent' in target ? target.agent.storage.turns : undefined;
+  if (channel !== undefined) {
+    host.shared.listen(channel);
+    // A turn another process runs: refused or cut there too. This process's own were dealt with by admit().
+    if (whenBusy === 'interrupt') host.shared.cancelElsewhere(channel, agentId, { all: true }).catch(() => {});
+    if (whenBusy === 'reject' && host.agentTurns.of(agentId).length === 0) {
+      channel.busy(agentId).then(
+        (busy) => (busy ? exchange.fail(agentBusy(agentId)) : begin(host, exchange, action, body, message, stream, target, channel)),
+        (error: unknown) => exchange.fail(error),
+      );
+      return;
+    }
+  }
+  begin(host, exchange, action, body, message, stream, target, channel);
+}
+
+/** The turn (or remote call) of a dispatched request, once it may start. */
+function begin(host: DispatchHost, exchange: Exchange, action: RouteAction, body: Record<string, unknown>, message: string, stream: boolean | 'events' | 'ui', target: Target, channel: TurnChannel | undefined): void {
+  const { res, agentId } = exchange;
   const keep = keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect);
   // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
   const cancel = exchange.begin(host.timing && 'agent' in target, keep);
@@ -78,7 +101,8 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
   if (stream !== false) {
     host.openStream();
     exchange.streaming = true;
-    const options = { ...host.streamOptions, typed: stream === 'events', cancel, keep };
+    const mirror = channel === undefined ? undefined : (log: TurnLog) => host.shared.mirror(channel, log);
+    const options = { ...host.streamOptions, typed: stream === 'events', cancel, keep, mirror };
     // A remote is asked for its typed stream by the ui mode too: its tool events become tool parts.
     return (stream === 'ui' ? streamUI : streamReply)(res, agentId, sourceOf(target, exchange, message, cancel, stream !== true), options, exchange);
   }

@@ -105,12 +105,18 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
     return { requestId: this.requestId, agentId: this.agentId, turnId: this.turnId };
   }
 
-  /** The agent's Turn moved (watched only with an observer); a turn ending after its request did ends here. */
+  /** The agent's Turn moved; a turn ending after its request did ends here. */
   turnPhase(turn: object, _phase: string): void {
-    const observer = this.#host.observer as Observer;
     this.turn = turn as Turn;
+    const observer = this.#host.observer;
+    if (observer === undefined) return;
     observer.turnMoved(this);
     if (this.#over && this.#turnOpen && this.turn.over) this.#endTurn(observer);
+  }
+
+  get running(): boolean {
+    const phase = this.turn?.phase;
+    return phase === 'running' || phase === 'committing';
   }
 
   #endTurn(observer: Observer): void {
@@ -158,8 +164,9 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
       this.cancel.trace = this.trace = this.spans.turnStarted(this.agentId, id, this.route === 'invoke' ? 'action' : 'chat');
     }
     const observer = this.#host.observer;
+    // Watched always: a cancel from another process asks whether the turn runs yet.
+    if (this.cancel !== undefined) this.cancel.watcher = this;
     if (observer !== undefined && this.cancel !== undefined) {
-      this.cancel.watcher = this;
       this.#turnOpen = true;
       observer.turnStarted(this);
     }

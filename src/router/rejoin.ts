@@ -9,18 +9,41 @@ import type { Exchange } from './exchange.ts';
 import { LogCursor, type LogEnd } from './log-cursor.ts';
 import type { LogEntry, ToolEntry, TurnLog } from './turn-log.ts';
 import { rejoinUI, uiReplayExpired } from './ui-rejoin.ts';
+import { sharedLog } from './shared-turns.ts';
 
 /**
  * `GET /{agent_id}/turns/{turn_id}/events`: the events of a streamed turn
  * after `Last-Event-ID` (header, or `?last_event_id=`), then the live ones
  * to its end, in the mode asked (`?stream=events` typed, `ui` from the start, else plain).
  */
-export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): void {
+export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): Promise<void> | void {
   const log = host.replays.get(turnId);
+  if (log !== undefined) return serveLog(host, exchange, log);
+  // A turn another process ran, when the agent's storage is shared with it.
+  const target = host.resolve(exchange.agentId, exchange.req);
+  exchange.pooled = 'agent' in target && target.pooled;
+  const channel = 'agent' in target ? target.agent.storage.turns : undefined;
+  if (channel === undefined) throw turnNotFound(exchange, turnId);
+  return sharedLog(channel, turnId).then((shared) => {
+    if (shared === undefined) throw turnNotFound(exchange, turnId);
+    exchange.res.once('close', shared.stop);
+    try {
+      serveLog(host, exchange, shared.log);
+    } catch (error) {
+      shared.stop();
+      throw error;
+    }
+  });
+}
+
+function turnNotFound(exchange: Exchange, turnId: string): AgentRouterError {
+  return httpErrors.notFound('turn_not_found', `No turn ${JSON.stringify(turnId)} of agent ${JSON.stringify(exchange.agentId)} to rejoin (finished turns are kept for replayTTL seconds)`);
+}
+
+function serveLog(host: DispatchHost, exchange: Exchange, log: TurnLog): void {
+  const turnId = log.turnId;
   // Another agent's turn is as unknown here as one never seen.
-  if (log === undefined || log.agentId !== exchange.agentId) {
-    throw httpErrors.notFound('turn_not_found', `No turn ${JSON.stringify(turnId)} of agent ${JSON.stringify(exchange.agentId)} to rejoin (finished turns are kept for replayTTL seconds)`);
-  }
+  if (log.agentId !== exchange.agentId) throw turnNotFound(exchange, turnId);
   const mode = queryParam(exchange.query, 'stream')?.toLowerCase();
   if (mode === 'ui' && log.first > 1) throw uiReplayExpired(turnId);
   const typed = mode === 'events';

@@ -17,6 +17,7 @@ import { AgentPool } from '../registry/pool.ts';
 import { isTransport } from '../transports/transport.ts';
 import { dispatch, type DispatchHost, type Target } from './dispatch.ts';
 import { cancelTurn } from './cancel.ts';
+import { SharedTurns } from './shared-turns.ts';
 import { Exchange } from './exchange.ts';
 import { buildOpenAPI, type OpenAPIDocument } from './openapi.ts';
 import { ROUTER_OPTION_KINDS, type AgentRequestListener, type AgentRouterOptions, type RequestHint } from './options.ts';
@@ -117,11 +118,13 @@ export class AgentRouter {
     const replays = new TurnLogs(options.replayTTL ?? 300, options.replayLimit ?? 1024 * 1024, options.now);
     const observed = options.onTurnStart !== undefined || options.onTurnEnd !== undefined || options.metrics === true;
     const observer = observed ? new Observer(options, logger, { liveAgents: () => this.pool?.size ?? 1, openStreams: () => this.#openStreams }) : undefined;
+    const agentTurns = new AgentTurns<Exchange>();
     this.#host = {
       observer,
       tracer: options.tracer,
-      agentTurns: new AgentTurns<Exchange>(),
+      agentTurns,
       replays,
+      shared: new SharedTurns(agentTurns, logger, options.replayTTL ?? 300),
       keepOnDisconnect: options.onDisconnect === 'continue',
       busy: { whenBusy: options.whenBusy ?? 'enqueue', maxQueue: options.maxQueue ?? Infinity },
       logger,
@@ -232,7 +235,8 @@ export class AgentRouter {
       const authorize = this.options.authorize;
       if (route.action === 'events') {
         if (authorize !== undefined) await authorizeRequest(authorize, req, exchange.agentId, 'read');
-        return rejoin(this.#host, exchange, route.turn as string);
+        await rejoin(this.#host, exchange, route.turn as string);
+        return;
       }
       let action = route.action;
       if (authorize !== undefined && action !== 'request') await authorizeRequest(authorize, req, exchange.agentId, action === 'approvals' ? 'read' : action);

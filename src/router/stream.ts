@@ -33,6 +33,8 @@ export interface StreamOptions {
   replays?: TurnLogs | undefined;
   /** onDisconnect 'continue': the turn goes on once the client is gone (its events still reach the log). */
   keep?: boolean | undefined;
+  /** Copies the turn's log where other processes read it (a shared storage's TurnChannel). */
+  mirror?: ((log: TurnLog) => TurnLog['mirror']) | undefined;
 }
 
 /** Where a stream reports its end: `done` once it answered, however it ended; `fail` when it never began and a JSON status still answers. */
@@ -101,10 +103,11 @@ class ReplyStream implements ChatSink {
   /** The turn paused: the typed stream ends with `turn.paused` and this list. */
   #paused: JsonObject[] | undefined;
 
-  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger, replays, keep }: StreamOptions, owner: StreamOwner) {
+  constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger, replays, keep, mirror }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
     this.#turnId = owner.turnId;
     this.#log = owner.turnId === undefined ? undefined : replays?.open(owner.turnId, agentId);
+    if (this.#log !== undefined && mirror !== undefined) this.#log.mirror = mirror(this.#log);
     this.#keep = keep === true;
     this.#typed = typed;
     this.#cancel = cancel;

@@ -32,6 +32,8 @@ export class TurnLog {
   /** When it ended (ms), once it did. */
   endedAt: number | undefined;
   followers: LogFollower[] | undefined;
+  /** Where the log is copied for other processes (a storage's TurnChannel), if anywhere. */
+  mirror: { add(entry: LogEntry, ended: boolean): void } | undefined;
   /** Links of the store's list of ended logs, oldest first. */
   older: TurnLog | undefined;
   newer: TurnLog | undefined;
@@ -70,6 +72,7 @@ export class TurnLog {
   #add(entry: string | ToolEntry, data: string): void {
     if (this.ended) return;
     this.#entries.push(entry);
+    this.mirror?.add(entry, false);
     this.#bytes += Buffer.byteLength(data);
     // The newest entry stays, however large: a rejoin can at least see where the turn is.
     while (this.#bytes > this.#limit && this.next - this.first > 1) this.#dropOldest();
@@ -79,6 +82,7 @@ export class TurnLog {
   end(entry: { finished: JsonObject } | { failed: JsonObject }): void {
     if (this.ended) return;
     this.#entries.push(entry);
+    this.mirror?.add(entry, true);
     this.endedAt = 0;
     this.#onEnd(this);
     this.#wake();

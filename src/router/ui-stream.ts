@@ -72,9 +72,10 @@ class UIReplyStream implements ChatSink {
   readonly #parts: UIParts;
   #text = '';
 
-  constructor(res: ServerResponse, agentId: string, { cancel, pingInterval, stallTimeout, logger, replays, keep }: StreamOptions, owner: StreamOwner) {
+  constructor(res: ServerResponse, agentId: string, { cancel, pingInterval, stallTimeout, logger, replays, keep, mirror }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
     this.#log = owner.turnId === undefined ? undefined : replays?.open(owner.turnId, agentId);
+    if (this.#log !== undefined && mirror !== undefined) this.#log.mirror = mirror(this.#log);
     this.#keep = keep === true;
     this.#cancel = cancel;
     this.#logger = logger;

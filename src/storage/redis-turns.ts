@@ -184,7 +184,8 @@ export class RedisTurnChannel implements TurnChannel {
   /** A cancel request from some process: each handler cancels what it holds, and the answer says which. */
   #heard({ req, agentId, request }: CancelMessage): void {
     const ids: string[] = [];
-    for (const handler of this.#handlers) ids.push(...handler(agentId, request));
+    // Its own requests reach this process too: what it holds it has cancelled already, or keeps (an interrupting turn).
+    if (!this.#waiting.has(req)) for (const handler of this.#handlers) ids.push(...handler(agentId, request));
     this.#send(['PUBLISH', `${this.#prefix}turn-cancelled`, JSON.stringify({ req, ids })]).catch(() => {});
   }
 }

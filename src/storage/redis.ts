@@ -10,6 +10,7 @@ import { ACQUIRE, closedForGood, COMMIT, commandSender, connectedNow, LOAD, LOAD
 import type { LuaScript, RedisClientLike, SendCommand } from './redis-scripts.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
 import { RedisTurnChannel } from './redis-turns.ts';
+import type { TurnChannel } from './turn-channel.ts';
 import { backoff, delay, untilAborted } from './wait.ts';
 
 export type { IoRedisLike, NodeRedisLike, RedisClientLike } from './redis-scripts.ts';
@@ -34,7 +35,7 @@ function repliedByServer(error: unknown): boolean {
 }
 
 /** A Storage on Redis, with the cross-process members always present. */
-export type RedisStorage = SharedStorage;
+export type RedisStorage = SharedStorage & { readonly turns: TurnChannel };
 
 /**
  * Storage on a Redis client you own and have connected: node-redis

@@ -33,7 +33,7 @@ export interface TurnChannel {
    */
   cancel(agentId: string, request: CancelRequest, waitMs: number): Promise<string[]>;
   /**
-   * Hears the cancel requests of other processes (and of this one); the
+   * Hears the cancel requests of other processes (not this one's own); the
    * handler cancels what it holds and returns those turns' ids. The returned
    * function stops listening.
    */

@@ -1,0 +1,169 @@
+import { AgentRouterError, errorBody } from '../errors.ts';
+import type { Logger } from '../lib/logger.ts';
+import type { CancelRequest, TurnChannel } from '../storage/turn-channel.ts';
+import type { JsonObject } from '../types.ts';
+import type { AgentTurns, TurnHolder } from './agent-turns.ts';
+import { TurnLog, type LogEntry } from './turn-log.ts';
+
+/** How long a cancel or an interrupt waits for the other processes to answer. */
+const CANCEL_WAIT_MS = 2000;
+
+/**
+ * What a router shares with the other processes of a storage that has a
+ * TurnChannel (postgresStorage, redisStorage): it copies its streamed turns'
+ * logs there, serves rejoins of turns other processes ran, and cancels its
+ * own turns when another process is asked to.
+ */
+export class SharedTurns<T extends TurnHolder> {
+  readonly #turns: AgentTurns<T>;
+  readonly #logger: Logger;
+  readonly #ttlSeconds: number;
+  readonly #listening = new Set<TurnChannel>();
+
+  constructor(turns: AgentTurns<T>, logger: Logger, ttlSeconds: number) {
+    this.#turns = turns;
+    this.#logger = logger;
+    this.#ttlSeconds = ttlSeconds;
+  }
+
+  /** Hears the channel's cancel requests from now on (once per channel): this process cancels what it holds. */
+  listen(channel: TurnChannel): void {
+    if (this.#listening.has(channel)) return;
+    this.#listening.add(channel);
+    channel.onCancel((agentId, request) => this.#cancelHere(agentId, request)).catch((error: unknown) => {
+      this.#listening.delete(channel);
+      this.#logger.error('AgentRouter: could not listen for cancel requests from other processes', error);
+    });
+  }
+
+  /** A log's copy on the channel, written as the log grows. */
+  mirror(channel: TurnChannel, log: TurnLog): LogMirror {
+    return new LogMirror(channel, log, this.#ttlSeconds, this.#logger);
+  }
+
+  /** Asks the other processes to cancel; the ids they cancelled. */
+  cancelElsewhere(channel: TurnChannel, agentId: string, request: CancelRequest): Promise<string[]> {
+    return channel.cancel(agentId, request, CANCEL_WAIT_MS);
+  }
+
+  #cancelHere(agentId: string, request: CancelRequest): string[] {
+    const cancelled: string[] = [];
+    for (const holder of this.#turns.of(agentId).slice()) {
+      const cancel = holder.cancel;
+      if (cancel === undefined || cancel.aborted || holder.turnId === undefined) continue;
+      const named = 'turnId' in request ? holder.turnId === request.turnId : 'all' in request ? true : holder.running;
+      if (!named) continue;
+      cancel.abort(new AgentRouterError(409, 'cancelled', `Turn ${JSON.stringify(holder.turnId)} was cancelled`, { expose: true }));
+      cancelled.push(holder.turnId);
+      if (!('all' in request)) break;
+    }
+    return cancelled;
+  }
+}
+
+/** Copies a log to a channel: what is added in one tick is one append, one append in flight, in order. */
+export class LogMirror {
+  readonly #channel: TurnChannel;
+  readonly #log: TurnLog;
+  readonly #ttlSeconds: number;
+  readonly #logger: Logger;
+  #pending: string[] = [];
+  #from = 1;
+  #ended = false;
+  #busy = false;
+
+  constructor(channel: TurnChannel, log: TurnLog, ttlSeconds: number, logger: Logger) {
+    this.#channel = channel;
+    this.#log = log;
+    this.#ttlSeconds = ttlSeconds;
+    this.#logger = logger;
+  }
+
+  add(entry: LogEntry, ended: boolean): void {
+    this.#pending.push(JSON.stringify(entry));
+    if (ended) this.#ended = true;
+    if (!this.#busy) {
+      this.#busy = true;
+      setImmediate(() => this.#write());
+    }
+  }
+
+  #write(): void {
+    const entries = this.#pending;
+    if (entries.length === 0) {
+      this.#busy = false;
+      return;
+    }
+    this.#pending = [];
+    const log = this.#log;
+    const from = this.#from;
+    this.#from += entries.length;
+    const ended = this.#ended && this.#pending.length === 0;
+    const write = { agentId: log.agentId, turnId: log.turnId, from, entries, first: log.first, ended, ttlSeconds: this.#ttlSeconds };
+    this.#channel.append(write).then(
+      () => this.#write(),
+      (error: unknown) => {
+        this.#logger.error(`AgentRouter: copying turn ${log.turnId}'s events to the shared storage failed; rejoins through other processes may miss them`, error);
+        this.#write();
+      },
+    );
+  }
+}
+
+/**
+ * The log of a turn another process ran, read from the channel and then
+ * followed there to its end; undefined when no process logged it (or it expired).
+ * `stop` ends the following (the rejoined client left).
+ */
+export async function sharedLog(channel: TurnChannel, turnId: string): Promise<{ log: TurnLog; stop: () => void } | undefined> {
+  const first = await channel.read(turnId, 0);
+  if (first === undefined) return undefined;
+  const log = new TurnLog(turnId, first.agentId, Infinity, () => {});
+  log.first = first.first;
+  const take = (read: { from: number; entries: readonly string[] }): void => {
+    if (read.from > log.next) {
+      const body = errorBody(new AgentRouterError(410, 'replay_expired', 'The next events of this turn are no longer kept (replayLimit)', { expose: true }));
+      return log.end({ failed: body as JsonObject });
+    }
+    for (const text of read.entries.slice(log.next - read.from)) {
+      const entry = JSON.parse(text) as LogEntry;
+      if (typeof entry === 'string') log.text(entry);
+      else if ('data' in entry) log.tool(entry);
+      else log.end(entry);
+    }
+  };
+  take(first);
+  if (log.ended) return { log, stop: () => {} };
+  let reading = false;
+  let again = false;
+  let stopped = false;
+  const wake = (): void => {
+    if (reading) return void (again = true);
+    if (stopped || log.ended) return;
+    reading = true;
+    channel.read(turnId, log.next - 1).then(
+      (read) => {
+        reading = false;
+        if (read === undefined) log.end({ failed: errorBody(new AgentRouterError(404, 'turn_not_found', `Turn ${JSON.stringify(turnId)} is no longer kept`, { expose: true })) as JsonObject });
+        else take(read);
+        if (log.ended) stop();
+        else if (again) {
+          again = false;
+          wake();
+        }
+      },
+      () => {
+        reading = false;
+        again = true;
+      },
+    );
+  };
+  const stopFollowing = await channel.follow(turnId, wake);
+  const stop = (): void => {
+    stopped = true;
+    stopFollowing();
+  };
+  // Entries written between the first read and the subscription.
+  wake();
+  return { log, stop };
+}
