@@ -5,8 +5,9 @@
  *
  *   node [--import tsx] test/helpers/storage-server-child.ts '{"backend":"postgres","schema":"s"}'
  *
- * Agents: `counter-*` has the action `increment({by})`; every other id chats
- * with the echo model (the reply is the message). Prints `listening on <url>`
+ * Agents: `counter-*` has the action `increment({by})`; `slow-*` chats with a
+ * model that says thirty words, one every 100 ms; every other id chats with
+ * the echo model (the reply is the message). Prints `listening on <url>`
  * once serving; SIGTERM closes it gracefully.
  */
 import { Agent } from '../../src/agent/agent.ts';
@@ -73,8 +74,27 @@ class Chat extends Agent {
   }
 }
 
+/** Thirty words, one every 100 ms: a turn that stays running while a test rejoins, cancels or interrupts it. */
+const slowModel = {
+  name: 'slow',
+  async *stream(request: { signal: AbortSignal }) {
+    for (let i = 1; i <= 30; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      if (request.signal.aborted) return;
+      yield `w${i} `;
+    }
+  },
+};
+
+class Slow extends Agent {
+  constructor(id: string) {
+    super(id, { model: slowModel, storage });
+  }
+}
+
 const registry = new AgentRegistry();
 registry.register('counter-.*', Counter);
+registry.register('slow-.*', Slow);
 registry.register('.*', Chat);
 const server = new AgentServer(registry, { maxAgents: 100 });
 await server.serve(0);
