@@ -13,6 +13,8 @@
 export interface TableNames {
   agents: string;
   messages: string;
+  turns: string;
+  turnEvents: string;
   /** Namespaces the advisory-lock keys, so two prefixes never lock each other's ids. */
   namespace: string;
 }
@@ -25,13 +27,19 @@ export function tableNames(options: { schema?: string | undefined; tablePrefix?:
   if (prefix !== '' && !IDENTIFIER.test(prefix)) {
     throw new TypeError(`postgresStorage: tablePrefix must be letters, digits and underscores, starting with a letter or underscore; got ${JSON.stringify(prefix)}`);
   }
-  if (prefix.length + 'messages'.length > 63) throw new TypeError('postgresStorage: tablePrefix must be at most 55 characters (Postgres names stop at 63)');
+  if (prefix.length + 'turn_events'.length > 63) throw new TypeError('postgresStorage: tablePrefix must be at most 52 characters (Postgres names stop at 63)');
   const schema = options.schema;
   if (schema !== undefined && (!IDENTIFIER.test(schema) || schema.length > 63)) {
     throw new TypeError(`postgresStorage: schema must be a plain identifier (letters, digits, underscores); got ${JSON.stringify(schema)}`);
   }
   const qualify = (name: string): string => (schema === undefined ? `"${name}"` : `"${schema}"."${name}"`);
-  return { agents: qualify(`${prefix}agents`), messages: qualify(`${prefix}messages`), namespace: `${schema ?? ''}.${prefix}` };
+  return {
+    agents: qualify(`${prefix}agents`),
+    messages: qualify(`${prefix}messages`),
+    turns: qualify(`${prefix}turns`),
+    turnEvents: qualify(`${prefix}turn_events`),
+    namespace: `${schema ?? ''}.${prefix}`,
+  };
 }
 
 /**
@@ -43,6 +51,8 @@ export function tableNames(options: { schema?: string | undefined; tablePrefix?:
  * - `messages`: one row per history message, keyed by (agent key, version, index in
  *   that commit). A turn inserts its rows; the history is never rewritten, so a
  *   turn's cost does not grow with the history.
+ * - `turns` and `turn_events`: the events of streamed turns, for rejoins through
+ *   any process; an ended turn's rows go `replayTTL` seconds after its end.
  */
 export function postgresStorageDDL(options: { schema?: string | undefined; tablePrefix?: string | undefined } = {}): string {
   const t = tableNames(options);
@@ -60,6 +70,19 @@ CREATE TABLE IF NOT EXISTS ${t.messages} (
   idx integer NOT NULL,
   message json NOT NULL,
   PRIMARY KEY (key, version, idx)
+);
+CREATE TABLE IF NOT EXISTS ${t.turns} (
+  turn_id text PRIMARY KEY,
+  agent_id text NOT NULL,
+  first integer NOT NULL,
+  ended boolean NOT NULL,
+  expires_at timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ${t.turnEvents} (
+  turn_id text NOT NULL,
+  seq integer NOT NULL,
+  entry text NOT NULL,
+  PRIMARY KEY (turn_id, seq)
 );
 `;
 }

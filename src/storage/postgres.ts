@@ -22,6 +22,7 @@ import {
 } from './postgres-session.ts';
 import type { TableNames } from './postgres-sql.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
+import { PostgresTurnChannel } from './postgres-turns.ts';
 import { backoff, delay } from './wait.ts';
 
 export { postgresStorageDDL } from './postgres-sql.ts';
@@ -44,6 +45,14 @@ export interface PostgresStorageOptions {
   leaseSeconds?: number | undefined;
   /** Run the DDL (`CREATE ... IF NOT EXISTS`) on first use. @defaultValue true */
   createTables?: boolean | undefined;
+  /**
+   * Share turn control with the other processes on this database: rejoin a
+   * stream, cancel a turn, `whenBusy` through any of them. It keeps one
+   * connection of the pool for LISTEN once the process serves a turn, until
+   * `storage.close()` (call it before `pool.end()`). Off, turn control stays in each process.
+   * @defaultValue false
+   */
+  shareTurns?: boolean | undefined;
   /** Ping held lock sessions (default true). `false` acts like a holder that hung: for tests. @internal */
   renewLease?: boolean | undefined;
 }
@@ -74,7 +83,7 @@ const DDL_LOCK_KEY = '7225371954390861409';
  * pool.on('error', (error) => console.error('postgres:', error.message)); // unheard, a lost idle connection ends the process
  * const storage = postgresStorage(pool);
  */
-const POSTGRES_OPTIONS: { readonly [K in keyof Required<PostgresStorageOptions>]: true } = { schema: true, tablePrefix: true, leaseSeconds: true, createTables: true, renewLease: true };
+const POSTGRES_OPTIONS: { readonly [K in keyof Required<PostgresStorageOptions>]: true } = { schema: true, tablePrefix: true, leaseSeconds: true, createTables: true, shareTurns: true, renewLease: true };
 
 export function postgresStorage(pool: PgPoolLike, options: PostgresStorageOptions = {}): PostgresStorage {
   if (typeof pool?.query !== 'function' || typeof pool.connect !== 'function') {
@@ -105,6 +114,8 @@ class PostgresStorageImpl implements PostgresStorage {
   #ready: Promise<boolean> | undefined;
   /** What every public method's failure goes through: a lost or refused connection becomes 503 storage_unavailable. */
   readonly #outage = rethrowOutage('postgresStorage');
+  /** Turn events and cancel requests between the processes sharing this database. */
+  readonly turns: PostgresTurnChannel | undefined;
 
   constructor(pool: PgPoolLike, options: PostgresStorageOptions) {
     this.#pool = pool;
@@ -113,6 +124,7 @@ class PostgresStorageImpl implements PostgresStorage {
     this.#ddl = options.createTables === false ? undefined : postgresStorageDDL(options);
     this.#leaseMs = leaseMilliseconds(options.leaseSeconds, 30, 'postgresStorage');
     this.#renew = options.renewLease ?? true;
+    if (options.shareTurns === true) this.turns = new PostgresTurnChannel(pool, this.#tables, () => this.#init(), (agentId) => this.#lockKey(agentId));
   }
 
   head(agentId: string): Promise<number> {
@@ -291,6 +303,7 @@ class PostgresStorageImpl implements PostgresStorage {
       lock.released = true;
       lock.client.release(true);
     }
+    await this.turns?.close();
   }
 
   // --- internals -----------------------------------------------------------

@@ -10,7 +10,6 @@ import { ACQUIRE, closedForGood, COMMIT, commandSender, connectedNow, LOAD, LOAD
 import type { LuaScript, RedisClientLike, SendCommand } from './redis-scripts.ts';
 import type { AgentRecord, SharedStorage, TurnCommit, Unlock } from './storage.ts';
 import { RedisTurnChannel } from './redis-turns.ts';
-import type { TurnChannel } from './turn-channel.ts';
 import { backoff, delay, untilAborted } from './wait.ts';
 
 export type { IoRedisLike, NodeRedisLike, RedisClientLike } from './redis-scripts.ts';
@@ -25,6 +24,14 @@ export interface RedisStorageOptions {
    * @defaultValue 30
    */
   leaseSeconds?: number | undefined;
+  /**
+   * Share turn control with the other processes on this Redis: rejoin a
+   * stream, cancel a turn, `whenBusy` through any of them. It opens a
+   * subscriber connection (the client's `duplicate()`) once the process
+   * serves a turn, until `storage.close()`. Off, turn control stays in each process.
+   * @defaultValue false
+   */
+  shareTurns?: boolean | undefined;
   /** Extend held leases (default true). `false` acts like a holder that died: for tests. @internal */
   renewLease?: boolean | undefined;
 }
@@ -35,7 +42,7 @@ function repliedByServer(error: unknown): boolean {
 }
 
 /** A Storage on Redis, with the cross-process members always present. */
-export type RedisStorage = SharedStorage & { readonly turns: TurnChannel };
+export type RedisStorage = SharedStorage;
 
 /**
  * Storage on a Redis client you own and have connected: node-redis
@@ -59,7 +66,7 @@ export type RedisStorage = SharedStorage & { readonly turns: TurnChannel };
  * await client.connect();
  * const storage = redisStorage(client);
  */
-const REDIS_OPTIONS: { readonly [K in keyof Required<RedisStorageOptions>]: true } = { prefix: true, leaseSeconds: true, renewLease: true };
+const REDIS_OPTIONS: { readonly [K in keyof Required<RedisStorageOptions>]: true } = { prefix: true, leaseSeconds: true, shareTurns: true, renewLease: true };
 
 export function redisStorage(client: RedisClientLike, options: RedisStorageOptions = {}): RedisStorage {
   checkKnownOptions(options, REDIS_OPTIONS, 'redisStorage');
@@ -79,7 +86,7 @@ class RedisStorageImpl implements RedisStorage {
   readonly #outage = rethrowOutage('redisStorage');
 
   /** Turn events and cancel requests between the processes sharing this Redis. */
-  readonly turns: RedisTurnChannel;
+  readonly turns: RedisTurnChannel | undefined;
 
   constructor(client: RedisClientLike, send: SendCommand, closed: () => boolean, connected: () => boolean, options: RedisStorageOptions) {
     this.#send = send;
@@ -90,7 +97,7 @@ class RedisStorageImpl implements RedisStorage {
     this.#prefix = prefix;
     this.#leaseMs = leaseMilliseconds(options.leaseSeconds, 30, 'redisStorage');
     this.#renew = options.renewLease ?? true;
-    this.turns = new RedisTurnChannel(client, send, prefix, (agentId) => this.#lockKey(agentId));
+    if (options.shareTurns === true) this.turns = new RedisTurnChannel(client, send, prefix, (agentId) => this.#lockKey(agentId));
   }
 
   head(agentId: string): Promise<number> {
@@ -250,7 +257,7 @@ class RedisStorageImpl implements RedisStorage {
   async close(): Promise<void> {
     const held = [...this.#held.values()];
     this.#held.clear();
-    await Promise.all([...held.map(({ unlock }) => unlock()), this.turns.close()]);
+    await Promise.all([...held.map(({ unlock }) => unlock()), this.turns?.close()]);
   }
 
   #keys(agentId: string): [string, string, string] {

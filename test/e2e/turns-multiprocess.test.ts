@@ -7,9 +7,11 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { readSSE, type SSEEvent } from '../../src/sse/parser.ts';
+import pg from 'pg';
+import { postgresStorage } from '../../src/storage/postgres.ts';
 import { redisStorage } from '../../src/storage/redis.ts';
 import type { Storage } from '../../src/storage/storage.ts';
-import { connectRedis, runTag } from '../helpers/storage-backends.ts';
+import { connectRedis, PG_CONFIG, runTag } from '../helpers/storage-backends.ts';
 import { post, startServerChild } from '../helpers/storage-e2e.ts';
 import type { ChildConfig } from '../helpers/storage-server-child.ts';
 
@@ -21,7 +23,7 @@ interface Backend {
 
 const redis = (flavor: 'node-redis' | 'ioredis'): Backend => ({
   name: flavor,
-  config: () => ({ backend: flavor, prefix: `ar-test:${runTag()}:` }),
+  config: () => ({ backend: flavor, prefix: `ar-test:${runTag()}:`, shareTurns: true }),
   open: async (t, config) => {
     const { client, close } = await connectRedis(flavor);
     const storage = redisStorage(client, { prefix: config.prefix });
@@ -33,7 +35,23 @@ const redis = (flavor: 'node-redis' | 'ioredis'): Backend => ({
   },
 });
 
-const BACKENDS: Backend[] = [redis('node-redis'), redis('ioredis')];
+const postgres: Backend = {
+  name: 'postgres',
+  config: () => ({ backend: 'postgres', schema: `ar_turns_${runTag()}`, shareTurns: true }),
+  open: async (t, config) => {
+    const pool = new pg.Pool({ ...PG_CONFIG, max: 4 });
+    const storage = postgresStorage(pool, { schema: config.schema });
+    t.after(async () => {
+      await storage.close();
+      await pool.query(`DROP SCHEMA IF EXISTS "${config.schema}" CASCADE`);
+      await pool.end();
+    });
+    await storage.head('create-tables-first'); // made here, before three processes race to make them
+    return storage;
+  },
+};
+
+const BACKENDS: Backend[] = [redis('node-redis'), redis('ioredis'), postgres];
 
 function chatStream(url: string, id: string, query: string): Promise<Response> {
   return fetch(`${url}/agent/${id}/chat${query}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'go' }) });
@@ -58,8 +76,8 @@ async function rest(events: AsyncGenerator<SSEEvent>): Promise<SSEEvent[]> {
 for (const backend of BACKENDS) {
   test(`three processes on ${backend.name}: rejoin through another process, then cancel through a third; nothing stored`, async (t) => {
     const config = backend.config();
-    const [one, two, three] = await Promise.all([startServerChild(t, config), startServerChild(t, config), startServerChild(t, config)]);
     const storage = await backend.open(t, config);
+    const [one, two, three] = await Promise.all([startServerChild(t, config), startServerChild(t, config), startServerChild(t, config)]);
     const id = 'slow-cancel';
     const started = await chatStream(one!.url, id, '?stream=events');
     const turnId = started.headers.get('turn-id') as string;
@@ -95,8 +113,8 @@ for (const backend of BACKENDS) {
 
   test(`three processes on ${backend.name}: reject and interrupt see a turn running in another process`, async (t) => {
     const config = backend.config();
-    const [one, two, three] = await Promise.all([startServerChild(t, config), startServerChild(t, config), startServerChild(t, config)]);
     const storage = await backend.open(t, config);
+    const [one, two, three] = await Promise.all([startServerChild(t, config), startServerChild(t, config), startServerChild(t, config)]);
     const id = 'slow-busy';
     const running = await chatStream(one!.url, id, '?stream=true');
     const live = readSSE(running.body as ReadableStream<Uint8Array>);
@@ -118,6 +136,7 @@ for (const backend of BACKENDS) {
 
   test(`three processes on ${backend.name}: a finished turn is rejoined in full through another process`, async (t) => {
     const config = backend.config();
+    await backend.open(t, config);
     const [one, two] = await Promise.all([startServerChild(t, config), startServerChild(t, config)]);
     const original = await chatStream(one!.url, 'echo-rejoin', '?stream=true');
     const turnId = original.headers.get('turn-id') as string;

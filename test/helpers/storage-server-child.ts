@@ -29,6 +29,8 @@ export interface ChildConfig {
   applicationName?: string | undefined;
   /** The storage's lease (Redis: how long a killed child's lock holds its id). */
   leaseSeconds?: number | undefined;
+  /** Turn control shared through the storage (rejoin, cancel, whenBusy across processes). */
+  shareTurns?: boolean | undefined;
 }
 
 const config = JSON.parse(process.argv[2] ?? '{}') as ChildConfig;
@@ -44,20 +46,20 @@ async function openStorage(): Promise<Storage> {
       const pool = new pg.Pool({ host: '127.0.0.1', database: 'test', user: 'postgres', max: 8, application_name: config.applicationName });
       pool.on('error', () => undefined);
       closers.push(() => pool.end());
-      return postgresStorage(pool, { schema: config.schema, leaseSeconds: config.leaseSeconds });
+      return postgresStorage(pool, { schema: config.schema, leaseSeconds: config.leaseSeconds, shareTurns: config.shareTurns });
     }
     case 'node-redis': {
       const { createClient } = await import('redis');
       const client = createClient({ url: 'redis://127.0.0.1:6379' });
       await client.connect();
       closers.push(() => client.close());
-      return redisStorage(client, { prefix: config.prefix, leaseSeconds: config.leaseSeconds });
+      return redisStorage(client, { prefix: config.prefix, leaseSeconds: config.leaseSeconds, shareTurns: config.shareTurns });
     }
     case 'ioredis': {
       const { Redis } = await import('ioredis');
       const client = new Redis('redis://127.0.0.1:6379');
       closers.push(() => client.quit());
-      return redisStorage(client, { prefix: config.prefix, leaseSeconds: config.leaseSeconds });
+      return redisStorage(client, { prefix: config.prefix, leaseSeconds: config.leaseSeconds, shareTurns: config.shareTurns });
     }
     default:
       throw new Error(`storage-server-child: unknown backend ${JSON.stringify(config.backend)}`);

@@ -58,6 +58,9 @@ test('creates the tables postgresStorageDDL documents, and several first uses at
     'agent_router_agents.state:json', 'agent_router_agents.updated_at:timestamp with time zone',
     'agent_router_messages.key:text', 'agent_router_messages.version:bigint', 'agent_router_messages.idx:integer',
     'agent_router_messages.message:json',
+    'agent_router_turn_events.turn_id:text', 'agent_router_turn_events.seq:integer', 'agent_router_turn_events.entry:text',
+    'agent_router_turns.turn_id:text', 'agent_router_turns.agent_id:text', 'agent_router_turns.first:integer',
+    'agent_router_turns.ended:boolean', 'agent_router_turns.expires_at:timestamp with time zone',
   ]);
   const ddl = postgresStorageDDL({ schema });
   assert.match(ddl, new RegExp(`CREATE TABLE IF NOT EXISTS "${schema}"\\."agent_router_agents"`));
@@ -404,7 +407,7 @@ test('bad pools and bad names are refused with the fix in the message', () => {
   assert.throws(() => postgresStorage({} as PgPoolLike), /pass a pg\.Pool/);
   const pool = { query: async () => ({ rows: [] }), connect: async () => ({ query: async () => ({ rows: [] }), release: () => undefined }) };
   assert.throws(() => postgresStorage(pool, { tablePrefix: 'x"; DROP TABLE y; --' }), /tablePrefix must be letters/);
-  assert.throws(() => postgresStorage(pool, { tablePrefix: 'p'.repeat(56) }), /at most 55/);
+  assert.throws(() => postgresStorage(pool, { tablePrefix: 'p'.repeat(53) }), /at most 52/);
   assert.throws(() => postgresStorage(pool, { schema: 'has space' }), /schema must be a plain identifier/);
   assert.throws(() => postgresStorage(pool, { leaseSeconds: Number.NaN }), /leaseSeconds/);
   assert.match(postgresStorageDDL(), /^CREATE TABLE IF NOT EXISTS "agent_router_agents"/);

@@ -9,12 +9,16 @@ import { connectRedis, runTag } from '../helpers/storage-backends.ts';
 async function twoProcesses(t: TestContext, flavor: 'node-redis' | 'ioredis') {
   const prefix = `ar-test:${runTag()}:`;
   const opened = await Promise.all([connectRedis(flavor), connectRedis(flavor)]);
-  const storages = opened.map(({ client }) => redisStorage(client, { prefix }));
+  const storages = opened.map(({ client }) => redisStorage(client, { prefix, shareTurns: true }));
   t.after(async () => {
     await Promise.all(storages.map((storage) => storage.close()));
     await Promise.all(opened.map((open) => open.close()));
   });
-  return { a: storages[0]!, b: storages[1]! };
+  const channel = (storage: (typeof storages)[number]): TurnChannel & { close(): Promise<void> } => {
+    assert.ok(storage.turns, 'shareTurns: true gives the storage a turn channel');
+    return storage.turns as TurnChannel & { close(): Promise<void> };
+  };
+  return { a: { turns: channel(storages[0]!), lock: (id: string) => storages[0]!.lock(id) }, b: { turns: channel(storages[1]!), lock: (id: string) => storages[1]!.lock(id) } };
 }
 
 /** Follows `turnId` (once subscribed, so no write is missed); `woken` resolves at the first wake. */

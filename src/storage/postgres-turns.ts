@@ -1,0 +1,206 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { PgPoolClientLike, PgPoolLike } from './postgres-session.ts';
+import type { TableNames } from './postgres-sql.ts';
+import type { CancelRequest, SharedTurnLog, TurnChannel, TurnLogWrite } from './turn-channel.ts';
+
+/** How long a live turn's rows are kept without a write: only a crashed writer's turn expires this way. */
+const LIVE_TTL_SECONDS = 24 * 60 * 60;
+/** Expired turns are deleted at most this often per process, by the process writing. */
+const SWEEP_EVERY_MS = 60_000;
+/** After the listening connection is lost, the wait before another is taken. */
+const RELISTEN_MS = 500;
+
+interface CancelMessage {
+  readonly req: string;
+  readonly agentId: string;
+  readonly request: CancelRequest;
+}
+
+/**
+ * `TurnChannel` on Postgres, through the user's pool: a turn's events are
+ * rows of `turn_events`, its end and expiry a row of `turns`; live tail and
+ * cancel go over LISTEN/NOTIFY on one connection of the pool, taken at the
+ * first follow or onCancel. Notifications carry ids, never events (8000 bytes at most).
+ */
+export class PostgresTurnChannel implements TurnChannel {
+  readonly #pool: PgPoolLike;
+  readonly #t: TableNames;
+  readonly #ready: () => Promise<unknown>;
+  readonly #lockKey: (agentId: string) => string;
+  /** The NOTIFY channels: one set per schema and table prefix. */
+  readonly #events: string;
+  readonly #cancels: string;
+  readonly #answers: string;
+  #listener: Promise<PgPoolClientLike> | undefined;
+  #closed = false;
+  #sweptAt = 0;
+  readonly #followers = new Map<string, Set<() => void>>();
+  readonly #handlers = new Set<(agentId: string, request: CancelRequest) => string[]>();
+  readonly #waiting = new Map<string, (ids: string[]) => void>();
+
+  constructor(pool: PgPoolLike, tables: TableNames, ready: () => Promise<unknown>, lockKey: (agentId: string) => string) {
+    this.#pool = pool;
+    this.#t = tables;
+    this.#ready = ready;
+    this.#lockKey = lockKey;
+    const tag = createHash('sha256').update(tables.namespace).digest('hex').slice(0, 16);
+    this.#events = `agent_router_${tag}_events`;
+    this.#cancels = `agent_router_${tag}_cancel`;
+    this.#answers = `agent_router_${tag}_cancelled`;
+  }
+
+  async append(write: TurnLogWrite): Promise<void> {
+    await this.#ready();
+    const { turnId, agentId, from, entries, first, ended, ttlSeconds } = write;
+    const ttl = `${ended ? Math.max(1, Math.ceil(ttlSeconds)) : LIVE_TTL_SECONDS} seconds`;
+    const t = this.#t;
+    await this.#pool.query(
+      `WITH turn AS (
+         INSERT INTO ${t.turns} (turn_id, agent_id, first, ended, expires_at) VALUES ($1, $2, $3, $4, now() + $5::interval)
+         ON CONFLICT (turn_id) DO UPDATE SET first = EXCLUDED.first, ended = EXCLUDED.ended, expires_at = EXCLUDED.expires_at
+       ), added AS (
+         INSERT INTO ${t.turnEvents} (turn_id, seq, entry)
+         SELECT $1, $6::integer + ord::integer - 1, entry FROM unnest($7::text[]) WITH ORDINALITY AS e(entry, ord)
+         ON CONFLICT DO NOTHING
+       ), dropped AS (
+         DELETE FROM ${t.turnEvents} WHERE turn_id = $1 AND seq < $3
+       )
+       SELECT pg_notify($8, $1)`,
+      [turnId, agentId, first, ended, ttl, from, entries, this.#events],
+    );
+    if (ended && Date.now() - this.#sweptAt > SWEEP_EVERY_MS) {
+      this.#sweptAt = Date.now();
+      await this.#pool.query(
+        `WITH gone AS (DELETE FROM ${t.turns} WHERE expires_at < now() RETURNING turn_id)
+         DELETE FROM ${t.turnEvents} WHERE turn_id IN (SELECT turn_id FROM gone)`,
+      );
+    }
+  }
+
+  async read(turnId: string, after: number): Promise<SharedTurnLog | undefined> {
+    await this.#ready();
+    const t = this.#t;
+    const { rows } = await this.#pool.query(
+      `SELECT t.agent_id, t.first, t.ended, e.seq, e.entry FROM ${t.turns} t
+       LEFT JOIN ${t.turnEvents} e ON e.turn_id = t.turn_id AND e.seq >= GREATEST($2::integer, t.first)
+       WHERE t.turn_id = $1 AND t.expires_at > now() ORDER BY e.seq`,
+      [turnId, after + 1],
+    );
+    const head = rows[0];
+    if (head === undefined) return undefined;
+    const first = Number(head['first']);
+    const entries = rows.filter((row) => row['seq'] !== null).map((row) => String(row['entry']));
+    const from = head['seq'] === null ? Math.max(after + 1, first) : Number(head['seq']);
+    return { agentId: String(head['agent_id']), first, from, entries, ended: head['ended'] === true };
+  }
+
+  async follow(turnId: string, wake: () => void): Promise<() => void> {
+    await this.#listening();
+    let set = this.#followers.get(turnId);
+    if (set === undefined) this.#followers.set(turnId, (set = new Set()));
+    set.add(wake);
+    return () => {
+      set.delete(wake);
+      if (set.size === 0 && this.#followers.get(turnId) === set) this.#followers.delete(turnId);
+    };
+  }
+
+  async busy(agentId: string): Promise<boolean> {
+    // A bigint advisory key shows in pg_locks as its high 32 bits (classid) and low 32 bits (objid).
+    const { rows } = await this.#pool.query(
+      `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+         AND classid::bigint = ($1::bigint >> 32) & 4294967295 AND objid::bigint = $1::bigint & 4294967295) AS busy`,
+      [this.#lockKey(agentId)],
+    );
+    return rows[0]?.['busy'] === true;
+  }
+
+  async cancel(agentId: string, request: CancelRequest, waitMs: number): Promise<string[]> {
+    await this.#listening();
+    const req = randomUUID();
+    const heard: string[] = [];
+    return new Promise<string[]>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.#waiting.delete(req);
+        resolve(heard);
+      };
+      // How many processes listen is not known here: one turn named (or the running one) is held by one at most.
+      const timer = setTimeout(done, waitMs);
+      this.#waiting.set(req, (ids) => {
+        heard.push(...ids);
+        if (ids.length > 0 && !('all' in request)) done();
+      });
+      const message: CancelMessage = { req, agentId, request };
+      this.#pool.query('SELECT pg_notify($1, $2)', [this.#cancels, JSON.stringify(message)]).catch(() => done());
+    });
+  }
+
+  async onCancel(handler: (agentId: string, request: CancelRequest) => string[]): Promise<() => void> {
+    await this.#listening();
+    this.#handlers.add(handler);
+    return () => {
+      this.#handlers.delete(handler);
+    };
+  }
+
+  /** Gives the listening connection back (closed: LISTEN holds its session). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const listener = this.#listener;
+    this.#listener = undefined;
+    if (listener !== undefined) (await listener.catch(() => undefined))?.release(true);
+  }
+
+  #listening(): Promise<PgPoolClientLike> {
+    if (this.#listener !== undefined) return this.#listener;
+    const listening = (async () => {
+      const client = await this.#pool.connect();
+      const emitter = client as unknown as { on(event: string, listener: (arg: never) => void): unknown };
+      emitter.on('notification', (message: { channel: string; payload?: string }) => this.#notified(message.channel, message.payload ?? ''));
+      emitter.on('error', () => this.#lost(listening, client));
+      emitter.on('end', () => this.#lost(listening, client));
+      await client.query(`LISTEN "${this.#events}"; LISTEN "${this.#cancels}"; LISTEN "${this.#answers}"`);
+      return client;
+    })();
+    this.#listener = listening;
+    listening.catch(() => {
+      if (this.#listener === listening) this.#listener = undefined;
+    });
+    return listening;
+  }
+
+  /** The listening connection died: another is taken, and every follower reads again (what it missed meanwhile). */
+  #lost(listening: Promise<PgPoolClientLike>, client: PgPoolClientLike): void {
+    if (this.#listener !== listening) return;
+    this.#listener = undefined;
+    client.release(true);
+    if (this.#closed) return;
+    setTimeout(() => {
+      if (this.#closed || (this.#followers.size === 0 && this.#handlers.size === 0)) return;
+      this.#listening().then(
+        () => {
+          for (const set of this.#followers.values()) for (const wake of [...set]) wake();
+        },
+        () => {},
+      );
+    }, RELISTEN_MS).unref();
+  }
+
+  #notified(channel: string, payload: string): void {
+    if (channel === this.#events) {
+      for (const wake of [...(this.#followers.get(payload) ?? [])]) wake();
+    } else if (channel === this.#answers) {
+      const { req, ids } = JSON.parse(payload) as { req: string; ids: string[] };
+      this.#waiting.get(req)?.(ids);
+    } else if (channel === this.#cancels) {
+      const { req, agentId, request } = JSON.parse(payload) as CancelMessage;
+      // Its own requests reach this process too: what it holds it has cancelled already, or keeps.
+      if (this.#waiting.has(req)) return;
+      const ids: string[] = [];
+      for (const handler of this.#handlers) ids.push(...handler(agentId, request));
+      if (ids.length > 0) this.#pool.query('SELECT pg_notify($1, $2)', [this.#answers, JSON.stringify({ req, ids })]).catch(() => {});
+    }
+  }
+}
