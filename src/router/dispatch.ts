@@ -79,10 +79,14 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
     // A turn another process runs: refused or cut there too. This process's own were dealt with by admit().
     if (whenBusy === 'interrupt') host.shared.cancelElsewhere(channel, agentId, { all: true }).catch(() => {});
     if (whenBusy === 'reject' && host.agentTurns.of(agentId).length === 0) {
-      channel.busy(agentId).then(
-        (busy) => (busy ? exchange.fail(agentBusy(agentId)) : begin(host, exchange, action, body, message, stream, target, channel)),
-        (error: unknown) => exchange.fail(error),
-      );
+      channel
+        .busy(agentId)
+        .then((busy) => {
+          if (busy) throw agentBusy(agentId);
+          if (exchange.res.destroyed) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
+          begin(host, exchange, action, body, message, stream, target, channel);
+        })
+        .catch((error: unknown) => exchange.fail(error));
       return;
     }
   }
