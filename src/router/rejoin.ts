@@ -7,7 +7,7 @@ import { ChunkSeam } from '../sse/seams.ts';
 import type { DispatchHost } from './dispatch.ts';
 import type { Exchange } from './exchange.ts';
 import { LogCursor, type LogEnd } from './log-cursor.ts';
-import type { LogEntry, ToolEntry, TurnLog } from './turn-log.ts';
+import { nextEventsExpired, type LogEntry, type ToolEntry, type TurnLog } from './turn-log.ts';
 import { rejoinUI, uiReplayExpired } from './ui-rejoin.ts';
 import { sharedLog } from './shared-turns.ts';
 
@@ -130,7 +130,7 @@ class Rejoined extends LogCursor {
 
   /** The client read too slowly: the events it needs next were dropped (replayLimit). */
   protected expired(): void {
-    const body = errorBody(new AgentRouterError(410, 'replay_expired', 'The next events of this turn are no longer kept (replayLimit)', { expose: true }));
+    const body = errorBody(nextEventsExpired());
     this.writer.end(this.#typed ? formatEvent(JSON.stringify({ type: 'turn.failed', ...body }), 'turn.failed') : formatEvent(JSON.stringify(body), 'error'));
   }
 }

@@ -2,8 +2,8 @@ import { AgentRouterError, errorBody } from '../errors.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { CancelRequest, TurnChannel } from '../storage/turn-channel.ts';
 import type { JsonObject } from '../types.ts';
-import type { AgentTurns, TurnHolder } from './agent-turns.ts';
-import { TurnLog, type LogEntry } from './turn-log.ts';
+import { cancelledError, type AgentTurns, type TurnHolder } from './agent-turns.ts';
+import { nextEventsExpired, TurnLog, type LogEntry } from './turn-log.ts';
 
 /** How long a cancel or an interrupt waits for the other processes to answer. */
 const CANCEL_WAIT_MS = 2000;
@@ -53,7 +53,7 @@ export class SharedTurns<T extends TurnHolder> {
       if (cancel === undefined || cancel.aborted || holder.turnId === undefined) continue;
       const named = 'turnId' in request ? holder.turnId === request.turnId : 'all' in request ? true : holder.running;
       if (!named) continue;
-      cancel.abort(new AgentRouterError(409, 'cancelled', `Turn ${JSON.stringify(holder.turnId)} was cancelled`, { expose: true }));
+      cancel.abort(cancelledError(holder.turnId));
       cancelled.push(holder.turnId);
       if (!('all' in request)) break;
     }
@@ -122,8 +122,7 @@ export async function sharedLog(channel: TurnChannel, turnId: string): Promise<{
   log.first = first.first;
   const take = (read: { from: number; entries: readonly string[] }): void => {
     if (read.from > log.next) {
-      const body = errorBody(new AgentRouterError(410, 'replay_expired', 'The next events of this turn are no longer kept (replayLimit)', { expose: true }));
-      return log.end({ failed: body as JsonObject });
+      return log.end({ failed: errorBody(nextEventsExpired()) as JsonObject });
     }
     for (const text of read.entries.slice(log.next - read.from)) {
       const entry = JSON.parse(text) as LogEntry;

@@ -1,4 +1,10 @@
+import { AgentRouterError } from '../errors.ts';
 import type { JsonObject } from '../types.ts';
+
+/** A follower reached events the log no longer keeps (replayLimit): how its stream ends. */
+export function nextEventsExpired(): AgentRouterError {
+  return new AgentRouterError(410, 'replay_expired', 'The next events of this turn are no longer kept (replayLimit)', { expose: true });
+}
 
 /** What a streamed turn produced, in order: its text and tool events as they came, then exactly one end. */
 export type LogEntry = string | ToolEntry | { readonly finished: JsonObject } | { readonly failed: JsonObject };

@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { PgPoolClientLike, PgPoolLike } from './postgres-session.ts';
 import type { TableNames } from './postgres-sql.ts';
+import { TurnListeners } from './turn-listeners.ts';
 import type { CancelRequest, SharedTurnLog, TurnChannel, TurnLogWrite } from './turn-channel.ts';
 
 /** How long a live turn's rows are kept without a write: only a crashed writer's turn expires this way. */
@@ -34,9 +35,7 @@ export class PostgresTurnChannel implements TurnChannel {
   #listener: Promise<PgPoolClientLike> | undefined;
   #closed = false;
   #sweptAt = 0;
-  readonly #followers = new Map<string, Set<() => void>>();
-  readonly #handlers = new Set<(agentId: string, request: CancelRequest) => string[]>();
-  readonly #waiting = new Map<string, (ids: string[]) => void>();
+  readonly #listeners = new TurnListeners();
 
   constructor(pool: PgPoolLike, tables: TableNames, ready: () => Promise<unknown>, lockKey: (agentId: string) => string) {
     this.#pool = pool;
@@ -96,13 +95,7 @@ export class PostgresTurnChannel implements TurnChannel {
 
   async follow(turnId: string, wake: () => void): Promise<() => void> {
     await this.#listening();
-    let set = this.#followers.get(turnId);
-    if (set === undefined) this.#followers.set(turnId, (set = new Set()));
-    set.add(wake);
-    return () => {
-      set.delete(wake);
-      if (set.size === 0 && this.#followers.get(turnId) === set) this.#followers.delete(turnId);
-    };
+    return this.#listeners.follow(turnId, wake);
   }
 
   async busy(agentId: string): Promise<boolean> {
@@ -123,12 +116,12 @@ export class PostgresTurnChannel implements TurnChannel {
     return new Promise<string[]>((resolve) => {
       const done = (): void => {
         clearTimeout(timer);
-        this.#waiting.delete(req);
+        stop();
         resolve(heard);
       };
       // How many processes listen is not known here: one turn named (or the running one) is held by one at most.
       const timer = setTimeout(done, waitMs);
-      this.#waiting.set(req, (ids) => {
+      const stop = this.#listeners.awaitAnswers(req, (ids) => {
         heard.push(...ids);
         if (ids.length > 0 && !('all' in request)) done();
       });
@@ -139,10 +132,7 @@ export class PostgresTurnChannel implements TurnChannel {
 
   async onCancel(handler: (agentId: string, request: CancelRequest) => string[]): Promise<() => void> {
     await this.#listening();
-    this.#handlers.add(handler);
-    return () => {
-      this.#handlers.delete(handler);
-    };
+    return this.#listeners.onCancel(handler);
   }
 
   /** Gives the listening connection back (closed: LISTEN holds its session). */
@@ -178,10 +168,10 @@ export class PostgresTurnChannel implements TurnChannel {
     client.release(true);
     if (this.#closed) return;
     setTimeout(() => {
-      if (this.#closed || (this.#followers.size === 0 && this.#handlers.size === 0)) return;
+      if (this.#closed || this.#listeners.idle) return;
       this.#listening().then(
         () => {
-          for (const set of this.#followers.values()) for (const wake of [...set]) wake();
+          this.#listeners.wakeAll();
         },
         () => {},
       );
@@ -190,16 +180,13 @@ export class PostgresTurnChannel implements TurnChannel {
 
   #notified(channel: string, payload: string): void {
     if (channel === this.#events) {
-      for (const wake of [...(this.#followers.get(payload) ?? [])]) wake();
+      this.#listeners.wake(payload);
     } else if (channel === this.#answers) {
       const { req, ids } = JSON.parse(payload) as { req: string; ids: string[] };
-      this.#waiting.get(req)?.(ids);
+      this.#listeners.answered(req, ids);
     } else if (channel === this.#cancels) {
       const { req, agentId, request } = JSON.parse(payload) as CancelMessage;
-      // Its own requests reach this process too: what it holds it has cancelled already, or keeps.
-      if (this.#waiting.has(req)) return;
-      const ids: string[] = [];
-      for (const handler of this.#handlers) ids.push(...handler(agentId, request));
+      const ids = this.#listeners.cancelHere(req, agentId, request);
       if (ids.length > 0) this.#pool.query('SELECT pg_notify($1, $2)', [this.#answers, JSON.stringify({ req, ids })]).catch(() => {});
     }
   }

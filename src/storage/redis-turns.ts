@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { lua, runScript } from './redis-scripts.ts';
 import type { RedisClientLike, SendCommand } from './redis-scripts.ts';
+import { TurnListeners } from './turn-listeners.ts';
 import type { CancelRequest, SharedTurnLog, TurnChannel, TurnLogWrite } from './turn-channel.ts';
 
 /** How long a live turn's log is kept without a write: the turn timeout is far shorter, so only a crashed writer's log expires this way. */
@@ -66,9 +67,7 @@ export class RedisTurnChannel implements TurnChannel {
   readonly #prefix: string;
   readonly #lockKey: (agentId: string) => string;
   #subscriber: Promise<Subscriber> | undefined;
-  readonly #followers = new Map<string, Set<() => void>>();
-  readonly #handlers = new Set<(agentId: string, request: CancelRequest) => string[]>();
-  readonly #waiting = new Map<string, (ids: string[]) => void>();
+  readonly #listeners = new TurnListeners();
 
   constructor(client: RedisClientLike, send: SendCommand, prefix: string, lockKey: (agentId: string) => string) {
     this.#client = client;
@@ -99,13 +98,7 @@ export class RedisTurnChannel implements TurnChannel {
 
   async follow(turnId: string, wake: () => void): Promise<() => void> {
     await this.#subscribed();
-    let set = this.#followers.get(turnId);
-    if (set === undefined) this.#followers.set(turnId, (set = new Set()));
-    set.add(wake);
-    return () => {
-      set.delete(wake);
-      if (set.size === 0 && this.#followers.get(turnId) === set) this.#followers.delete(turnId);
-    };
+    return this.#listeners.follow(turnId, wake);
   }
 
   async busy(agentId: string): Promise<boolean> {
@@ -121,11 +114,11 @@ export class RedisTurnChannel implements TurnChannel {
     return new Promise<string[]>((resolve) => {
       const done = (): void => {
         clearTimeout(timer);
-        this.#waiting.delete(req);
+        stop();
         resolve(heard);
       };
       const timer = setTimeout(done, waitMs);
-      this.#waiting.set(req, (ids) => {
+      const stop = this.#listeners.awaitAnswers(req, (ids) => {
         heard.push(...ids);
         if (++answers >= expected) done();
       });
@@ -143,10 +136,7 @@ export class RedisTurnChannel implements TurnChannel {
 
   async onCancel(handler: (agentId: string, request: CancelRequest) => string[]): Promise<() => void> {
     await this.#subscribed();
-    this.#handlers.add(handler);
-    return () => {
-      this.#handlers.delete(handler);
-    };
+    return this.#listeners.onCancel(handler);
   }
 
   /** Closes the subscriber connection, if one was made. */
@@ -165,11 +155,11 @@ export class RedisTurnChannel implements TurnChannel {
     const subscribing = (async () => {
       const subscriber = await duplicate(this.#client);
       await subscriber.subscribe(`${this.#prefix}turn-events`, (turnId) => {
-        for (const wake of [...(this.#followers.get(turnId) ?? [])]) wake();
+        this.#listeners.wake(turnId);
       });
       await subscriber.subscribe(`${this.#prefix}turn-cancelled`, (text) => {
         const { req, ids } = JSON.parse(text) as { req: string; ids: string[] };
-        this.#waiting.get(req)?.(ids);
+        this.#listeners.answered(req, ids);
       });
       await subscriber.subscribe(`${this.#prefix}turn-cancel`, (text) => this.#heard(JSON.parse(text) as CancelMessage));
       return subscriber;
@@ -183,9 +173,7 @@ export class RedisTurnChannel implements TurnChannel {
 
   /** A cancel request from some process: each handler cancels what it holds, and the answer says which. */
   #heard({ req, agentId, request }: CancelMessage): void {
-    const ids: string[] = [];
-    // Its own requests reach this process too: what it holds it has cancelled already, or keeps (an interrupting turn).
-    if (!this.#waiting.has(req)) for (const handler of this.#handlers) ids.push(...handler(agentId, request));
+    const ids = this.#listeners.cancelHere(req, agentId, request);
     this.#send(['PUBLISH', `${this.#prefix}turn-cancelled`, JSON.stringify({ req, ids })]).catch(() => {});
   }
 }

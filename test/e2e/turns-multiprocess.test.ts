@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import { readSSE, type SSEEvent } from '../../src/sse/parser.ts';
+import { readSSE } from '../../src/sse/parser.ts';
 import pg from 'pg';
 import { postgresStorage } from '../../src/storage/postgres.ts';
 import { redisStorage } from '../../src/storage/redis.ts';
@@ -14,6 +14,7 @@ import type { Storage } from '../../src/storage/storage.ts';
 import { connectRedis, PG_CONFIG, runTag } from '../helpers/storage-backends.ts';
 import { post, startServerChild } from '../helpers/storage-e2e.ts';
 import type { ChildConfig } from '../helpers/storage-server-child.ts';
+import { rest, take } from '../helpers/turns-serve.ts';
 
 interface Backend {
   name: string;
@@ -55,22 +56,6 @@ const BACKENDS: Backend[] = [redis('node-redis'), redis('ioredis'), postgres];
 
 function chatStream(url: string, id: string, query: string): Promise<Response> {
   return fetch(`${url}/agent/${id}/chat${query}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'go' }) });
-}
-
-async function take(events: AsyncGenerator<SSEEvent>, n: number): Promise<SSEEvent[]> {
-  const got: SSEEvent[] = [];
-  while (got.length < n) {
-    const next = await events.next();
-    if (next.done === true) break;
-    got.push(next.value);
-  }
-  return got;
-}
-
-async function rest(events: AsyncGenerator<SSEEvent>): Promise<SSEEvent[]> {
-  const got: SSEEvent[] = [];
-  for await (const event of events) got.push(event);
-  return got;
 }
 
 for (const backend of BACKENDS) {
