@@ -1,8 +1,9 @@
-import { httpErrors } from '../errors.ts';
+import { httpErrors, statusOf } from '../errors.ts';
 import { HTTPTransport } from '../transports/http.ts';
 import { isTransport } from '../transports/transport.ts';
 import { callOptions, type DispatchHost } from './dispatch.ts';
 import type { Exchange } from './exchange.ts';
+import type { TurnChannel } from '../storage/turn-channel.ts';
 import { requestIdOf } from './payload.ts';
 
 /**
@@ -29,13 +30,20 @@ export function cancelTurn(host: DispatchHost, exchange: Exchange, target: unkno
  */
 function cancelLocal(host: DispatchHost, exchange: Exchange, turnId: string | undefined): void {
   const { agentId } = exchange;
-  const resolved = host.resolve(agentId, exchange.req);
-  exchange.pooled = 'agent' in resolved && resolved.pooled;
-  const channel = 'agent' in resolved ? resolved.agent.storage.turns : undefined;
-  if (channel === undefined) return exchange.finish(host.agentTurns.cancel(agentId, turnId), 202);
-  // With no turn_id, the running turn: one queued here may wait behind a turn that runs elsewhere.
+  // Held here: cancelled here, with no instance looked up. Without turn_id, only a turn past the gate: one
+  // queued here may wait behind a turn that runs in another process.
   const here = host.agentTurns.of(agentId).find((h) => h.cancel !== undefined && !h.cancel.aborted && (turnId === undefined ? h.running : h.turnId === turnId));
   if (here !== undefined) return exchange.finish(host.agentTurns.cancel(agentId, here.turnId), 202);
+  let channel: TurnChannel | undefined;
+  try {
+    const resolved = host.resolve(agentId, exchange.req);
+    exchange.pooled = 'agent' in resolved && resolved.pooled;
+    channel = 'agent' in resolved ? resolved.agent.storage.turns : undefined;
+  } catch (error) {
+    // An id no pattern serves runs no turn: the 404 says so, as for any other.
+    if (statusOf(error) !== 404) throw error;
+  }
+  if (channel === undefined) return exchange.finish(host.agentTurns.cancel(agentId, turnId), 202);
   exchange.begin(false);
   host.shared.cancelElsewhere(channel, agentId, turnId === undefined ? { running: true } : { turnId }).then(
     (ids) => {
