@@ -45,16 +45,37 @@ export interface ChatAsk {
  * A turn that fails or is cut leaves no trace, and the sink hears how it ended.
  */
 export function runChat<S extends JsonObject>(core: AgentCore<S>, turn: Turn<S>, ask: ChatAsk, sink: ChatSink): void {
-  void new ChatRun(core, turn, ask, sink).start();
+  new ChatRun(core, turn, ask, sink).start();
 }
 
+/**
+ * One chat turn, as stages that hand over to one another:
+ *
+ *     start: enter the agent ── #begin ── #step ── #took, once per chunk ── #stepEnded
+ *         ├─ no tool calls: #commit ── #end
+ *         └─ tool calls: #afterCalls runs them ── #step again (or #commit, when some wait for approval)
+ *
+ * A cut or an error at any stage goes to #end, and a stage called after it does nothing. Stages, not one
+ * async function: a stream waiting on its model then holds no suspended async frames (BENCHMARKS.md, "Memory").
+ */
 class ChatRun<S extends JsonObject> {
   readonly #core: AgentCore<S>;
   readonly #turn: Turn<S>;
   readonly #ask: ChatAsk;
   readonly #sink: ChatSink;
   #unlock: Unlock | undefined;
+  /** The turn's new messages, committed together at its end: the user's (or the decided calls' answers), each step's, the tools' answers. */
+  #added: ChatMessage[] = [];
+  /** What the next step sends. Each step gets an array of its own: a model may still hold the one before. */
+  #messages: ChatMessage[] = [];
+  #steps = 0;
+  /** The model step under way: its chunks, where its events begin in the turn's, and what it said besides text. */
   #chunks: AsyncIterator<ModelChunk> | undefined;
+  #firstEvent = 0;
+  #calls: ToolCall[] | undefined;
+  #usage: TokenUsage | undefined;
+  #stepTruncated = false;
+  #span: TraceSpan | undefined;
   /** The model said it is done: its iterator needs no return(). */
   #finished = false;
   #ended = false;
@@ -62,10 +83,13 @@ class ChatRun<S extends JsonObject> {
   /** The calls a paused turn waits on, once committed. */
   #pending: ToolCall[] | undefined;
   /**
-   * A cut ends the turn at once, wherever it waits: a model or a consumer
+   * A cut or a failure ends the turn at once, wherever it waits: a model or a consumer
    * that ignores the signal cannot hold the agent. What it does later is dropped.
    */
-  readonly #onCut = (reason: unknown): void => this.#end({ error: reason });
+  readonly #onFail = (error: unknown): void => this.#end({ error });
+  /** Every chunk of every step comes back through these two: nothing is made per chunk. */
+  readonly #onChunk = (next: IteratorResult<ModelChunk>): void => this.#took(next);
+  readonly #onTaken = (): void => this.#pull();
 
   constructor(core: AgentCore<S>, turn: Turn<S>, ask: ChatAsk, sink: ChatSink) {
     this.#core = core;
@@ -74,77 +98,179 @@ class ChatRun<S extends JsonObject> {
     this.#sink = sink;
   }
 
-  async start(): Promise<void> {
+  start(): void {
+    const gate = this.#core.gate;
+    let unlock: Unlock | undefined;
     try {
-      this.#unlock = this.#core.gate.tryEnter(this.#turn) ?? (await this.#core.gate.enter(this.#turn));
+      unlock = gate.tryEnter(this.#turn);
     } catch (error) {
-      this.#turn.fail();
-      return this.#sink.failed(error);
+      return this.#refused(error);
     }
+    if (unlock !== undefined) return this.#entered(unlock);
+    gate.enter(this.#turn).then(
+      (entered) => this.#entered(entered),
+      (error: unknown) => this.#refused(error),
+    );
+  }
+
+  /** The turn never got in: it holds nothing to give back. */
+  #refused(error: unknown): void {
+    this.#turn.fail();
+    this.#sink.failed(error);
+  }
+
+  #entered(unlock: Unlock): void {
+    this.#unlock = unlock;
     const cancel = this.#turn.cancel;
     if (cancel.aborted) return this.#end({ error: cancel.reason });
-    cancel.onAbort(this.#onCut);
+    cancel.onAbort(this.#onFail);
+    this.#stage(() => this.#begin());
+  }
+
+  /** Runs a stage unless the turn ended; what it throws ends the turn. */
+  #stage(run: () => void): void {
+    if (this.#ended) return;
     try {
-      await this.#run();
-      this.#end(undefined);
+      run();
     } catch (error) {
       this.#end({ error });
     }
   }
 
-  async #run(): Promise<void> {
-    const { system, lastMessages, message, tools, maxSteps } = this.#ask;
-    const turn = this.#turn;
+  /** The turn's first messages: the user's, or for a resumed turn the answers to its paused calls. */
+  #begin(): void {
+    const { lastMessages, message, decisions } = this.#ask;
     const history = this.#core.sync.messages;
     const waiting = pendingCalls(history);
-    // The turn's new messages, committed together at its end: the user's (or the decided calls' answers), each step's, the tools' answers.
-    const added: ChatMessage[] = [];
-    // Each step's request gets an array of its own: a model may still hold the one before.
-    let messages: ChatMessage[];
-    if (this.#ask.decisions !== undefined) {
-      const answers = await this.#decide(waiting, this.#ask.decisions);
-      if (answers === undefined) return;
-      messages = [...window(history, lastMessages, undefined), ...answers];
-      added.push(...answers);
-    } else {
+    if (decisions === undefined) {
       if (waiting.length > 0) throw approvalPending(this.#core.id, waiting);
       const user: ChatMessage = Object.freeze({ role: 'user', content: message });
-      messages = window(history, lastMessages, user);
-      added.push(user);
+      this.#messages = window(history, lastMessages, user);
+      this.#added = [user];
+      return this.#step();
     }
-    for (let step = 1; ; step++) {
-      const request = modelRequest(system, messages, turn, tools.size > 0 ? tools.definitions : undefined);
-      const reply = await this.#step(request);
-      if (reply === undefined) return;
-      if (reply.calls.length === 0) {
-        added.push(Object.freeze(reply.message));
-        break;
-      }
-      if (step >= maxSteps) {
-        throw new AgentRouterError(500, 'max_steps_exceeded', `The model was still calling tools after ${maxSteps} steps, the agent's maxSteps; the turn was stopped`, { expose: true });
-      }
-      reply.message.toolCalls = Object.freeze(reply.calls.map((call) => Object.freeze({ ...call })));
-      const pending = reply.calls.filter((call) => tools.needsApproval(call.name, call.arguments));
-      const answers = await this.#runTools(pending.length === 0 ? reply.calls : reply.calls.filter((call) => !pending.includes(call)));
+    this.#decide(waiting, decisions).then((answers) => {
       if (answers === undefined) return;
-      messages = [...messages, Object.freeze(reply.message), ...answers];
-      added.push(Object.freeze(reply.message), ...answers);
-      if (pending.length > 0) {
-        // Paused: the step and what ran are committed; the unanswered calls wait in history for a decision.
-        for (const call of pending) if (!(await this.#announce(call))) return;
-        this.#pending = pending;
-        break;
-      }
+      this.#stage(() => {
+        this.#messages = [...window(history, lastMessages, undefined), ...answers];
+        this.#added = answers;
+        this.#step();
+      });
+    }, this.#onFail);
+  }
+
+  /** Asks the model for its next reply, in its span when the turn is traced; each chunk comes back to #took. */
+  #step(): void {
+    const { model, system, tools } = this.#ask;
+    const turn = this.#turn;
+    this.#steps++;
+    const request = modelRequest(system, this.#messages, turn, tools.size > 0 ? tools.definitions : undefined);
+    const link = turn.cancel.trace;
+    this.#span = link === undefined ? undefined : modelSpan(link, model, request);
+    this.#firstEvent = turn.events.length;
+    this.#calls = undefined;
+    this.#usage = undefined;
+    this.#stepTruncated = false;
+    this.#finished = false;
+    this.#chunks = model.stream(request)[Symbol.asyncIterator]();
+    this.#pull();
+  }
+
+  #pull(): void {
+    if (this.#ended) return;
+    let next: Promise<IteratorResult<ModelChunk>>;
+    try {
+      next = Promise.resolve((this.#chunks as AsyncIterator<ModelChunk>).next());
+    } catch (error) {
+      return this.#end({ error });
     }
+    next.then(this.#onChunk, this.#onFail);
+  }
+
+  /** One chunk of the step (or its end) into the turn and the sink; the next is pulled once the sink took it. */
+  #took(next: IteratorResult<ModelChunk>): void {
+    if (this.#ended) return;
+    try {
+      if (next.done === true) return this.#stepEnded();
+      const chunk = next.value;
+      // Nearly every chunk is text: one event, no list of them.
+      const taking = typeof chunk !== 'string' ? this.#record(eventsOf(this.#ask.model, chunk)) : chunk === '' ? undefined : this.#emit({ type: 'text', text: chunk });
+      if (taking === undefined) this.#pull();
+      else taking.then(this.#onTaken, this.#onFail);
+    } catch (error) {
+      this.#end({ error });
+    }
+  }
+
+  /** A chunk that is not text: its events in order, each once the sink took the one before. */
+  async #record(events: readonly TurnEvent[]): Promise<void> {
+    for (const event of events) {
+      if (this.#ended) return;
+      if (event.type === 'usage') this.#usage = event.usage;
+      else if (event.type === 'truncated') this.#stepTruncated = this.#truncated = true;
+      else if (event.type === 'tool.call') (this.#calls ??= []).push(event.call);
+      const taking = this.#emit(event);
+      if (taking !== undefined) await taking;
+    }
+  }
+
+  /** The model's reply is complete: the turn commits with it, or the tools it called run first. */
+  #stepEnded(): void {
     this.#finished = true;
-    // From here the outcome is the commit's: a cut during it could leave the turn stored yet reported failed.
-    turn.cancel.offAbort(this.#onCut);
+    const message: AssistantMessage = { role: 'assistant', content: this.#turn.text(this.#firstEvent) };
+    if (this.#usage !== undefined) message.usage = Object.freeze({ ...this.#usage });
+    if (this.#stepTruncated) message.truncated = true;
+    const calls = this.#calls ?? [];
+    const span = this.#span;
+    this.#span = undefined;
+    if (span !== undefined) endModelSpan(span, { message, calls }, undefined);
+    if (calls.length === 0) {
+      this.#added.push(Object.freeze(message));
+      return this.#commit();
+    }
+    if (this.#steps >= this.#ask.maxSteps) {
+      throw new AgentRouterError(500, 'max_steps_exceeded', `The model was still calling tools after ${this.#ask.maxSteps} steps, the agent's maxSteps; the turn was stopped`, { expose: true });
+    }
+    this.#afterCalls(message, calls).then((more) => {
+      if (more !== undefined) this.#stage(() => (more ? this.#step() : this.#commit()));
+    }, this.#onFail);
+  }
+
+  /**
+   * A step's calls: those that need no approval run at once; the others are announced and the turn pauses
+   * after this step. True: the model is asked again; false: paused; undefined: the turn ended meanwhile.
+   */
+  async #afterCalls(message: AssistantMessage, calls: ToolCall[]): Promise<boolean | undefined> {
+    const tools = this.#ask.tools;
+    message.toolCalls = Object.freeze(calls.map((call) => Object.freeze({ ...call })));
+    const pending = calls.filter((call) => tools.needsApproval(call.name, call.arguments));
+    const answers = await this.#runTools(pending.length === 0 ? calls : calls.filter((call) => !pending.includes(call)));
+    if (answers === undefined) return undefined;
+    const reply = Object.freeze(message);
+    this.#messages = [...this.#messages, reply, ...answers];
+    this.#added.push(reply, ...answers);
+    if (pending.length === 0) return true;
+    // Paused: the step and what ran are committed; the unanswered calls wait in history for a decision.
+    for (const call of pending) if (!(await this.#announce(call))) return undefined;
+    this.#pending = pending;
+    return false;
+  }
+
+  /** Stores the turn's messages and state as one. From here the outcome is the commit's: a cut now could leave the turn stored yet reported failed. */
+  #commit(): void {
+    const turn = this.#turn;
+    turn.cancel.offAbort(this.#onFail);
     turn.cancel.throwIfAborted();
     turn.to('committing');
     // Frozen, as every message the agent writes: MemoryStorage can keep it as it is.
-    const committing = this.#core.commit(turn, added);
-    if (committing !== undefined) await committing;
-    turn.to('done');
+    const committing = this.#core.commit(turn, this.#added);
+    if (committing === undefined) return this.#committed();
+    committing.then(() => this.#committed(), this.#onFail);
+  }
+
+  #committed(): void {
+    this.#turn.to('done');
+    this.#end(undefined);
   }
 
   /** A resumed turn's first answers, in the calls' order: approved calls run, refused ones are told to the model. */
@@ -173,66 +299,6 @@ class ChatRun<S extends JsonObject> {
     const sending = this.#emit({ type: 'tool.approval_required', call });
     if (sending !== undefined) await sending;
     return !this.#ended;
-  }
-
-  /** A model step, in its span when the turn is traced. Not async itself: an untraced step is the model step's own promise. */
-  #step(request: ModelRequest): Promise<{ message: AssistantMessage; calls: ToolCall[] } | undefined> {
-    const link = this.#turn.cancel.trace;
-    const span = link === undefined ? undefined : modelSpan(link, this.#ask.model, request);
-    return span === undefined ? this.#modelStep(request) : this.#tracedStep(request, span);
-  }
-
-  async #tracedStep(request: ModelRequest, span: TraceSpan): Promise<{ message: AssistantMessage; calls: ToolCall[] } | undefined> {
-    try {
-      const reply = await this.#modelStep(request);
-      endModelSpan(span, reply, this.#turn.cancel.reason);
-      return reply;
-    } catch (error) {
-      failSpan(span, error);
-      span.end();
-      throw error;
-    }
-  }
-
-  /** One model step: its chunks become events; undefined when the turn ended meanwhile. */
-  async #modelStep(request: ModelRequest): Promise<{ message: AssistantMessage; calls: ToolCall[] } | undefined> {
-    const turn = this.#turn;
-    const model = this.#ask.model;
-    this.#finished = false;
-    const chunks = (this.#chunks = model.stream(request)[Symbol.asyncIterator]());
-    const calls: ToolCall[] = [];
-    const text: string[] = [];
-    let usage: TokenUsage | undefined;
-    let truncated = false;
-    for (;;) {
-      const next = await chunks.next();
-      if (this.#ended) return undefined;
-      if (next.done === true) break;
-      const chunk = next.value;
-      // Nearly every chunk is text: one event, no list of them.
-      if (typeof chunk === 'string') {
-        if (chunk === '') continue;
-        text.push(chunk);
-        const waiting = this.#emit({ type: 'text', text: chunk });
-        if (waiting !== undefined) await waiting;
-        if (this.#ended) return undefined;
-        continue;
-      }
-      for (const event of eventsOf(model, chunk)) {
-        if (event.type === 'usage') usage = event.usage;
-        else if (event.type === 'truncated') truncated = this.#truncated = true;
-        else if (event.type === 'text') text.push(event.text);
-        else if (event.type === 'tool.call') calls.push(event.call);
-        const waiting = this.#emit(event);
-        if (waiting !== undefined) await waiting;
-        if (this.#ended) return undefined;
-      }
-    }
-    this.#finished = true;
-    const message: AssistantMessage = { role: 'assistant', content: text.join('') };
-    if (usage !== undefined) message.usage = Object.freeze({ ...usage });
-    if (truncated) message.truncated = true;
-    return { message, calls };
   }
 
   /** Runs a step's calls at once, each with the turn's signal; their answers in call order, or undefined when the turn ended. */
@@ -266,10 +332,12 @@ class ChatRun<S extends JsonObject> {
     if (this.#ended) return;
     this.#ended = true;
     const turn = this.#turn;
-    turn.cancel.offAbort(this.#onCut);
+    turn.cancel.offAbort(this.#onFail);
     // Not awaited: a hung model's generator cannot return before its pending next().
     if (this.#chunks !== undefined && !this.#finished) Promise.resolve(this.#chunks.return?.()).catch(() => {});
     if (failure !== undefined) {
+      // A model step cut short: its span ends with the turn's failure.
+      if (this.#span !== undefined) endModelSpan(this.#span, undefined, failure.error);
       turn.fail();
       const span = turn.cancel.trace?.span;
       if (span !== undefined) failSpan(span, failure.error);
@@ -328,14 +396,12 @@ export function window(history: readonly ChatMessage[], last: number | undefined
     // A resumed turn with no user message in the window: back to the one that opened the paused turn.
     if (user === undefined) while (start > 0 && (history[start] as ChatMessage | undefined)?.role !== 'user') start--;
   }
-  const messages = history.slice(start);
-  if (user !== undefined) messages.push(user);
-  return messages;
+  // concat, not push: a pushed array reserves 16 spare slots, which every open stream would keep (BENCHMARKS.md, "Memory").
+  return user === undefined ? history.slice(start) : history.slice(start).concat([user]);
 }
 
-/** One model chunk as the turn's events: text, a tool call, or a record of usage, the cut-short mark, or both. */
-function eventsOf(model: Model, chunk: ModelChunk): TurnEvent[] {
-  if (typeof chunk === 'string') return chunk.length === 0 ? [] : [{ type: 'text', text: chunk }];
+/** A model chunk that is not text as the turn's events: a tool call, or a record of usage, the cut-short mark, or both. */
+function eventsOf(model: Model, chunk: Exclude<ModelChunk, string>): TurnEvent[] {
   if (typeof chunk === 'object' && chunk !== null) {
     const { usage, truncated, toolCall } = chunk as { usage?: unknown; truncated?: unknown; toolCall?: unknown };
     const call = toolCall as Partial<ToolCall> | null | undefined;

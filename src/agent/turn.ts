@@ -109,11 +109,14 @@ export class Turn<S extends JsonObject = JsonObject> {
     this.events.push(event);
   }
 
-  /** The reply's text so far: its text events joined. */
-  text(): string {
+  /** The reply's text so far (from the event at `from` on): its text events joined. */
+  text(from = 0): string {
     // Joined, not `+=`: history keeps the reply, and a string built chunk by chunk is a tree of them.
     const parts: string[] = [];
-    for (const event of this.events) if (event.type === 'text') parts.push(event.text);
+    for (let i = from; i < this.events.length; i++) {
+      const event = this.events[i] as TurnEvent;
+      if (event.type === 'text') parts.push(event.text);
+    }
     return parts.join('');
   }
 }

@@ -118,7 +118,7 @@ export class LogMirror {
 export async function sharedLog(channel: TurnChannel, turnId: string): Promise<{ log: TurnLog; stop: () => void } | undefined> {
   const first = await channel.read(turnId, 0);
   if (first === undefined) return undefined;
-  const log = new TurnLog(turnId, first.agentId, Infinity, () => {});
+  const log = new TurnLog(turnId, first.agentId, Infinity, undefined);
   log.first = first.first;
   const take = (read: { from: number; entries: readonly string[] }): void => {
     if (read.from > log.next) {

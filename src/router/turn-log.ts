@@ -43,13 +43,14 @@ export class TurnLog {
   /** Links of the store's list of ended logs, oldest first. */
   older: TurnLog | undefined;
   newer: TurnLog | undefined;
-  readonly #onEnd: (log: TurnLog) => void;
+  /** Keeps the log for its ttl once it ended; none for a log read from another process. */
+  readonly #store: TurnLogs | undefined;
 
-  constructor(turnId: string, agentId: string, limit: number, onEnd: (log: TurnLog) => void) {
+  constructor(turnId: string, agentId: string, limit: number, store: TurnLogs | undefined) {
     this.turnId = turnId;
     this.agentId = agentId;
     this.#limit = limit;
-    this.#onEnd = onEnd;
+    this.#store = store;
   }
 
   /** The index the next entry gets; `next - 1` entries were ever logged. */
@@ -90,7 +91,7 @@ export class TurnLog {
     this.#entries.push(entry);
     this.mirror?.add(entry, true);
     this.endedAt = 0;
-    this.#onEnd(this);
+    this.#store?.ended(this);
     this.#wake();
   }
 
@@ -166,7 +167,7 @@ export class TurnLogs {
 
   open(turnId: string, agentId: string): TurnLog {
     this.sweep();
-    const log = new TurnLog(turnId, agentId, this.#limit, (ended) => this.#ended_(ended));
+    const log = new TurnLog(turnId, agentId, this.#limit, this);
     this.#logs.set(turnId, log);
     return log;
   }
@@ -189,7 +190,8 @@ export class TurnLogs {
     }
   }
 
-  #ended_(log: TurnLog): void {
+  /** Starts `log`'s ttl; its own end() calls it. */
+  ended(log: TurnLog): void {
     log.endedAt = this.#now();
     log.older = this.#newest;
     if (this.#newest !== undefined) this.#newest.newer = log;
