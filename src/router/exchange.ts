@@ -52,8 +52,6 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
   query = '';
   /** The caller's `x-request-id` when plain, else a new one; echoed in the response. */
   readonly requestId: string;
-  /** The headers every answer to this request carries (`x-request-id`, `Turn-Id`), written with its head: setHeader costs a header map per response. */
-  readonly headers: Record<string, string>;
   /** The matched route's action (metrics). */
   route = 'none';
   /** An invoke's method name (turn hooks). */
@@ -94,10 +92,17 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
     this.#outer = outer;
     this.#answered = answered;
     this.requestId = requestIdFor(req);
-    this.headers = { 'x-request-id': this.requestId };
     // With no tracer, only the header lookup: a valid traceparent is sent on as it came.
     if (host.tracer === undefined) this.trace = incomingTrace(req.headers, undefined);
     else this.trace = (this.spans = new RequestSpans(host.tracer, req)).link;
+  }
+
+  /**
+   * The headers every answer to this request carries (`x-request-id`, and `Turn-Id` once it names a turn), made for its
+   * one head: written with it, since setHeader costs a header map per response.
+   */
+  get headers(): Record<string, string> {
+    return this.turnId === undefined ? { 'x-request-id': this.requestId } : { 'x-request-id': this.requestId, 'Turn-Id': this.turnId };
   }
 
   /** What a log record says of this request. */
@@ -159,7 +164,6 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
   /** Makes the id of the request's turn and sends it in the `Turn-Id` header (JSON replies and streams alike). */
   newTurnId(): string {
     const id = (this.turnId = randomUUID());
-    this.headers['Turn-Id'] = id;
     if (this.spans !== undefined && this.cancel !== undefined) {
       this.cancel.trace = this.trace = this.spans.turnStarted(this.agentId, id, this.route === 'invoke' ? 'action' : 'chat');
     }
@@ -177,12 +181,12 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
   relayTurnId(id: string): void {
     if (this.res.headersSent) return;
     this.turnId = id;
-    this.headers['Turn-Id'] = id;
   }
 
   /** Sets `headers` on the response now: for an answer written elsewhere (a CORS preflight), and before CORS sets its own. */
   headersNow(): void {
-    for (const name in this.headers) this.res.setHeader(name, this.headers[name] as string);
+    const headers = this.headers;
+    for (const name in headers) this.res.setHeader(name, headers[name] as string);
   }
 
   /** Answers with a JSON reply. */

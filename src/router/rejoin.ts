@@ -59,7 +59,7 @@ function serveLog(host: DispatchHost, exchange: Exchange, log: TurnLog): void {
   const cancel = exchange.begin(false);
   host.openStream();
   exchange.streaming = true;
-  exchange.headers['Turn-Id'] = turnId;
+  exchange.turnId = turnId; // named in its Turn-Id header and its log records
   if (mode === 'ui') return rejoinUI(host, exchange, log, cancel);
   const { pingInterval, stallTimeout } = host.streamOptions;
   const writer = new SSEWriter(exchange.res, { pingInterval, stallTimeout, headers: exchange.headers });
