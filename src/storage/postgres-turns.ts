@@ -3,6 +3,7 @@ import type { PgPoolClientLike, PgPoolLike } from './postgres-session.ts';
 import type { TableNames } from './postgres-sql.ts';
 import { TurnListeners } from './turn-listeners.ts';
 import type { CancelRequest, SharedTurnLog, TurnChannel, TurnLogWrite } from './turn-channel.ts';
+import { rethrowOutage } from './outage.ts';
 
 /** How long a live turn's rows are kept without a write: only a crashed writer's turn expires this way. */
 const LIVE_TTL_SECONDS = 24 * 60 * 60;
@@ -23,6 +24,8 @@ interface CancelMessage {
  * cancel go over LISTEN/NOTIFY on one connection of the pool, taken at the
  * first follow or onCancel. Notifications carry ids, never events (8000 bytes at most).
  */
+const OUTAGE = rethrowOutage('postgresStorage');
+
 export class PostgresTurnChannel implements TurnChannel {
   readonly #pool: PgPoolLike;
   readonly #t: TableNames;
@@ -40,7 +43,7 @@ export class PostgresTurnChannel implements TurnChannel {
   constructor(pool: PgPoolLike, tables: TableNames, ready: () => Promise<unknown>, lockKey: (agentId: string) => string) {
     this.#pool = pool;
     this.#t = tables;
-    this.#ready = ready;
+    this.#ready = () => ready().catch(OUTAGE);
     this.#lockKey = lockKey;
     const tag = createHash('sha256').update(tables.namespace).digest('hex').slice(0, 16);
     this.#events = `agent_router_${tag}_events`;
@@ -53,7 +56,7 @@ export class PostgresTurnChannel implements TurnChannel {
     const { turnId, agentId, from, entries, first, ended, ttlSeconds } = write;
     const ttl = `${ended ? Math.max(1, Math.ceil(ttlSeconds)) : LIVE_TTL_SECONDS} seconds`;
     const t = this.#t;
-    await this.#pool.query(
+    await this.#query(
       `WITH turn AS (
          INSERT INTO ${t.turns} (turn_id, agent_id, first, ended, expires_at) VALUES ($1, $2, $3, $4, now() + $5::interval)
          ON CONFLICT (turn_id) DO UPDATE SET first = EXCLUDED.first, ended = EXCLUDED.ended, expires_at = EXCLUDED.expires_at
@@ -69,7 +72,7 @@ export class PostgresTurnChannel implements TurnChannel {
     );
     if (ended && Date.now() - this.#sweptAt > SWEEP_EVERY_MS) {
       this.#sweptAt = Date.now();
-      await this.#pool.query(
+      await this.#query(
         `WITH gone AS (DELETE FROM ${t.turns} WHERE expires_at < now() RETURNING turn_id)
          DELETE FROM ${t.turnEvents} WHERE turn_id IN (SELECT turn_id FROM gone)`,
       );
@@ -79,7 +82,7 @@ export class PostgresTurnChannel implements TurnChannel {
   async read(turnId: string, after: number): Promise<SharedTurnLog | undefined> {
     await this.#ready();
     const t = this.#t;
-    const { rows } = await this.#pool.query(
+    const { rows } = await this.#query(
       `SELECT t.agent_id, t.first, t.ended, e.seq, e.entry FROM ${t.turns} t
        LEFT JOIN ${t.turnEvents} e ON e.turn_id = t.turn_id AND e.seq >= GREATEST($2::integer, t.first)
        WHERE t.turn_id = $1 AND t.expires_at > now() ORDER BY e.seq`,
@@ -100,7 +103,7 @@ export class PostgresTurnChannel implements TurnChannel {
 
   async busy(agentId: string): Promise<boolean> {
     // A bigint advisory key shows in pg_locks as its high 32 bits (classid) and low 32 bits (objid).
-    const { rows } = await this.#pool.query(
+    const { rows } = await this.#query(
       `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
          AND classid::bigint = ($1::bigint >> 32) & 4294967295 AND objid::bigint = $1::bigint & 4294967295) AS busy`,
@@ -113,20 +116,22 @@ export class PostgresTurnChannel implements TurnChannel {
     await this.#listening();
     const req = randomUUID();
     const heard: string[] = [];
-    return new Promise<string[]>((resolve) => {
-      const done = (): void => {
+    return new Promise<string[]>((resolve, reject) => {
+      const done = (error?: unknown): void => {
         clearTimeout(timer);
         stop();
-        resolve(heard);
+        // A request no process could hear is not an answer that nothing runs.
+        if (error === undefined) resolve(heard);
+        else reject(error);
       };
       // How many processes listen is not known here: one turn named (or the running one) is held by one at most.
-      const timer = setTimeout(done, waitMs);
+      const timer = setTimeout(() => done(), waitMs);
       const stop = this.#listeners.awaitAnswers(req, (ids) => {
         heard.push(...ids);
         if (ids.length > 0 && !('all' in request)) done();
       });
       const message: CancelMessage = { req, agentId, request };
-      this.#pool.query('SELECT pg_notify($1, $2)', [this.#cancels, JSON.stringify(message)]).catch(() => done());
+      this.#query('SELECT pg_notify($1, $2)', [this.#cancels, JSON.stringify(message)]).catch(done);
     });
   }
 
@@ -143,17 +148,22 @@ export class PostgresTurnChannel implements TurnChannel {
     if (listener !== undefined) (await listener.catch(() => undefined))?.release(true);
   }
 
+  /** A query of the channel's; as the storage's own, a Postgres that cannot serve is 503 storage_unavailable to whoever asked. */
+  #query(text: string, values?: unknown[]): Promise<{ rows: Array<Record<string, unknown>> }> {
+    return this.#pool.query(text, values).catch(OUTAGE) as Promise<{ rows: Array<Record<string, unknown>> }>;
+  }
+
   #listening(): Promise<PgPoolClientLike> {
     if (this.#listener !== undefined) return this.#listener;
     const listening = (async () => {
-      const client = await this.#pool.connect();
+      const client = await this.#pool.connect().catch(OUTAGE);
       const emitter = client as unknown as { on(event: string, listener: (arg: never) => void): unknown };
       emitter.on('notification', (message: { channel: string; payload?: string }) => this.#notified(message.channel, message.payload ?? ''));
       emitter.on('error', () => this.#lost(listening, client));
       emitter.on('end', () => this.#lost(listening, client));
       await client.query(`LISTEN "${this.#events}"; LISTEN "${this.#cancels}"; LISTEN "${this.#answers}"`);
       return client;
-    })();
+    })().catch(OUTAGE);
     this.#listener = listening;
     listening.catch(() => {
       if (this.#listener === listening) this.#listener = undefined;

@@ -3,6 +3,7 @@ import { lua, runScript } from './redis-scripts.ts';
 import type { RedisClientLike, SendCommand } from './redis-scripts.ts';
 import { TurnListeners } from './turn-listeners.ts';
 import type { CancelRequest, SharedTurnLog, TurnChannel, TurnLogWrite } from './turn-channel.ts';
+import { rethrowOutage } from './outage.ts';
 
 /** How long a live turn's log is kept without a write: the turn timeout is far shorter, so only a crashed writer's log expires this way. */
 const LIVE_TTL_SECONDS = 24 * 60 * 60;
@@ -61,6 +62,8 @@ interface CancelMessage {
  * (`{prefix}turn:{id}`) and a meta hash, live tail and cancel over pub/sub
  * on one duplicate of the client, made at the first follow or onCancel.
  */
+const OUTAGE = rethrowOutage('redisStorage');
+
 export class RedisTurnChannel implements TurnChannel {
   readonly #send: SendCommand;
   readonly #client: RedisClientLike;
@@ -71,7 +74,8 @@ export class RedisTurnChannel implements TurnChannel {
 
   constructor(client: RedisClientLike, send: SendCommand, prefix: string, lockKey: (agentId: string) => string) {
     this.#client = client;
-    this.#send = send;
+    // As the storage's own commands: a Redis that cannot be reached is 503 storage_unavailable to whoever asked.
+    this.#send = (command) => send(command).catch(OUTAGE);
     this.#prefix = prefix;
     this.#lockKey = lockKey;
   }
@@ -111,13 +115,15 @@ export class RedisTurnChannel implements TurnChannel {
     const heard: string[] = [];
     let answers = 0;
     let expected = Infinity;
-    return new Promise<string[]>((resolve) => {
-      const done = (): void => {
+    return new Promise<string[]>((resolve, reject) => {
+      const done = (error?: unknown): void => {
         clearTimeout(timer);
         stop();
-        resolve(heard);
+        // A request no process could hear is not an answer that nothing runs.
+        if (error === undefined) resolve(heard);
+        else reject(error);
       };
-      const timer = setTimeout(done, waitMs);
+      const timer = setTimeout(() => done(), waitMs);
       const stop = this.#listeners.awaitAnswers(req, (ids) => {
         heard.push(...ids);
         if (++answers >= expected) done();
@@ -129,7 +135,7 @@ export class RedisTurnChannel implements TurnChannel {
           expected = Number(receivers);
           if (answers >= expected) done();
         },
-        () => done(),
+        done,
       );
     });
   }
@@ -153,7 +159,7 @@ export class RedisTurnChannel implements TurnChannel {
   #subscribed(): Promise<Subscriber> {
     if (this.#subscriber !== undefined) return this.#subscriber;
     const subscribing = (async () => {
-      const subscriber = await duplicate(this.#client);
+      const subscriber = await duplicate(this.#client).catch(OUTAGE);
       await subscriber.subscribe(`${this.#prefix}turn-events`, (turnId) => {
         this.#listeners.wake(turnId);
       });
@@ -163,7 +169,7 @@ export class RedisTurnChannel implements TurnChannel {
       });
       await subscriber.subscribe(`${this.#prefix}turn-cancel`, (text) => this.#heard(JSON.parse(text) as CancelMessage));
       return subscriber;
-    })();
+    })().catch(OUTAGE);
     this.#subscriber = subscribing;
     subscribing.catch(() => {
       if (this.#subscriber === subscribing) this.#subscriber = undefined;

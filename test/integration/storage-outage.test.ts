@@ -11,6 +11,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
@@ -279,6 +280,39 @@ for (const flavor of ['node-redis', 'ioredis'] as const) {
     }
     assert.equal(back?.status, 200, JSON.stringify(back?.body));
     assert.deepEqual((await getJson(`${url}/ray/state`)).status, 200);
+  });
+}
+
+test('shareTurns on Postgres refusing connections: a rejoin and a cancel that ask the shared storage answer 503 storage_unavailable with Retry-After', async (t) => {
+  const pool = new pg.Pool({ ...PG_CONFIG, port: await closedPort(), max: 2 });
+  pool.on('error', () => undefined);
+  const storage = postgresStorage(pool, { schema: `ar_test_${runTag()}`, shareTurns: true });
+  t.after(async () => {
+    await storage.close();
+    await pool.end();
+  });
+  const { url, logged } = await serveOn(t, storage);
+  assertUnavailable(await withinWatchdog(getJson(`${url}/pat/turns/${randomUUID()}/events`), 'rejoin'), 'rejoin of a turn no process here ran');
+  assertUnavailable(await withinWatchdog(postJson(`${url}/pat/cancel`, {}), 'cancel'), 'cancel with no turn held here');
+  assertLogged(logged, (error) => error.code === 'ECONNREFUSED');
+});
+
+for (const flavor of ['node-redis', 'ioredis'] as const) {
+  test(`shareTurns on Redis gone unreachable (${flavor}): a rejoin and a cancel that ask the shared storage answer 503 storage_unavailable with Retry-After`, async (t) => {
+    const proxy = await failingProxy(t, 6379);
+    const client = await redisOn(t, flavor, proxy.port, { maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+    const storage = redisStorage(client, { prefix: `${prefix}${flavor}-shared:`, shareTurns: true });
+    t.after(() => storage.close());
+    const { url, logged } = await serveOn(t, storage);
+    assert.equal((await postJson(`${url}/ray/chat`, { message: 'first' })).status, 200);
+
+    proxy.down();
+    assertUnavailable(await withinWatchdog(getJson(`${url}/ray/turns/${randomUUID()}/events`), 'rejoin'), 'rejoin of a turn no process here ran');
+    assertUnavailable(await withinWatchdog(postJson(`${url}/ray/cancel`, {}), 'cancel'), 'cancel with no turn held here');
+    assertLogged(logged, (error) =>
+      ['SocketClosedUnexpectedlyError', 'MaxRetriesPerRequestError', 'ClientClosedError'].includes(error.constructor.name) ||
+      error.message === 'Connection is closed.' ||
+      error.code === 'ECONNRESET');
   });
 }
 
