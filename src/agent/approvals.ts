@@ -1,5 +1,5 @@
 import { AgentRouterError } from '../errors.ts';
-import type { ChatMessage, JsonObject, ToolCall } from '../types.ts';
+import type { ChatMessage, JsonObject, ToolCall, ToolMessage } from '../types.ts';
 import type { ToolOutcome } from './tools.ts';
 
 /** A person's decision on one paused call. */
@@ -18,15 +18,11 @@ export interface ApprovalDecision {
  */
 export function pendingCalls(history: readonly ChatMessage[]): ToolCall[] {
   let at = history.length - 1;
-  const answered = new Set<string>();
-  while (at >= 0) {
-    const message = history[at] as ChatMessage;
-    if (message.role !== 'tool') break;
-    answered.add(message.toolCallId);
-    at--;
-  }
+  while (at >= 0 && (history[at] as ChatMessage).role === 'tool') at--;
   const step = history[at];
   if (step === undefined || step.role !== 'assistant' || step.toolCalls === undefined) return [];
+  const answered = new Set<string>();
+  for (let i = at + 1; i < history.length; i++) answered.add((history[i] as ToolMessage).toolCallId);
   return step.toolCalls.filter((call) => !answered.has(call.id));
 }
 

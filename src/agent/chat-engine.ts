@@ -396,8 +396,9 @@ export function window(history: readonly ChatMessage[], last: number | undefined
     // A resumed turn with no user message in the window: back to the one that opened the paused turn.
     if (user === undefined) while (start > 0 && (history[start] as ChatMessage | undefined)?.role !== 'user') start--;
   }
-  // concat, not push: a pushed array reserves 16 spare slots, which every open stream would keep (BENCHMARKS.md, "Memory").
-  return user === undefined ? history.slice(start) : history.slice(start).concat([user]);
+  // concat, not push: one copy, sized exactly (a pushed array keeps 16 spare slots for the stream's life).
+  if (user === undefined) return history.slice(start);
+  return (start === 0 ? history : history.slice(start)).concat([user]);
 }
 
 /** A model chunk that is not text as the turn's events: a tool call, or a record of usage, the cut-short mark, or both. */
