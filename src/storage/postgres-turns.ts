@@ -35,6 +35,8 @@ export class PostgresTurnChannel implements TurnChannel {
   readonly #events: string;
   readonly #cancels: string;
   readonly #answers: string;
+  /** The listening session's one statement: what pg_stat_activity shows of it. */
+  readonly #listenStatement: string;
   #listener: Promise<PgPoolClientLike> | undefined;
   #closed = false;
   #sweptAt = 0;
@@ -49,6 +51,7 @@ export class PostgresTurnChannel implements TurnChannel {
     this.#events = `agent_router_${tag}_events`;
     this.#cancels = `agent_router_${tag}_cancel`;
     this.#answers = `agent_router_${tag}_cancelled`;
+    this.#listenStatement = `LISTEN "${this.#events}"; LISTEN "${this.#cancels}"; LISTEN "${this.#answers}"`;
   }
 
   async append(write: TurnLogWrite): Promise<void> {
@@ -114,8 +117,10 @@ export class PostgresTurnChannel implements TurnChannel {
 
   async cancel(agentId: string, request: CancelRequest, waitMs: number): Promise<string[]> {
     await this.#listening();
+    const expected = await this.#listeningSessions();
     const req = randomUUID();
     const heard: string[] = [];
+    let answers = 0;
     return new Promise<string[]>((resolve, reject) => {
       const done = (error?: unknown): void => {
         clearTimeout(timer);
@@ -124,15 +129,29 @@ export class PostgresTurnChannel implements TurnChannel {
         if (error === undefined) resolve(heard);
         else reject(error);
       };
-      // How many processes listen is not known here: one turn named (or the running one) is held by one at most.
       const timer = setTimeout(() => done(), waitMs);
+      // Every listening process answers once; one turn named (or the running one) is held by one at most.
       const stop = this.#listeners.awaitAnswers(req, (ids) => {
         heard.push(...ids);
-        if (ids.length > 0 && !('all' in request)) done();
+        if (++answers >= expected || (ids.length > 0 && !('all' in request))) done();
       });
       const message: CancelMessage = { req, agentId, request };
       this.#query('SELECT pg_notify($1, $2)', [this.#cancels, JSON.stringify(message)]).catch(done);
     });
+  }
+
+  /**
+   * How many sessions listen on this channel (one per process), from the sessions' last query: NOTIFY cannot
+   * count its listeners. Infinity when some sessions are hidden from this role: then a cancel waits its whole wait.
+   */
+  async #listeningSessions(): Promise<number> {
+    const { rows } = await this.#query(
+      `SELECT count(*) FILTER (WHERE query = $1)::int AS listening, count(*) FILTER (WHERE query = '<insufficient privilege>')::int AS hidden
+         FROM pg_stat_activity WHERE datname = current_database()`,
+      [this.#listenStatement],
+    );
+    const row = rows[0] as { listening: number; hidden: number } | undefined;
+    return row === undefined || row.hidden > 0 || row.listening === 0 ? Infinity : row.listening;
   }
 
   async onCancel(handler: (agentId: string, request: CancelRequest) => string[]): Promise<() => void> {
@@ -161,7 +180,7 @@ export class PostgresTurnChannel implements TurnChannel {
       emitter.on('notification', (message: { channel: string; payload?: string }) => this.#notified(message.channel, message.payload ?? ''));
       emitter.on('error', () => this.#lost(listening, client));
       emitter.on('end', () => this.#lost(listening, client));
-      await client.query(`LISTEN "${this.#events}"; LISTEN "${this.#cancels}"; LISTEN "${this.#answers}"`);
+      await client.query(this.#listenStatement);
       return client;
     })().catch(OUTAGE);
     this.#listener = listening;
@@ -197,7 +216,8 @@ export class PostgresTurnChannel implements TurnChannel {
     } else if (channel === this.#cancels) {
       const { req, agentId, request } = JSON.parse(payload) as CancelMessage;
       const ids = this.#listeners.cancelHere(req, agentId, request);
-      if (ids.length > 0) this.#pool.query('SELECT pg_notify($1, $2)', [this.#answers, JSON.stringify({ req, ids })]).catch(() => {});
+      // Answered even with nothing cancelled: the asking process counts the answers.
+      this.#pool.query('SELECT pg_notify($1, $2)', [this.#answers, JSON.stringify({ req, ids })]).catch(() => {});
     }
   }
 }
