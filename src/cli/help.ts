@@ -46,6 +46,9 @@ Options:
                         in your project; ?schema=s&table_prefix=p optional
                       redis://host:6379/0          needs \`npm install redis\`
                         (or ioredis); rediss:// for TLS; ?prefix=p optional
+                      Servers on one Postgres or Redis share turn
+                      control: a stream rejoined, or a turn cancelled,
+                      through any of them.
                       Not with a module: a module chooses its own storage.
   -h, --help          show this help
   -v, --version       print the version

@@ -68,7 +68,9 @@ export async function openPostgres(spec: PostgresSpec, cwd: string, log: Log): P
   const pool = new Pool({ connectionString: spec.url, keepAlive: true, keepAliveInitialDelayMillis: 10_000 });
   // pg emits errors of idle connections (a server restart) on the pool; unheard, they would end the process.
   pool.on('error', (error) => log(`Postgres at ${spec.address}: ${describe(error, spec.url)}`));
-  const storage = postgresStorage(pool, { schema: spec.schema, tablePrefix: spec.tablePrefix });
+  // The CLI owns the pool and closes the storage first, so turn control may hold its connection: every
+  // process serving this storage rejoins and cancels the others' turns.
+  const storage = postgresStorage(pool, { schema: spec.schema, tablePrefix: spec.tablePrefix, shareTurns: true });
   const close = async (): Promise<void> => {
     await storage.close();
     await pool.end();
@@ -130,7 +132,8 @@ export async function openRedis(spec: RedisSpec, cwd: string, log: Log): Promise
   }
   ready = true;
 
-  const storage = redisStorage(client as unknown as RedisClientLike, { prefix: spec.prefix });
+  // As for Postgres: the CLI closes the storage before its client, so turn control is shared.
+  const storage = redisStorage(client as unknown as RedisClientLike, { prefix: spec.prefix, shareTurns: true });
   const close = async (): Promise<void> => {
     await storage.close();
     await (typeof client.close === 'function' ? client.close() : client.quit?.());

@@ -7,6 +7,8 @@ import { nextEventsExpired, TurnLog, type LogEntry } from './turn-log.ts';
 
 /** How long a cancel or an interrupt waits for the other processes to answer. */
 const CANCEL_WAIT_MS = 2000;
+/** How long after failing to listen for cancel requests a turn tries again. */
+const RELISTEN_MS = 30_000;
 
 /**
  * What a router shares with the other processes of a storage that has a
@@ -31,8 +33,9 @@ export class SharedTurns<T extends TurnHolder> {
     if (this.#listening.has(channel)) return;
     this.#listening.add(channel);
     channel.onCancel((agentId, request) => this.#cancelHere(agentId, request)).catch((error: unknown) => {
-      this.#listening.delete(channel);
-      this.#logger.error('AgentRouter: could not listen for cancel requests from other processes', error);
+      // Tried again by a turn after a pause, not by every turn: a lasting refusal (a Redis ACL without the channels) is one line a while.
+      setTimeout(() => this.#listening.delete(channel), RELISTEN_MS).unref();
+      this.#logger.error(`AgentRouter: could not listen for cancel requests from other processes; a turn tries again ${RELISTEN_MS / 1000} s from now`, error);
     });
   }
 
@@ -71,6 +74,8 @@ export class LogMirror {
   #from = 1;
   #ended = false;
   #busy = false;
+  /** Waiting for every entry to be written (see settled). */
+  #waiting: Array<() => void> = [];
 
   constructor(channel: TurnChannel, log: TurnLog, ttlSeconds: number, logger: Logger) {
     this.#channel = channel;
@@ -88,10 +93,19 @@ export class LogMirror {
     }
   }
 
+  /** Resolves once every entry added so far was written (or failed to be); undefined when none waits. */
+  settled(): Promise<void> | undefined {
+    if (!this.#busy) return undefined;
+    return new Promise<void>((resolve) => this.#waiting.push(resolve));
+  }
+
   #write(): void {
     const entries = this.#pending;
     if (entries.length === 0) {
       this.#busy = false;
+      const waiting = this.#waiting;
+      this.#waiting = [];
+      for (const resolve of waiting) resolve();
       return;
     }
     this.#pending = [];

@@ -230,8 +230,13 @@ class ReplyStream implements ChatSink {
     return this.#turnId === undefined ? undefined : `${this.#turnId}:${this.#typed ? this.#seq + 1 : this.#seq}`;
   }
 
-  /** Writes the last frame and reports the end; never throws (the turn, or a promise nobody catches, called it). */
+  /** Writes the last frame once the turn's log is copied (see TurnLog.whenCopied), and reports the end; never throws. */
   #end(frame: string): void {
+    if (this.#log === undefined) return this.#finish(frame);
+    this.#log.whenCopied(() => this.#finish(frame));
+  }
+
+  #finish(frame: string): void {
     try {
       this.#writer.end(frame);
     } catch (error) {

@@ -6,6 +6,9 @@ export function nextEventsExpired(): AgentRouterError {
   return new AgentRouterError(410, 'replay_expired', 'The next events of this turn are no longer kept (replayLimit)', { expose: true });
 }
 
+/** How long a stream's end waits for a shared storage to hold its turn's log (a storage that hangs cannot hold the stream). */
+const COPY_WAIT_MS = 2000;
+
 /** What a streamed turn produced, in order: its text and tool events as they came, then exactly one end. */
 export type LogEntry = string | ToolEntry | { readonly finished: JsonObject } | { readonly failed: JsonObject };
 
@@ -39,7 +42,7 @@ export class TurnLog {
   endedAt: number | undefined;
   followers: LogFollower[] | undefined;
   /** Where the log is copied for other processes (a storage's TurnChannel), if anywhere. */
-  mirror: { add(entry: LogEntry, ended: boolean): void } | undefined;
+  mirror: { add(entry: LogEntry, ended: boolean): void; settled(): Promise<void> | undefined } | undefined;
   /** Links of the store's list of ended logs, oldest first. */
   older: TurnLog | undefined;
   newer: TurnLog | undefined;
@@ -93,6 +96,24 @@ export class TurnLog {
     this.endedAt = 0;
     this.#store?.ended(this);
     this.#wake();
+  }
+
+  /**
+   * Calls `then` once the copy for other processes holds every entry (at once with no copy), or after
+   * COPY_WAIT_MS: a stream's end goes out then, so a client that saw it can rejoin through any process.
+   */
+  whenCopied(then: () => void): void {
+    const copying = this.mirror?.settled();
+    if (copying === undefined) return then();
+    let called = false;
+    const once = (): void => {
+      if (called) return;
+      called = true;
+      clearTimeout(timer);
+      then();
+    };
+    const timer = setTimeout(once, COPY_WAIT_MS);
+    void copying.then(once);
   }
 
   follow(follower: LogFollower): void {

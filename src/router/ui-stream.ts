@@ -189,8 +189,13 @@ class UIReplyStream implements ChatSink {
     if (!this.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
   }
 
-  /** The last part and `[DONE]` in one write; reports the end and never throws. */
+  /** The last part and `[DONE]` in one write, once the turn's log is copied (see TurnLog.whenCopied); reports the end and never throws. */
   #end(part: Record<string, unknown>): void {
+    if (this.#log === undefined) return this.#finish(part);
+    this.#log.whenCopied(() => this.#finish(part));
+  }
+
+  #finish(part: Record<string, unknown>): void {
     try {
       this.#writer.end(lastFrames(part));
     } catch (error) {

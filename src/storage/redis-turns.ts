@@ -160,14 +160,20 @@ export class RedisTurnChannel implements TurnChannel {
     if (this.#subscriber !== undefined) return this.#subscriber;
     const subscribing = (async () => {
       const subscriber = await duplicate(this.#client).catch(OUTAGE);
-      await subscriber.subscribe(`${this.#prefix}turn-events`, (turnId) => {
-        this.#listeners.wake(turnId);
-      });
-      await subscriber.subscribe(`${this.#prefix}turn-cancelled`, (text) => {
-        const { req, ids } = JSON.parse(text) as { req: string; ids: string[] };
-        this.#listeners.answered(req, ids);
-      });
-      await subscriber.subscribe(`${this.#prefix}turn-cancel`, (text) => this.#heard(JSON.parse(text) as CancelMessage));
+      try {
+        await subscriber.subscribe(`${this.#prefix}turn-events`, (turnId) => {
+          this.#listeners.wake(turnId);
+        });
+        await subscriber.subscribe(`${this.#prefix}turn-cancelled`, (text) => {
+          const { req, ids } = JSON.parse(text) as { req: string; ids: string[] };
+          this.#listeners.answered(req, ids);
+        });
+        await subscriber.subscribe(`${this.#prefix}turn-cancel`, (text) => this.#heard(JSON.parse(text) as CancelMessage));
+      } catch (error) {
+        // Refused (a Redis ACL without the prefix's channels): the connection made for it goes too.
+        await subscriber.close();
+        throw error;
+      }
       return subscriber;
     })().catch(OUTAGE);
     this.#subscriber = subscribing;

@@ -73,7 +73,8 @@ async function redisUser(t: { after: (fn: () => Promise<void>) => void }, user: 
     await admin.sendCommand(['ACL', 'DELUSER', user]);
     await admin.close();
   });
-  await admin.sendCommand(['ACL', 'SETUSER', user, 'on', `>${password}`, `~${prefix}*`, '+@all']);
+  // Its keys and its pub/sub channels (turn control across processes) under the prefix.
+  await admin.sendCommand(['ACL', 'SETUSER', user, 'on', `>${password}`, `~${prefix}*`, `&${prefix}*`, '+@all']);
   return admin;
 }
 
@@ -156,6 +157,42 @@ test('--storage redis://: the counter survives a restart and a dropped connectio
   await stop(second);
   assert.equal(await admin.get(`${prefix}{counter-r}:v`), String(firstVersion + 2), 'three commits');
 });
+
+for (const backend of ['postgres', 'redis'] as const) {
+  test(`--storage ${backend}://: servers on one storage share turn control: a stream of one is replayed through another, whose cancel finds nothing running`, async (t) => {
+    const schema = `ar_cli_share_${tag}`;
+    const prefix = `ar-cli-share:${tag}:`;
+    t.after(async () => {
+      if (backend === 'postgres') {
+        const admin = new pg.Pool({ connectionString: PG, max: 1 });
+        await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await admin.end();
+        return;
+      }
+      const admin = createClient({ url: REDIS });
+      await admin.connect();
+      const keys = await admin.keys(`${prefix}*`);
+      if (keys.length > 0) await admin.del(keys);
+      await admin.close();
+    });
+    const storage = backend === 'postgres' ? `${PG}?schema=${schema}` : `${REDIS}/?prefix=${encodeURIComponent(prefix)}`;
+    const [one, two] = [runCli(t, ['serve', '--port', '0', '--storage', storage]), runCli(t, ['serve', '--port', '0', '--storage', storage])];
+    const [urlOne, urlTwo] = await Promise.all([listening(one), listening(two)]);
+
+    const streamed = await fetch(`${urlOne}/agent/echo-1/chat?stream=events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message: 'one two three' }) });
+    const turnId = streamed.headers.get('turn-id');
+    const events = await streamed.text();
+    assert.match(events, /event: turn\.finished\n/);
+    const replayed = await fetch(`${urlTwo}/agent/echo-1/turns/${turnId}/events?stream=events`);
+    assert.equal(replayed.status, 200, 'the other server knows the turn');
+    assert.equal(await replayed.text(), events, 'replayed event for event, ids included');
+
+    const cancel = await postJson(`${urlTwo}/agent/echo-1/cancel`, {});
+    assert.equal(cancel.status, 404, JSON.stringify(cancel.body));
+    assert.equal(cancel.body.code, 'no_running_turn');
+    await Promise.all([stop(one), stop(two)]);
+  });
+}
 
 test('a backend line written after whoever read stderr has gone (agent-router serve 2>&1 | head -1) does not end the server', async (t) => {
   const prefix = `ar-cli-epipe:${tag}:`;

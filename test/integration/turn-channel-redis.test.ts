@@ -4,7 +4,10 @@ import { randomUUID } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import { redisStorage } from '../../src/storage/redis.ts';
 import type { TurnChannel } from '../../src/storage/turn-channel.ts';
-import { connectRedis, runTag } from '../helpers/storage-backends.ts';
+import { createClient } from 'redis';
+import { connectRedis, REDIS_URL, runTag } from '../helpers/storage-backends.ts';
+import { echoOn, serveAgents } from '../helpers/agents.ts';
+import { postJson } from '../helpers/http.ts';
 
 async function twoProcesses(t: TestContext, flavor: 'node-redis' | 'ioredis') {
   const prefix = `ar-test:${runTag()}:`;
@@ -65,3 +68,32 @@ for (const flavor of ['node-redis', 'ioredis'] as const) {
     assert.equal(await a.turns.busy('bot'), false);
   });
 }
+
+test('a Redis user allowed its keys but not its channels: turns are served, and the refused subscription is logged once, not at every turn', async (t) => {
+  const prefix = `ar-test:${runTag()}:acl:`;
+  const user = `ar_acl_${runTag()}`;
+  const admin = createClient({ url: REDIS_URL });
+  await admin.connect();
+  // Keys under the prefix only: Redis 7 gives a new user no pub/sub channel.
+  await admin.sendCommand(['ACL', 'SETUSER', user, 'on', '>pw', `~${prefix}*`, 'resetchannels', '+@all']);
+  const client = createClient({ url: `redis://${user}:pw@127.0.0.1:6379` });
+  client.on('error', () => undefined);
+  await client.connect();
+  const storage = redisStorage(client, { prefix, shareTurns: true });
+  t.after(async () => {
+    await storage.close();
+    await client.close();
+    const keys = await admin.keys(`${prefix}*`);
+    if (keys.length > 0) await admin.del(keys);
+    await admin.sendCommand(['ACL', 'DELUSER', user]);
+    await admin.close();
+  });
+  const logged: string[] = [];
+  const url = await serveAgents(t, echoOn(storage), { logger: { error: (message: unknown) => logged.push(String(message)) } });
+  for (let i = 0; i < 5; i++) {
+    const reply = await postJson(`${url}/acl-bot/chat`, { message: `turn ${i}` });
+    assert.equal(reply.status, 200, JSON.stringify(reply.body));
+  }
+  assert.equal(logged.length, 1, logged.join('\n'));
+  assert.match(logged[0] as string, /could not listen for cancel requests from other processes; a turn tries again 30 s from now/);
+});
