@@ -80,11 +80,14 @@ export class AgentTurns<T extends TurnHolder> {
     }
   }
 
-  /** `POST /{agent_id}/cancel`: cancels `turnId`, or the running turn; the reply, or 404 `no_running_turn`. */
-  cancel(agentId: string, turnId: string | undefined): JsonObject {
+  /**
+   * `POST /{agent_id}/cancel`: cancels `turnId`, or the running turn; the reply, or 404 `no_running_turn`
+   * (`where`: where none was found, for its message).
+   */
+  cancel(agentId: string, turnId: string | undefined, where = 'here'): JsonObject {
     const holder = this.of(agentId).find((h) => turnId === undefined || h.turnId === turnId);
     if (holder === undefined || holder.cancel === undefined) {
-      throw httpErrors.notFound('no_running_turn', turnId === undefined ? `Agent ${JSON.stringify(agentId)} runs no turn here` : `Agent ${JSON.stringify(agentId)} runs or queues no turn ${JSON.stringify(turnId)} here`);
+      throw httpErrors.notFound('no_running_turn', turnId === undefined ? `Agent ${JSON.stringify(agentId)} runs no turn ${where}` : `Agent ${JSON.stringify(agentId)} runs or queues no turn ${JSON.stringify(turnId)} ${where}`);
     }
     holder.cancel.abort(cancelledError(holder.turnId));
     return { agent_id: agentId, turn_id: holder.turnId ?? null, cancelled: true };

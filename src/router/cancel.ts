@@ -50,7 +50,7 @@ function cancelLocal(host: DispatchHost, exchange: Exchange, turnId: string | un
       if (ids.length > 0) return exchange.finish({ agent_id: agentId, turn_id: ids[0] as string, cancelled: true }, 202);
       try {
         // None runs anywhere: a turn queued here is the next to.
-        exchange.finish(host.agentTurns.cancel(agentId, turnId), 202);
+        exchange.finish(host.agentTurns.cancel(agentId, turnId, 'in any process sharing its storage'), 202);
       } catch (error) {
         exchange.fail(error);
       }

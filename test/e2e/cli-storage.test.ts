@@ -189,7 +189,7 @@ for (const backend of ['postgres', 'redis'] as const) {
 
     const cancel = await postJson(`${urlTwo}/agent/echo-1/cancel`, {});
     assert.equal(cancel.status, 404, JSON.stringify(cancel.body));
-    assert.equal(cancel.body.code, 'no_running_turn');
+    assert.deepEqual(cancel.body, { error: 'Agent "echo-1" runs no turn in any process sharing its storage', code: 'no_running_turn' });
     await Promise.all([stop(one), stop(two)]);
   });
 }
