@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
-import { window } from '../../src/agent/chat-engine.ts';
+import { window } from '../../src/agent/model-step.ts';
 import type { ToolContext } from '../../src/agent/tools.ts';
 import { AgentRouterError } from '../../src/errors.ts';
 import type { ModelRequest } from '../../src/models/model.ts';
