@@ -175,7 +175,7 @@ export class PostgresTurnChannel implements TurnChannel {
   #listening(): Promise<PgPoolClientLike> {
     if (this.#listener !== undefined) return this.#listener;
     const listening = (async () => {
-      const client = await this.#pool.connect().catch(OUTAGE);
+      const client = await this.#pool.connect();
       const emitter = client as unknown as { on(event: string, listener: (arg: never) => void): unknown };
       emitter.on('notification', (message: { channel: string; payload?: string }) => this.#notified(message.channel, message.payload ?? ''));
       emitter.on('error', () => this.#lost(listening, client));

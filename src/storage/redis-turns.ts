@@ -159,7 +159,7 @@ export class RedisTurnChannel implements TurnChannel {
   #subscribed(): Promise<Subscriber> {
     if (this.#subscriber !== undefined) return this.#subscriber;
     const subscribing = (async () => {
-      const subscriber = await duplicate(this.#client).catch(OUTAGE);
+      const subscriber = await duplicate(this.#client);
       try {
         await subscriber.subscribe(`${this.#prefix}turn-events`, (turnId) => {
           this.#listeners.wake(turnId);
