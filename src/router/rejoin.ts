@@ -107,7 +107,8 @@ class Rejoined extends LogCursor {
   /** A text entry's data (sent with its id), or an end's whole frame; the plain stream's seam moves on either way. */
   #render(entry: LogEntry, index: number): string {
     if (typeof entry === 'string') {
-      if (this.#typed) return JSON.stringify({ type: 'text.delta', text: entry });
+      // An empty entry is the plain stream's flush of a held half pair (see ChunkSeam): nothing in the typed one.
+      if (this.#typed) return entry === '' ? '' : JSON.stringify({ type: 'text.delta', text: entry });
       return this.#seam.next(entry);
     }
     if ('data' in entry) return this.#typed ? entry.data : '';
@@ -117,8 +118,7 @@ class Rejoined extends LogCursor {
       const pending = entry.finished['pending_approvals'];
       if (this.#typed && pending !== undefined) return formatEvent(JSON.stringify({ type: 'turn.paused', pending_approvals: pending }), 'turn.paused', id);
       if (this.#typed) return formatEvent(JSON.stringify({ type: 'turn.finished', result: entry.finished }), 'turn.finished', id);
-      const rest = this.#seam.rest();
-      return `${rest ? formatEvent(rest) : ''}${formatEvent('[DONE]', 'done', id)}`;
+      return formatEvent('[DONE]', 'done', id);
     }
     if (this.#typed) return formatEvent(JSON.stringify({ type: 'turn.failed', ...entry.failed }), 'turn.failed', id);
     return formatEvent(JSON.stringify(entry.failed), 'error', id);

@@ -198,15 +198,14 @@ class ReplyStream implements ChatSink {
    * A reply the provider cut short says so in the typed stream's result (plain SSE has no field for it).
    */
   done(reply?: string, truncated = false): void {
+    // A half pair still held when the reply ended goes out (as U+FFFD) in an event and a log entry of its own: an empty chunk.
+    if (this.#seam?.holding === true && this.open) this.chunk('');
     if (this.#log !== undefined) {
       const text = this.#typed ? this.#text : (reply ?? this.#log.joined() ?? '');
       const finished: JsonObject = truncated ? { agent_id: this.#agentId, text, truncated } : { agent_id: this.#agentId, text };
       if (this.#paused !== undefined) finished['pending_approvals'] = this.#paused;
       this.#log.end({ finished });
     }
-    const rest = this.#seam?.rest();
-    // The held end of the last chunk goes out with the done event, in the same write, under its id.
-    if (rest) this.#writer.send(rest);
     this.#seq++;
     if (!this.#typed) return this.#end(formatEvent('[DONE]', 'done', this.#id()));
     if (this.#paused !== undefined) return this.#end(formatEvent(typedFrame('turn.paused', { pending_approvals: this.#paused }), 'turn.paused', this.#id()));
@@ -250,6 +249,8 @@ class ReplyStream implements ChatSink {
 async function pull(chunks: AsyncIterable<string | RelayedEvent>, stream: ReplyStream): Promise<void> {
   for await (const text of chunks) {
     if (!stream.open) break;
+    // Nothing to send; an empty log entry is the plain stream's flush of a held half pair.
+    if (text === '') continue;
     const sending = typeof text === 'string' ? stream.chunk(text) : stream.relay(text);
     if (sending !== undefined) await sending;
   }

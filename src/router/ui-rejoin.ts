@@ -39,7 +39,7 @@ class UIRejoined extends LogCursor {
   }
 
   protected send(entry: string | ToolEntry): Promise<void> | undefined {
-    if (typeof entry === 'string') return this.#parts.text(entry);
+    if (typeof entry === 'string') return entry === '' ? undefined : this.#parts.text(entry);
     const data = JSON.parse(entry.data) as { id: string; name: string; arguments?: unknown; result?: unknown; error?: { message: string } };
     if (entry.event === 'tool.call') return this.#parts.toolCall(data.id, data.name, data.arguments);
     if (entry.event !== 'tool.result') return undefined; // tool.approval_required: the input part was the call

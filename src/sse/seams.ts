@@ -18,8 +18,14 @@ export class ChunkSeam {
     return last === 0x0d || isHighSurrogate(last);
   }
 
-  /** The text to send for the model's `text`: '' when there is nothing to send yet. */
+  /** A high surrogate is held back: the reply ending now must send it with `next('')`. */
+  get holding(): boolean {
+    return this.#held !== '';
+  }
+
+  /** The text to send for the model's `text`: '' when there is nothing to send yet. An empty `text` sends what is held. */
   next(text: string): string {
+    if (text === '') return this.#flush();
     let out = this.#held === '' ? text : this.#held + text;
     this.#held = '';
     if (this.#afterCR && out.charCodeAt(0) === 0x0a) out = out.slice(1);
@@ -31,10 +37,10 @@ export class ChunkSeam {
     return out;
   }
 
-  /** What is still held when the reply ends (a high surrogate the model never completed). */
-  rest(): string {
+  #flush(): string {
     const held = this.#held;
     this.#held = '';
+    if (held !== '') this.#afterCR = false;
     return held;
   }
 }

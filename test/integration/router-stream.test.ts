@@ -67,6 +67,14 @@ test('a surrogate pair or a CRLF split between two chunks arrives whole, as the 
   assert.equal(text, json.response.replace(/\r\n|\r/g, '\n').replace(/\uD83D$/, '\uFFFD'), 'each CRLF one line break, each pair whole; a half never completed is U+FFFD');
   assert.ok(events.every((e) => e.data !== ''), 'nothing empty is sent for a chunk that was only the rest of a CRLF');
   assert.equal(events.at(-1)?.event, 'done');
+  // The half held at the end goes out in an event with an id of its own, and a rejoin from any event replays the rest as it was.
+  const turnId = (events[0]?.id ?? '').split(':')[0] as string;
+  const seqs = events.map((e) => Number(e.id?.slice(turnId.length + 1)));
+  assert.ok(events.every((e) => e.id?.startsWith(`${turnId}:`)) && seqs.every((seq, i) => i === 0 || seq > (seqs[i - 1] as number)), `ids: ${events.map((e) => e.id).join(' ')}`);
+  for (const [i, seq] of [0, ...seqs.slice(0, -1)].entries()) {
+    const replayed = await collectSSE(await fetch(`${url}/sse/turns/${turnId}/events`, { headers: { 'last-event-id': `${turnId}:${seq}` } }));
+    assert.deepEqual(replayed.events, events.slice(i), `rejoined after seq ${seq}`);
+  }
 });
 
 test('no chunk can inject an SSE field or event', async (t) => {

@@ -21,7 +21,7 @@ function streamed(chunks: readonly string[]): string {
     else if (ChunkSeam.needed(chunk)) send((seam = new ChunkSeam()).next(chunk));
     else send(chunk);
   }
-  send(seam?.rest() ?? '');
+  if (seam?.holding === true) send(seam.next(''));
   let text = '';
   const parser = createSSEParser({ onEvent: (event) => (text += event.data) });
   parser.feed(wire);
