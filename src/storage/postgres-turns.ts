@@ -119,25 +119,10 @@ export class PostgresTurnChannel implements TurnChannel {
     await this.#listening();
     const expected = await this.#listeningSessions();
     const req = randomUUID();
-    const heard: string[] = [];
-    let answers = 0;
-    return new Promise<string[]>((resolve, reject) => {
-      const done = (error?: unknown): void => {
-        clearTimeout(timer);
-        stop();
-        // A request no process could hear is not an answer that nothing runs.
-        if (error === undefined) resolve(heard);
-        else reject(error);
-      };
-      const timer = setTimeout(() => done(), waitMs);
-      // Every listening process answers once; one turn named (or the running one) is held by one at most.
-      const stop = this.#listeners.awaitAnswers(req, (ids) => {
-        heard.push(...ids);
-        if (++answers >= expected || (ids.length > 0 && !('all' in request))) done();
-      });
-      const message: CancelMessage = { req, agentId, request };
-      this.#query('SELECT pg_notify($1, $2)', [this.#cancels, JSON.stringify(message)]).catch(done);
-    });
+    const message: CancelMessage = { req, agentId, request };
+    const notify = async (): Promise<undefined> => void (await this.#query('SELECT pg_notify($1, $2)', [this.#cancels, JSON.stringify(message)]));
+    // Every listening process answers once; one turn named (or the running one) is held by one at most.
+    return this.#listeners.gather(req, request, waitMs, notify, expected, true);
   }
 
   /**

@@ -112,32 +112,10 @@ export class RedisTurnChannel implements TurnChannel {
   async cancel(agentId: string, request: CancelRequest, waitMs: number): Promise<string[]> {
     await this.#subscribed();
     const req = randomUUID();
-    const heard: string[] = [];
-    let answers = 0;
-    let expected = Infinity;
-    return new Promise<string[]>((resolve, reject) => {
-      const done = (error?: unknown): void => {
-        clearTimeout(timer);
-        stop();
-        // A request no process could hear is not an answer that nothing runs.
-        if (error === undefined) resolve(heard);
-        else reject(error);
-      };
-      const timer = setTimeout(() => done(), waitMs);
-      const stop = this.#listeners.awaitAnswers(req, (ids) => {
-        heard.push(...ids);
-        if (++answers >= expected) done();
-      });
-      const message: CancelMessage = { req, agentId, request };
-      // PUBLISH says how many listeners heard it: each answers once, even with nothing cancelled.
-      this.#send(['PUBLISH', `${this.#prefix}turn-cancel`, JSON.stringify(message)]).then(
-        (receivers) => {
-          expected = Number(receivers);
-          if (answers >= expected) done();
-        },
-        done,
-      );
-    });
+    const message: CancelMessage = { req, agentId, request };
+    // PUBLISH says how many listeners heard it: each answers once, even with nothing cancelled.
+    const publish = async (): Promise<number> => Number(await this.#send(['PUBLISH', `${this.#prefix}turn-cancel`, JSON.stringify(message)]));
+    return this.#listeners.gather(req, request, waitMs, publish);
   }
 
   async onCancel(handler: (agentId: string, request: CancelRequest) => string[]): Promise<() => void> {

@@ -62,6 +62,34 @@ export class TurnListeners {
     };
   }
 
+  /**
+   * Sends this process's cancel request `req` and gathers the ids the processes cancelled, until `expected`
+   * answered (or the count `send` resolves to), `waitMs` passed, or, with `stopAtFound`, the one turn named was
+   * found. Rejects when `send` fails: a request no process could hear is not an answer that nothing runs.
+   */
+  gather(req: string, request: CancelRequest, waitMs: number, send: () => Promise<number | undefined>, expected = Infinity, stopAtFound = false): Promise<string[]> {
+    const heard: string[] = [];
+    let answers = 0;
+    return new Promise<string[]>((resolve, reject) => {
+      const done = (error?: unknown): void => {
+        clearTimeout(timer);
+        stop();
+        if (error === undefined) resolve(heard);
+        else reject(error);
+      };
+      const timer = setTimeout(() => done(), waitMs);
+      const stop = this.awaitAnswers(req, (ids) => {
+        heard.push(...ids);
+        if (++answers >= expected || (stopAtFound && ids.length > 0 && !('all' in request))) done();
+      });
+      send().then((receivers) => {
+        if (receivers === undefined) return;
+        expected = receivers;
+        if (answers >= expected) done();
+      }, done);
+    });
+  }
+
   answered(req: string, ids: string[]): void {
     this.#waiting.get(req)?.(ids);
   }
