@@ -6,6 +6,7 @@ import pg from 'pg';
 import { postgresStorage } from '../../src/storage/postgres.ts';
 import type { TurnChannel } from '../../src/storage/turn-channel.ts';
 import { PG_CONFIG, runTag } from '../helpers/storage-backends.ts';
+import { cancelReachesHolder, following, logIsShared, within } from '../helpers/turn-channel-contract.ts';
 
 const admin = new pg.Pool({ ...PG_CONFIG, max: 1 });
 const schemas: string[] = [];
@@ -34,72 +35,14 @@ async function twoProcesses(t: TestContext) {
   return { a: side(0), b: side(1) };
 }
 
-/** Follows `turnId` (once listening, so no write is missed); each wake resolves the next `woken()`. */
-async function following(channel: TurnChannel, turnId: string): Promise<{ woken: () => Promise<void>; stop: () => void }> {
-  let wake: (() => void) | undefined;
-  let pending = 0;
-  const stop = await channel.follow(turnId, () => {
-    if (wake === undefined) pending++;
-    else wake();
-  });
-  const woken = (): Promise<void> => {
-    if (pending > 0) {
-      pending--;
-      return Promise.resolve();
-    }
-    return new Promise<void>((resolve) => {
-      wake = () => {
-        wake = undefined;
-        resolve();
-      };
-    });
-  };
-  return { woken, stop };
-}
-
-/** Fails clearly instead of hanging the run. */
-function within<T>(work: Promise<T>, what: string, ms = 10_000): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const watchdog = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`never happened: ${what}`)), ms);
-  });
-  return Promise.race([work, watchdog]).finally(() => clearTimeout(timer));
-}
-
 test('postgres turn channel: a log written by one process is read and followed by another, trimmed and ended', async (t) => {
   const { a, b } = await twoProcesses(t);
-  const turnId = randomUUID();
-  assert.equal(await b.turns.read(turnId, 0), undefined, 'never written');
-  await a.turns.append({ agentId: 'bot', turnId, from: 1, entries: ['"one"', '" two"'], first: 1, ended: false, ttlSeconds: 300 });
-  assert.deepEqual(await b.turns.read(turnId, 0), { agentId: 'bot', first: 1, from: 1, entries: ['"one"', '" two"'], ended: false });
-  assert.deepEqual(await b.turns.read(turnId, 1), { agentId: 'bot', first: 1, from: 2, entries: ['" two"'], ended: false });
-  const follower = await following(b.turns, turnId);
-  await a.turns.append({ agentId: 'bot', turnId, from: 3, entries: ['" three"', '{"finished":{}}'], first: 3, ended: true, ttlSeconds: 60 });
-  await within(follower.woken(), 'the follower woken by the append');
-  follower.stop();
-  assert.deepEqual(await b.turns.read(turnId, 0), { agentId: 'bot', first: 3, from: 3, entries: ['" three"', '{"finished":{}}'], ended: true }, 'the entries before first are gone');
-  assert.deepEqual(await b.turns.read(turnId, 4), { agentId: 'bot', first: 3, from: 5, entries: [], ended: true });
+  await logIsShared(a, b);
 });
 
 test('postgres turn channel: cancel reaches the process holding the turn, and busy follows the agent\'s lock', async (t) => {
   const { a, b } = await twoProcesses(t);
-  const asked: unknown[] = [];
-  const stop = await b.turns.onCancel((agentId, request) => {
-    asked.push([agentId, request]);
-    return 'turnId' in request && request.turnId === 't-1' ? ['t-1'] : [];
-  });
-  assert.deepEqual(await a.turns.cancel('bot', { turnId: 't-1' }, 5000), ['t-1']);
-  // Every listening process answered: a cancel nobody holds does not wait its whole wait.
-  assert.deepEqual(await within(a.turns.cancel('bot', { turnId: 't-2' }, 60_000), 'every process answering', 5000), [], 'nothing held t-2');
-  assert.deepEqual(asked, [['bot', { turnId: 't-1' }], ['bot', { turnId: 't-2' }]]);
-  stop();
-  assert.deepEqual(await within(a.turns.cancel('bot', { all: true }, 60_000), 'every process answering', 5000), []);
-  assert.equal(asked.length, 2, 'a stopped handler hears nothing');
-  assert.equal(await a.turns.busy('bot'), false);
-  const unlock = await b.lock('bot');
-  assert.equal(await a.turns.busy('bot'), true);
-  await unlock();
-  assert.equal(await a.turns.busy('bot'), false);
+  await cancelReachesHolder(a, b);
 });
 
 test('postgres turn channel: a listening session the server ends is replaced; its follower is woken to read again and hears what follows, and cancels reach it again', async (t) => {

@@ -1,6 +1,5 @@
 // The Redis TurnChannel over a real Redis, through node-redis and ioredis: two storages stand for two processes.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import { redisStorage } from '../../src/storage/redis.ts';
 import type { TurnChannel } from '../../src/storage/turn-channel.ts';
@@ -8,6 +7,7 @@ import { createClient } from 'redis';
 import { connectRedis, REDIS_URL, runTag } from '../helpers/storage-backends.ts';
 import { echoOn, serveAgents } from '../helpers/agents.ts';
 import { postJson } from '../helpers/http.ts';
+import { cancelReachesHolder, logIsShared } from '../helpers/turn-channel-contract.ts';
 
 async function twoProcesses(t: TestContext, flavor: 'node-redis' | 'ioredis') {
   const prefix = `ar-test:${runTag()}:`;
@@ -24,48 +24,15 @@ async function twoProcesses(t: TestContext, flavor: 'node-redis' | 'ioredis') {
   return { a: { turns: channel(storages[0]!), lock: (id: string) => storages[0]!.lock(id) }, b: { turns: channel(storages[1]!), lock: (id: string) => storages[1]!.lock(id) } };
 }
 
-/** Follows `turnId` (once subscribed, so no write is missed); `woken` resolves at the first wake. */
-async function following(channel: TurnChannel, turnId: string): Promise<{ woken: Promise<void>; stop: () => void }> {
-  let wake!: () => void;
-  const woken = new Promise<void>((resolve) => (wake = resolve));
-  const stop = await channel.follow(turnId, () => wake());
-  return { woken, stop };
-}
-
 for (const flavor of ['node-redis', 'ioredis'] as const) {
   test(`redis turn channel (${flavor}): a log written by one process is read and followed by another, trimmed and ended`, async (t) => {
     const { a, b } = await twoProcesses(t, flavor);
-    const turnId = randomUUID();
-    assert.equal(await b.turns.read(turnId, 0), undefined, 'never written');
-    await a.turns.append({ agentId: 'bot', turnId, from: 1, entries: ['"one"', '" two"'], first: 1, ended: false, ttlSeconds: 300 });
-    assert.deepEqual(await b.turns.read(turnId, 0), { agentId: 'bot', first: 1, from: 1, entries: ['"one"', '" two"'], ended: false });
-    assert.deepEqual(await b.turns.read(turnId, 1), { agentId: 'bot', first: 1, from: 2, entries: ['" two"'], ended: false });
-    const follower = await following(b.turns, turnId);
-    await a.turns.append({ agentId: 'bot', turnId, from: 3, entries: ['" three"', '{"finished":{}}'], first: 3, ended: true, ttlSeconds: 60 });
-    await follower.woken;
-    follower.stop();
-    assert.deepEqual(await b.turns.read(turnId, 0), { agentId: 'bot', first: 3, from: 3, entries: ['" three"', '{"finished":{}}'], ended: true }, 'the entries before first are gone');
-    assert.deepEqual(await b.turns.read(turnId, 4), { agentId: 'bot', first: 3, from: 5, entries: [], ended: true });
+    await logIsShared(a, b);
   });
 
   test(`redis turn channel (${flavor}): cancel reaches the process holding the turn, and busy follows the agent's lock`, async (t) => {
     const { a, b } = await twoProcesses(t, flavor);
-    const asked: unknown[] = [];
-    const stop = await b.turns.onCancel((agentId, request) => {
-      asked.push([agentId, request]);
-      return 'turnId' in request && request.turnId === 't-1' ? ['t-1'] : [];
-    });
-    assert.deepEqual(await a.turns.cancel('bot', { turnId: 't-1' }, 5000), ['t-1']);
-    assert.deepEqual(await a.turns.cancel('bot', { turnId: 't-2' }, 5000), [], 'every listener answered: nothing held t-2');
-    assert.deepEqual(asked, [['bot', { turnId: 't-1' }], ['bot', { turnId: 't-2' }]]);
-    stop();
-    assert.deepEqual(await a.turns.cancel('bot', { all: true }, 5000), []);
-    assert.equal(asked.length, 2, 'a stopped handler hears nothing');
-    assert.equal(await a.turns.busy('bot'), false);
-    const unlock = await b.lock('bot');
-    assert.equal(await a.turns.busy('bot'), true);
-    await unlock();
-    assert.equal(await a.turns.busy('bot'), false);
+    await cancelReachesHolder(a, b);
   });
 }
 
