@@ -1,10 +1,9 @@
 import { cancelledBy, chatTurn, type Agent } from '../agent/agent.ts';
 import { approvalList, parseDecisions, type ApprovalDecision } from '../agent/approvals.ts';
 import { AgentRouterError } from '../errors.ts';
-import { streamReset } from '../http/body.ts';
 import { parseStreamFlag, queryParam } from '../http/path.ts';
 import type { JsonObject } from '../types.ts';
-import { callOptions, ChatReply, keepOnDisconnect, relayedChat, withTurnId, type DispatchHost, type RemoteTarget } from './dispatch.ts';
+import { callOptions, ChatReply, keepOnDisconnect, refuseIfClientGone, relayedChat, withTurnId, type DispatchHost, type RemoteTarget } from './dispatch.ts';
 import { approvalsCall, HTTPTransport, type RemoteChatReply, type TypedChunkStream } from '../transports/http.ts';
 import type { Exchange } from './exchange.ts';
 import { streamUI } from './ui-stream.ts';
@@ -17,8 +16,7 @@ import { streamReply } from './stream.ts';
  */
 export function dispatchApprovals(host: DispatchHost, exchange: Exchange, action: 'approvals' | 'approve', body: Record<string, unknown>): void {
   const { req, res, agentId } = exchange;
-  // Gone while an async authorize hook ran: no 'close' will come again to cut the turn, so it must not start.
-  if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
+  refuseIfClientGone(res);
   if (host.shut !== undefined) throw host.shut.reason;
   let decisions: ApprovalDecision[] | undefined;
   let stream: boolean | 'events' | 'ui' = false;

@@ -1,7 +1,7 @@
 import { httpErrors, statusOf } from '../errors.ts';
 import { HTTPTransport } from '../transports/http.ts';
 import { isTransport } from '../transports/transport.ts';
-import { callOptions, type DispatchHost } from './dispatch.ts';
+import { callOptions, sharedChannelOf, type DispatchHost } from './dispatch.ts';
 import type { Exchange } from './exchange.ts';
 import type { TurnChannel } from '../storage/turn-channel.ts';
 import { requestIdOf } from './payload.ts';
@@ -36,9 +36,7 @@ function cancelLocal(host: DispatchHost, exchange: Exchange, turnId: string | un
   if (here !== undefined) return exchange.finish(host.agentTurns.cancel(agentId, here.turnId), 202);
   let channel: TurnChannel | undefined;
   try {
-    const resolved = host.resolve(agentId, exchange.req);
-    exchange.pooled = 'agent' in resolved && resolved.pooled;
-    channel = 'agent' in resolved ? resolved.agent.storage.turns : undefined;
+    channel = sharedChannelOf(host, exchange);
   } catch (error) {
     // An id no pattern serves runs no turn: the 404 says so, as for any other.
     if (statusOf(error) !== 404) throw error;

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { cancelledBy, chatTurn, committedState, servesDirectly, type Agent, type ChatSink } from '../agent/agent.ts';
 import type { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, httpErrors } from '../errors.ts';
@@ -55,8 +55,7 @@ export interface DispatchHost extends ExchangeHost {
  */
 export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude<RouteAction, 'request' | 'events' | 'cancel' | 'approvals' | 'approve'>, body: Record<string, unknown>): void {
   const { req, res, agentId } = exchange;
-  // Gone while an async authorize hook ran: no 'close' will come again to cut the turn, so it must not start.
-  if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
+  refuseIfClientGone(res);
   if (host.shut !== undefined) throw host.shut.reason;
   let stream: boolean | 'events' | 'ui' = false;
   let message = '';
@@ -83,7 +82,7 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
         .busy(agentId)
         .then((busy) => {
           if (busy) throw agentBusy(agentId);
-          if (exchange.res.destroyed) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
+          refuseIfClientGone(exchange.res);
           begin(host, exchange, action, body, message, stream, target, channel);
         })
         .catch((error: unknown) => exchange.fail(error));
@@ -91,6 +90,21 @@ export function dispatch(host: DispatchHost, exchange: Exchange, action: Exclude
     }
   }
   begin(host, exchange, action, body, message, stream, target, channel);
+}
+
+/**
+ * Refuses a turn whose client is gone while the request waited (an async authorize hook, the shared storage's
+ * answer): no 'close' will come again to cut the turn, so it must not start.
+ */
+export function refuseIfClientGone(res: ServerResponse): void {
+  if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
+}
+
+/** The turn channel of the agent's storage when it is shared with other processes; the agent is looked up as for a turn. */
+export function sharedChannelOf(host: DispatchHost, exchange: Exchange): TurnChannel | undefined {
+  const target = host.resolve(exchange.agentId, exchange.req);
+  exchange.pooled = 'agent' in target && target.pooled;
+  return 'agent' in target ? target.agent.storage.turns : undefined;
 }
 
 /** The turn (or remote call) of a dispatched request, once it may start. */

@@ -4,7 +4,7 @@ import { SSEWriter } from '../http/sse-writer.ts';
 import type { TurnCancel } from '../lib/cancel.ts';
 import { formatEvent } from '../sse/format.ts';
 import { ChunkSeam } from '../sse/seams.ts';
-import type { DispatchHost } from './dispatch.ts';
+import { sharedChannelOf, type DispatchHost } from './dispatch.ts';
 import type { Exchange } from './exchange.ts';
 import { LogCursor, type LogEnd } from './log-cursor.ts';
 import { nextEventsExpired, type LogEntry, type ToolEntry, type TurnLog } from './turn-log.ts';
@@ -20,9 +20,7 @@ export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): 
   const log = host.replays.get(turnId);
   if (log !== undefined) return serveLog(host, exchange, log);
   // A turn another process ran, when the agent's storage is shared with it.
-  const target = host.resolve(exchange.agentId, exchange.req);
-  exchange.pooled = 'agent' in target && target.pooled;
-  const channel = 'agent' in target ? target.agent.storage.turns : undefined;
+  const channel = sharedChannelOf(host, exchange);
   if (channel === undefined) throw turnNotFound(exchange, turnId);
   return sharedLog(channel, turnId).then((shared) => {
     if (shared === undefined) throw turnNotFound(exchange, turnId);
