@@ -3,7 +3,7 @@ import { approvalList, parseDecisions, type ApprovalDecision } from '../agent/ap
 import { AgentRouterError } from '../errors.ts';
 import { parseStreamFlag, queryParam } from '../http/path.ts';
 import type { JsonObject } from '../types.ts';
-import { callOptions, ChatReply, keepOnDisconnect, refuseIfClientGone, relayedChat, withTurnId, type DispatchHost, type RemoteTarget } from './dispatch.ts';
+import { callOptions, ChatReply, keepOnDisconnect, openTurnStream, refuseIfClientGone, relayedChat, withTurnId, type DispatchHost, type RemoteTarget } from './dispatch.ts';
 import { approvalsCall, HTTPTransport, type RemoteChatReply, type TypedChunkStream } from '../transports/http.ts';
 import type { Exchange } from './exchange.ts';
 import { streamUI } from './ui-stream.ts';
@@ -33,11 +33,11 @@ export function dispatchApprovals(host: DispatchHost, exchange: Exchange, action
   const cancel = exchange.begin(host.timing, keep);
   const turnId = exchange.newTurnId();
   host.agentTurns.add(exchange);
+  const channel = target.agent.storage.turns;
+  if (channel !== undefined) host.shared.listen(channel);
   if (stream !== false) {
-    host.openStream();
-    exchange.streaming = true;
     const options = { ...host.streamOptions, typed: stream === 'events', cancel, keep };
-    return (stream === 'ui' ? streamUI : streamReply)(res, agentId, { agent: target.agent, message: '', decisions }, options, exchange);
+    return openTurnStream(host, exchange, stream, { agent: target.agent, message: '', decisions }, options, channel);
   }
   target.agent[chatTurn]('', cancelledBy(cancel, turnId), new ChatReply(exchange, host.logger), decisions);
 }

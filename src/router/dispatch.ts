@@ -12,7 +12,7 @@ import type { Exchange, ExchangeHost } from './exchange.ts';
 import { invokePayload } from './payload.ts';
 import { chatMessageOf, streamUI } from './ui-stream.ts';
 import type { RouteAction } from './routes.ts';
-import type { TurnLog, TurnLogs } from './turn-log.ts';
+import { whenWritten, type TurnLog, type TurnLogs } from './turn-log.ts';
 import type { TurnChannel } from '../storage/turn-channel.ts';
 import { streamReply, type ReplySource, type StreamOptions } from './stream.ts';
 import { logToolFailure, ToolCallList } from './tool-wire.ts';
@@ -117,12 +117,8 @@ function begin(host: DispatchHost, exchange: Exchange, action: RouteAction, body
   const turnId = 'agent' in target ? exchange.newTurnId() : undefined;
   if (turnId !== undefined) host.agentTurns.add(exchange);
   if (stream !== false) {
-    host.openStream();
-    exchange.streaming = true;
-    const mirror = channel === undefined ? undefined : (log: TurnLog) => host.shared.mirror(channel, log);
-    const options = { ...host.streamOptions, typed: stream === 'events', cancel, keep, mirror };
     // A remote is asked for its typed stream by the ui mode too: its tool events become tool parts.
-    return (stream === 'ui' ? streamUI : streamReply)(res, agentId, sourceOf(target, exchange, message, cancel, stream !== true), options, exchange);
+    return openTurnStream(host, exchange, stream, sourceOf(target, exchange, message, cancel, stream !== true), { ...host.streamOptions, typed: stream === 'events', cancel, keep }, channel);
   }
   if (action === 'chat' && 'agent' in target && target.agent[servesDirectly]) {
     target.agent[chatTurn](message, cancelledBy(cancel, turnId), new ChatReply(exchange, host.logger));
@@ -132,6 +128,20 @@ function begin(host: DispatchHost, exchange: Exchange, action: RouteAction, body
     (reply) => exchange.finish(reply),
     (error: unknown) => exchange.fail(error),
   );
+}
+
+/**
+ * Streams a turn's reply. With a storage shared by other processes, the turn's log is copied there, and the head
+ * (with its Turn-Id) goes out once any of them can find the turn (or after 2 s): the client may rejoin through any at once.
+ */
+export function openTurnStream(host: DispatchHost, exchange: Exchange, stream: true | 'events' | 'ui', source: ReplySource, options: StreamOptions, channel: TurnChannel | undefined): void {
+  host.openStream();
+  exchange.streaming = true;
+  const { res, agentId, turnId } = exchange;
+  const start = (): void => (stream === 'ui' ? streamUI : streamReply)(res, agentId, source, options, exchange);
+  if (channel === undefined || turnId === undefined) return start();
+  options.mirror = (log: TurnLog) => host.shared.mirror(channel, log);
+  whenWritten(host.shared.announce(channel, agentId, turnId), start);
 }
 
 /** An invoke's method name for the turn hooks, when the body names one (call() refuses it otherwise). */

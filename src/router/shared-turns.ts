@@ -39,6 +39,13 @@ export class SharedTurns<T extends TurnHolder> {
     });
   }
 
+  /** Writes the turn's log, still empty, to the channel; a failure is logged (as a failed copy is), never thrown. */
+  announce(channel: TurnChannel, agentId: string, turnId: string): Promise<void> {
+    return channel.append({ agentId, turnId, from: 1, entries: [], first: 1, ended: false, ttlSeconds: this.#ttlSeconds }).catch((error: unknown) => {
+      this.#logger.error(`AgentRouter: announcing turn ${turnId} to the shared storage failed; rejoins through other processes may not find it`, error);
+    });
+  }
+
   /** A log's copy on the channel, written as the log grows. */
   mirror(channel: TurnChannel, log: TurnLog): LogMirror {
     return new LogMirror(channel, log, this.#ttlSeconds, this.#logger);

@@ -6,8 +6,21 @@ export function nextEventsExpired(): AgentRouterError {
   return new AgentRouterError(410, 'replay_expired', 'The next events of this turn are no longer kept (replayLimit)', { expose: true });
 }
 
-/** How long a stream's end waits for a shared storage to hold its turn's log (a storage that hangs cannot hold the stream). */
+/** How long a stream waits for a shared storage to hold its turn's log, at its start and its end (a storage that hangs cannot hold the stream). */
 const COPY_WAIT_MS = 2000;
+
+/** Calls `then` once a write to the shared storage settled, or after COPY_WAIT_MS if it has not. */
+export function whenWritten(writing: Promise<void>, then: () => void): void {
+  let called = false;
+  const once = (): void => {
+    if (called) return;
+    called = true;
+    clearTimeout(timer);
+    then();
+  };
+  const timer = setTimeout(once, COPY_WAIT_MS);
+  void writing.then(once);
+}
 
 /** What a streamed turn produced, in order: its text and tool events as they came, then exactly one end. */
 export type LogEntry = string | ToolEntry | { readonly finished: JsonObject } | { readonly failed: JsonObject };
@@ -105,15 +118,7 @@ export class TurnLog {
   whenCopied(then: () => void): void {
     const copying = this.mirror?.settled();
     if (copying === undefined) return then();
-    let called = false;
-    const once = (): void => {
-      if (called) return;
-      called = true;
-      clearTimeout(timer);
-      then();
-    };
-    const timer = setTimeout(once, COPY_WAIT_MS);
-    void copying.then(once);
+    whenWritten(copying, then);
   }
 
   follow(follower: LogFollower): void {

@@ -119,6 +119,29 @@ for (const backend of BACKENDS) {
     assert.deepEqual(record?.messages.map((m) => m.content), ['instead', interrupting.body['response']], 'only the interrupting turn was stored');
   });
 
+  test(`three processes on ${backend.name}: a turn is rejoined through another process as soon as its Turn-Id arrives, before its first event`, async (t) => {
+    const config = backend.config();
+    await backend.open(t, config);
+    const [one, two] = await Promise.all([startServerChild(t, config), startServerChild(t, config)]);
+    const id = 'slow-early';
+    // The slow model's first word comes 100 ms in: nothing of the turn has been logged yet.
+    const started = await chatStream(one!.url, id, '?stream=true');
+    const turnId = started.headers.get('turn-id') as string;
+    const rejoined = await fetch(`${two!.url}/agent/${id}/turns/${turnId}/events`);
+    assert.equal(rejoined.status, 200, rejoined.status === 200 ? '' : await rejoined.text());
+    const followed = readSSE(rejoined.body as ReadableStream<Uint8Array>);
+    const live = readSSE(started.body as ReadableStream<Uint8Array>);
+    const firstLive = await take(live, 2);
+    const firstFollowed = await take(followed, 2);
+    assert.deepEqual(firstFollowed.map((e) => [e.id, e.data]), firstLive.map((e) => [e.id, e.data]));
+    assert.deepEqual(firstLive.map((e) => [e.id, e.data]), [[`${turnId}:1`, 'w1 '], [`${turnId}:2`, 'w2 ']]);
+    const cancelled = await post(`${one!.url}/agent/${id}/cancel`, { turn_id: turnId });
+    assert.equal(cancelled.status, 202, JSON.stringify(cancelled.body));
+    const liveTail = [...firstLive, ...(await rest(live))];
+    const followedTail = [...firstFollowed, ...(await rest(followed))];
+    assert.deepEqual(followedTail.map((e) => [e.event, e.id, e.data]), liveTail.map((e) => [e.event, e.id, e.data]), 'the rejoin saw every event the first client saw');
+  });
+
   test(`three processes on ${backend.name}: a finished turn is rejoined in full through another process`, async (t) => {
     const config = backend.config();
     await backend.open(t, config);

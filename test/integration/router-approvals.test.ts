@@ -11,7 +11,7 @@ import { HTTPTransport } from '../../src/transports/http.ts';
 import { getJson, postJson } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { collectSSE } from '../helpers/sse.ts';
-import { fileBackend, postgresBackend, type StorageBackend } from '../helpers/storage-backends.ts';
+import { fileBackend, postgresBackend, redisBackend, type StorageBackend } from '../helpers/storage-backends.ts';
 
 const TRANSFER = {
   description: 'Moves money',
@@ -155,6 +155,28 @@ async function restart(t: TestContext, backend: StorageBackend): Promise<void> {
 
 test('a restart between pause and approval: FileStorage', (t) => restart(t, fileBackend()));
 test('a restart between pause and approval: Postgres', (t) => restart(t, postgresBackend()));
+
+test('a streamed approval turn is rejoined through another process sharing the storage (Redis, shareTurns)', async (t) => {
+  const backend = redisBackend('node-redis', { shareTurns: true });
+  const [one, two] = [await backend.open(), await backend.open()];
+  t.after(async () => {
+    await one.close?.();
+    await two.close?.();
+    await backend.cleanup();
+  });
+  // Two routers on two storages over one Redis: as two processes would be.
+  const [first, second] = [await serve(t, one), await serve(t, two)];
+  const paused = await postJson(`${first.url}/r1/chat`, { message: 'pay' });
+  assert.deepEqual(paused.body.pending_approvals, PENDING);
+  const approved = await postStream(`${first.url}/r1/approvals`, { decisions: [{ id: 'tx1', approved: true }] }, '?stream=events');
+  const turnId = approved.headers.get('turn-id') as string;
+  const live = await collectSSE(approved);
+  assert.equal(live.events.at(-1)?.event, 'turn.finished');
+  const rejoined = await fetch(`${second.url}/r1/turns/${turnId}/events?stream=events`);
+  assert.equal(rejoined.status, 200);
+  const replay = await collectSSE(rejoined);
+  assert.deepEqual(replay.events.map((e) => [e.event, e.id, e.data]), live.events.map((e) => [e.event, e.id, e.data]));
+});
 
 test('the remote pair: a front router relays a back AgentServer pause, its approvals list and decisions (JSON and typed stream), and its 409/404', async (t) => {
   const moved: number[] = [];

@@ -77,12 +77,12 @@ async function closedPort(): Promise<number> {
 }
 
 /** `counter-*` counts, every other id echoes; the router's log is kept (message and error) for the test to read. */
-async function serveOn(t: TestContext, storage: Storage, turnTimeout = 5): Promise<{ url: string; logged: unknown[] }> {
+async function serveOn(t: TestContext, storage: Storage, turnTimeout = 5, maxStreams?: number): Promise<{ url: string; logged: unknown[] }> {
   const registry = new AgentRegistry();
   registry.register('counter-.*', counterOn(storage));
   registry.register('.*', echoOn(storage));
   const logged: unknown[] = [];
-  const router = new AgentRouter(registry, { turnTimeout, logger: { error: (_message: unknown, error: unknown) => logged.push(error) } });
+  const router = new AgentRouter(registry, { turnTimeout, maxStreams, logger: { error: (_message: unknown, error: unknown) => logged.push(error) } });
   const { url, close } = await listen(router.toRequestListener());
   t.after(close);
   return { url, logged };
@@ -295,6 +295,37 @@ test('shareTurns on Postgres refusing connections: a rejoin and a cancel that as
   assertUnavailable(await withinWatchdog(getJson(`${url}/pat/turns/${randomUUID()}/events`), 'rejoin'), 'rejoin of a turn no process here ran');
   assertUnavailable(await withinWatchdog(postJson(`${url}/pat/cancel`, {}), 'cancel'), 'cancel with no turn held here');
   assertLogged(logged, (error) => error.code === 'ECONNREFUSED');
+});
+
+test('shareTurns on a Postgres that accepts connections and never answers: a stream still opens (after 2 s) and ends at the turn timeout, not hanging; one whose client left while it waited frees its stream', async (t) => {
+  const silent = await tcpProxy(t, 5432, { accept: () => false });
+  const pool = new pg.Pool({ ...PG_CONFIG, port: silent, max: 2 });
+  pool.on('error', () => undefined);
+  const storage = postgresStorage(pool, { schema: `ar_test_${runTag()}`, shareTurns: true });
+  t.after(async () => {
+    await storage.close();
+    await pool.end();
+  });
+  const { url } = await serveOn(t, storage, 4, 1);
+  // A client that leaves while the head waits: its stream is still counted until its turn ends, then freed.
+  const leaving = new AbortController();
+  const left = streamChat(`${url}/silent/chat`, 'gone', { signal: leaving.signal }).catch((error: unknown) => error);
+  setTimeout(() => leaving.abort(), 300);
+  assert.equal(((await left) as Error).name, 'AbortError');
+  const opened = async (): Promise<Response> => {
+    for (;;) {
+      const reply = await streamChat(`${url}/silent/chat`, 'hello');
+      if (reply.status !== 503) return reply;
+      await reply.body?.cancel();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  };
+  const started = await withinWatchdog(opened(), 'a stream once the first one was freed');
+  assert.equal(started.status, 200);
+  assert.ok(started.headers.get('turn-id'));
+  const { events } = await withinWatchdog(collectSSE(started), 'the stream end');
+  assert.equal(events.at(-1)?.event, 'error');
+  assert.equal(JSON.parse(events.at(-1)?.data ?? '{}').code, 'turn_timeout');
 });
 
 for (const flavor of ['node-redis', 'ioredis'] as const) {
