@@ -140,8 +140,9 @@ export function openTurnStream(host: DispatchHost, exchange: Exchange, stream: t
   const { res, agentId, turnId } = exchange;
   const start = (): void => (stream === 'ui' ? streamUI : streamReply)(res, agentId, source, options, exchange);
   if (channel === undefined || turnId === undefined) return start();
-  options.mirror = (log: TurnLog) => host.shared.mirror(channel, log);
-  whenWritten(host.shared.announce(channel, agentId, turnId), start);
+  const announced = host.shared.announce(channel, agentId, turnId);
+  options.mirror = (log: TurnLog) => host.shared.mirror(channel, log, announced);
+  whenWritten(announced, start);
 }
 
 /** An invoke's method name for the turn hooks, when the body names one (call() refuses it otherwise). */

@@ -46,9 +46,9 @@ export class SharedTurns<T extends TurnHolder> {
     });
   }
 
-  /** A log's copy on the channel, written as the log grows. */
-  mirror(channel: TurnChannel, log: TurnLog): LogMirror {
-    return new LogMirror(channel, log, this.#ttlSeconds, this.#logger);
+  /** A log's copy on the channel, written as the log grows: after `announced`, the log's first write, has settled. */
+  mirror(channel: TurnChannel, log: TurnLog, announced: Promise<void>): LogMirror {
+    return new LogMirror(channel, log, this.#ttlSeconds, this.#logger, announced);
   }
 
   /** Asks the other processes to cancel; the ids they cancelled. */
@@ -84,11 +84,14 @@ export class LogMirror {
   /** Waiting for every entry to be written (see settled). */
   #waiting: Array<() => void> = [];
 
-  constructor(channel: TurnChannel, log: TurnLog, ttlSeconds: number, logger: Logger) {
+  constructor(channel: TurnChannel, log: TurnLog, ttlSeconds: number, logger: Logger, announced: Promise<void>) {
     this.#channel = channel;
     this.#log = log;
     this.#ttlSeconds = ttlSeconds;
     this.#logger = logger;
+    // In flight until then: an announce slower than the stream's wait for it must not land after (and over) these writes.
+    this.#busy = true;
+    void announced.then(() => this.#write());
   }
 
   add(entry: LogEntry, ended: boolean): void {

@@ -10,6 +10,8 @@ import type { TestContext } from 'node:test';
 export interface ProxyLink {
   /** Closes both sides at once, as a network failure would. */
   cut(): void;
+  /** Sends bytes to the server now: ones a `toServer` hook kept back, to deliver late. */
+  send(bytes: Buffer): void;
 }
 
 export interface ProxyHooks {
@@ -40,6 +42,9 @@ export async function tcpProxy(t: TestContext, port: number, hooks: ProxyHooks =
       cut() {
         client.destroy();
         upstream.destroy();
+      },
+      send(bytes) {
+        upstream.write(bytes);
       },
     };
     client.on('data', (bytes: Buffer) => (hooks.toServer?.(bytes, link) ?? true) && upstream.write(bytes));

@@ -328,6 +328,39 @@ test('shareTurns on a Postgres that accepts connections and never answers: a str
   assert.equal(JSON.parse(events.at(-1)?.data ?? '{}').code, 'turn_timeout');
 });
 
+test('shareTurns on Postgres: a turn announced late (after its stream stopped waiting) is not reopened by the announce once its log has ended', async (t) => {
+  let held = false;
+  // The announce is the first write that notifies; it reaches Postgres 2.5 s late, on its own connection.
+  const slow = await tcpProxy(t, 5432, {
+    toServer: (bytes, link) => {
+      if (held || !bytes.includes('pg_notify') || !bytes.includes('turn_events')) return true;
+      held = true;
+      setTimeout(() => link.send(bytes), 2500);
+      return false;
+    },
+  });
+  const schema = `ar_test_${runTag()}_late`;
+  const pool = new pg.Pool({ ...PG_CONFIG, port: slow, max: 4 });
+  pool.on('error', () => undefined);
+  const storage = postgresStorage(pool, { schema, shareTurns: true });
+  t.after(async () => {
+    await storage.close();
+    await pool.end();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  });
+  const { url } = await serveOn(t, storage);
+  const started = Date.now();
+  const reply = await withinWatchdog(streamChat(`${url}/late/chat`, 'hello'), 'the stream head');
+  const turnId = reply.headers.get('turn-id') as string;
+  const { events } = await withinWatchdog(collectSSE(reply), 'the stream end');
+  assert.equal(events.at(-1)?.event, 'done');
+  assert.ok(held, 'the announce was held');
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + 4000 - Date.now())));
+  const shared = await (storage.turns as NonNullable<Storage['turns']>).read(turnId, 0);
+  assert.equal(shared?.ended, true, 'the log still reads as ended');
+  assert.deepEqual(shared?.entries.map((entry) => JSON.parse(entry)), ['hello', { finished: { agent_id: 'late', text: 'hello' } }]);
+});
+
 for (const flavor of ['node-redis', 'ioredis'] as const) {
   test(`shareTurns on Redis gone unreachable (${flavor}): a rejoin and a cancel that ask the shared storage answer 503 storage_unavailable with Retry-After`, async (t) => {
     const proxy = await failingProxy(t, 6379);
