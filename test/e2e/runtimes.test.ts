@@ -135,7 +135,7 @@ test('deno without permissions: the CLI exits at once naming the flag it needs, 
   let out = '';
   child.stderr.setEncoding('utf8').on('data', (text: string) => (out += text));
   const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   clearTimeout(timer);
   assert.notEqual(code, 0);
   assert.notEqual(code, null, 'killed: it hung');

@@ -30,8 +30,9 @@ export function spawnNode(t: { after: (fn: () => unknown) => void }, args: strin
   let err = '';
   child.stdout?.setEncoding('utf8').on('data', (text: string) => (out += text));
   child.stderr?.setEncoding('utf8').on('data', (text: string) => (err += text));
+  // 'close', not 'exit': 'exit' can come before the last of the child's output has been read.
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => resolve({ code, signal }));
+    child.on('close', (code, signal) => resolve({ code, signal }));
   });
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
