@@ -8,6 +8,8 @@ export interface TurnHolder {
   readonly cancel: { abort(reason: unknown): void; readonly aborted: boolean } | undefined;
   /** Its turn is past the agent's gate (and holds a shared storage's lock): not one waiting in line. */
   readonly running: boolean;
+  /** Its turn can still be cut: it is not storing its result, nor over (a stream may still be sending its end). */
+  readonly cancellable: boolean;
 }
 
 /** What a turn arriving at a busy agent does (`whenBusy`, `?when_busy=`). */
@@ -88,6 +90,9 @@ export class AgentTurns<T extends TurnHolder> {
     const holder = this.of(agentId).find((h) => turnId === undefined || h.turnId === turnId);
     if (holder === undefined || holder.cancel === undefined) {
       throw httpErrors.notFound('no_running_turn', turnId === undefined ? `Agent ${JSON.stringify(agentId)} runs no turn ${where}` : `Agent ${JSON.stringify(agentId)} runs or queues no turn ${JSON.stringify(turnId)} ${where}`);
+    }
+    if (!holder.cancellable) {
+      throw httpErrors.notFound('no_running_turn', `Turn ${JSON.stringify(holder.turnId ?? '')} of agent ${JSON.stringify(agentId)} can no longer be cancelled: it has stored its result, or is storing it`);
     }
     holder.cancel.abort(cancelledError(holder.turnId));
     return { agent_id: agentId, turn_id: holder.turnId ?? null, cancelled: true };

@@ -124,6 +124,11 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
     return phase === 'running' || phase === 'committing';
   }
 
+  get cancellable(): boolean {
+    const turn = this.turn;
+    return turn === undefined || !(turn.phase === 'committing' || turn.over);
+  }
+
   #endTurn(observer: Observer): void {
     this.#turnOpen = false;
     observer.turnEnded(this);

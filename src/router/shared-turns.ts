@@ -60,7 +60,7 @@ export class SharedTurns<T extends TurnHolder> {
     const cancelled: string[] = [];
     for (const holder of this.#turns.of(agentId).slice()) {
       const cancel = holder.cancel;
-      if (cancel === undefined || cancel.aborted || holder.turnId === undefined) continue;
+      if (cancel === undefined || cancel.aborted || holder.turnId === undefined || !holder.cancellable) continue;
       const named = 'turnId' in request ? holder.turnId === request.turnId : 'all' in request ? true : holder.running;
       if (!named) continue;
       cancel.abort(cancelledError(holder.turnId));

@@ -1,5 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import pg from 'pg';
+import { Agent } from '../../src/agent/agent.ts';
+import { echoModel } from '../../src/models/echo.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import { AgentRouter } from '../../src/router/router.ts';
+import { postgresStorage } from '../../src/storage/postgres.ts';
+import { listen } from '../helpers/listen.ts';
+import { PG_CONFIG, runTag } from '../helpers/storage-backends.ts';
+import { tcpProxy } from '../helpers/tcp-proxy.ts';
 import { postJson, streamChat } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
 import { serveWords, Steps } from '../helpers/turns-serve.ts';
@@ -46,4 +55,47 @@ test('cancel: a queued turn by its turn_id; 404 no_running_turn for an idle agen
   assert.equal((await collectSSE(await running)).text, WORDS.join(''), 'the running turn is untouched');
   const idle = await postJson(`${url}/bot/cancel`, {});
   assert.deepEqual([idle.status, idle.body.code], [404, 'no_running_turn']);
+});
+
+test('cancel: a turn already storing its result is not reported cancelled (404 no_running_turn); it completes and stays stored (Postgres)', async (t) => {
+  const schema = `ar_test_${runTag()}_committing`;
+  let release: (() => void) | undefined;
+  let committing!: () => void;
+  const held = new Promise<void>((resolve) => (committing = resolve));
+  // The commit statement (the agent's row and its messages, "WITH a AS (...)") is kept from Postgres until the test lets it go.
+  const port = await tcpProxy(t, PG_CONFIG.port, {
+    toServer: (bytes, link) => {
+      if (release !== undefined || !bytes.includes('WITH a AS (')) return true;
+      release = () => link.send(bytes);
+      committing();
+      return false;
+    },
+  });
+  const pool = new pg.Pool({ ...PG_CONFIG, port, max: 2 });
+  const admin = new pg.Pool({ ...PG_CONFIG, max: 1 });
+  const storage = postgresStorage(pool, { schema });
+  t.after(async () => {
+    await pool.end();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+  });
+  class Bot extends Agent {
+    constructor(id: string) {
+      super(id, { model: echoModel(), storage });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Bot);
+  const { url, close } = await listen(new AgentRouter(registry).toRequestListener());
+  t.after(close);
+
+  const chat = postJson(`${url}/bot/chat`, { message: 'keep me' });
+  await held;
+  const late = await postJson(`${url}/bot/cancel`, {});
+  assert.deepEqual([late.status, late.body.code], [404, 'no_running_turn']);
+  assert.match(late.body.error as string, /can no longer be cancelled: it has stored its result, or is storing it/);
+  (release as () => void)();
+  const reply = await chat;
+  assert.deepEqual([reply.status, reply.body.response], [200, 'keep me']);
+  assert.deepEqual((await storage.load('bot'))?.messages.map((m) => m.content), ['keep me', 'keep me']);
 });
