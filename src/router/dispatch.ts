@@ -45,7 +45,8 @@ export interface DispatchHost extends ExchangeHost {
   readonly keepOnDisconnect: boolean;
   /** The whenBusy and maxQueue options. */
   readonly busy: { readonly whenBusy: WhenBusy; readonly maxQueue: number };
-  resolve(agentId: string, req: IncomingMessage): Target;
+  /** `keep: false`: an agent not live here is made only to be asked (its storage), not kept, and never refused for a full pool. */
+  resolve(agentId: string, req: IncomingMessage, keep?: boolean): Target;
 }
 
 /**
@@ -100,10 +101,9 @@ export function refuseIfClientGone(res: ServerResponse): void {
   if (res.destroyed || streamReset(res)) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection before the turn began');
 }
 
-/** The turn channel of the agent's storage when it is shared with other processes; the agent is looked up as for a turn. */
+/** The turn channel of the agent's storage when it is shared with other processes. */
 export function sharedChannelOf(host: DispatchHost, exchange: Exchange): TurnChannel | undefined {
-  const target = host.resolve(exchange.agentId, exchange.req);
-  exchange.pooled = 'agent' in target && target.pooled;
+  const target = host.resolve(exchange.agentId, exchange.req, false);
   return 'agent' in target ? target.agent.storage.turns : undefined;
 }
 

@@ -144,7 +144,7 @@ export class AgentRouter {
       openStream: () => {
         this.#openStreams++;
       },
-      resolve: (agentId, req) => this.#resolve(agentId, req),
+      resolve: (agentId, req, keep) => this.#resolve(agentId, req, keep),
     };
   }
 
@@ -369,10 +369,11 @@ export class AgentRouter {
     });
   }
 
-  #resolve(agentId: string, req: IncomingMessage): Target {
+  #resolve(agentId: string, req: IncomingMessage, keep = true): Target {
     if (this.#agent !== undefined) return { agent: this.#agent, pooled: false };
     const target = (this.#registry as AgentRegistry).resolve(agentId);
     if (isTransport(target)) return { transport: target, requestId: requestIdOf(req), requestHeaders: req.headers };
+    if (!keep) return { agent: this.pool?.peek(agentId) ?? new target(agentId), pooled: false };
     return { agent: (this.pool as AgentPool).acquire(agentId, (id) => new target(id)), pooled: true };
   }
 }

@@ -99,3 +99,17 @@ test('cancel: a turn already storing its result is not reported cancelled (404 n
   assert.deepEqual([reply.status, reply.body.response], [200, 'keep me']);
   assert.deepEqual((await storage.load('bot'))?.messages.map((m) => m.content), ['keep me', 'keep me']);
 });
+
+test('cancel and rejoin for an agent not live here, with every live agent busy: 404 as for any idle agent, not 429, and no agent is made live', async (t) => {
+  const steps = new Steps();
+  const { url, router } = await serveWords(t, WORDS, { maxAgents: 1 }, steps);
+  const running = await streamChat(`${url}/busy/chat`, 'go');
+  const cancel = await postJson(`${url}/other/cancel`, {});
+  assert.deepEqual([cancel.status, cancel.body.code], [404, 'no_running_turn']);
+  const rejoin = await fetch(`${url}/other/turns/nope/events`);
+  assert.equal(rejoin.status, 404);
+  assert.equal(((await rejoin.json()) as { code: string }).code, 'turn_not_found');
+  assert.deepEqual(router.pool?.list().map((agent) => agent.id), ['busy']);
+  steps.release();
+  assert.equal((await collectSSE(running)).events.at(-1)?.data, '[DONE]');
+});
