@@ -142,7 +142,7 @@ for (const backend of BACKENDS) {
     assert.deepEqual(followedTail.map((e) => [e.event, e.id, e.data]), liveTail.map((e) => [e.event, e.id, e.data]), 'the rejoin saw every event the first client saw');
   });
 
-  test(`three processes on ${backend.name}: a finished turn is rejoined in full through another process`, async (t) => {
+  test(`three processes on ${backend.name}: a finished turn is rejoined in full through another process, plain and UI message stream`, async (t) => {
     const config = backend.config();
     await backend.open(t, config);
     const [one, two] = await Promise.all([startServerChild(t, config), startServerChild(t, config)]);
@@ -155,5 +155,13 @@ for (const backend of BACKENDS) {
     assert.deepEqual(replay.map((e) => [e.event, e.id, e.data]), first.map((e) => [e.event, e.id, e.data]));
     const other = await fetch(`${two!.url}/agent/someone-else/turns/${turnId}/events`);
     assert.equal(other.status, 404, "another agent's turn id is unknown");
+
+    // The AI SDK's UI message stream, replayed through the other process byte for byte.
+    const ui = await chatStream(one!.url, 'echo-rejoin', '?stream=ui');
+    const uiTurn = ui.headers.get('turn-id') as string;
+    const uiFirst = await ui.text();
+    const uiAgain = await fetch(`${two!.url}/agent/echo-rejoin/turns/${uiTurn}/events?stream=ui`);
+    assert.equal(uiAgain.headers.get('x-vercel-ai-ui-message-stream'), 'v1');
+    assert.equal(await uiAgain.text(), uiFirst);
   });
 }
