@@ -2,7 +2,6 @@ import { access, constants, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { FileStorage } from '../storage/file.ts';
 import { MemoryStorage } from '../storage/memory.ts';
-import type { Storage } from '../storage/storage.ts';
 import { LoadError } from './load.ts';
 import type { DemoStorage } from './storage-spec.ts';
 import { openPostgres, openRedis, type Log, type OpenedStorage } from './storage-remote.ts';

@@ -109,7 +109,6 @@ export function sharedChannelOf(host: DispatchHost, exchange: Exchange): TurnCha
 
 /** The turn (or remote call) of a dispatched request, once it may start. */
 function begin(host: DispatchHost, exchange: Exchange, action: RouteAction, body: Record<string, unknown>, message: string, stream: boolean | 'events' | 'ui', target: Target, channel: TurnChannel | undefined): void {
-  const { res, agentId } = exchange;
   const keep = keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect);
   // A remote target keeps its own turn timeout; the transport cuts only a silent remote.
   const cancel = exchange.begin(host.timing && 'agent' in target, keep);

@@ -1,6 +1,5 @@
 // Request ids, turn hooks, structured logs and metrics, over real sockets.
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { test } from 'node:test';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { Agent } from '../../src/agent/agent.ts';

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { mock, test } from 'node:test';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouterError } from '../../src/errors.ts';
-import { echoModel } from '../../src/models/echo.ts';
 import { scriptedModel } from '../../src/models/scripted.ts';
 import { AgentPool, type EvictReason } from '../../src/registry/pool.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
