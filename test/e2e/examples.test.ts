@@ -103,3 +103,36 @@ test('openai-compatible.mjs: chats with the server at OPENAI_BASE_URL', async (t
   assert.equal(received.url, '/v1/chat/completions');
   assert.equal(received.body?.model, 'tiny');
 });
+
+test('turns.mjs: a dropped stream rejoined after its second event, a cancel, and a busy agent refusing or interrupted', async (t) => {
+  const port = await run(t, 'turns.mjs');
+  const base = `http://127.0.0.1:${port}`;
+  const chat = (path: string, message: string, signal?: AbortSignal) =>
+    fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ message }), ...(signal === undefined ? {} : { signal }) });
+
+  // Rejoin: the client leaves after two words; the turn runs on, and the rejoin gets the rest, each once.
+  const leave = new AbortController();
+  const dropped = await chat('/bot-1/chat?stream=true&on_disconnect=continue', 'one two three four five six', leave.signal);
+  const turn = dropped.headers.get('turn-id') as string;
+  const reader = (dropped.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream()).getReader();
+  let seen = '';
+  while (!seen.includes('data: two')) seen += (await reader.read()).value ?? '';
+  leave.abort();
+  const rejoined = await fetch(`${base}/bot-1/turns/${turn}/events`, { headers: { 'last-event-id': `${turn}:2` } });
+  assert.equal(await rejoined.text(), ['three', 'four', 'five', 'six'].map((word, i) => `id: ${turn}:${i + 3}\ndata: ${word} \n\n`).join('') + `event: done\nid: ${turn}:7\ndata: [DONE]\n\n`);
+
+  // Cancel: the running turn's stream ends with code cancelled.
+  const unwanted = await chat('/bot-2/chat?stream=true', 'a long reply nobody wants');
+  const cancelled = await post(`${base}/bot-2/cancel`, {});
+  assert.equal(cancelled.status, 202);
+  assert.deepEqual(JSON.parse(cancelled.text), { agent_id: 'bot-2', turn_id: unwanted.headers.get('turn-id'), cancelled: true });
+  assert.match(await unwanted.text(), /event: error\nid: [^\n]+\ndata: \{"error":"Turn \\"[^"\\]+\\" was cancelled","code":"cancelled"\}\n\n$/);
+
+  // Busy: reject answers 409 at once; interrupt cancels the running turn and runs.
+  const first = await chat('/bot-3/chat?stream=true', 'first come first served');
+  const refused = await chat('/bot-3/chat?when_busy=reject', 'me too');
+  assert.deepEqual([refused.status, refused.headers.get('retry-after'), await refused.json()], [409, '1', { error: 'Agent "bot-3" is running a turn; retry shortly', code: 'agent_busy' }]);
+  const instead = await post(`${base}/bot-3/chat?when_busy=interrupt`, { message: 'instead' });
+  assert.deepEqual(noTurnId(JSON.parse(instead.text)), { agent_id: 'bot-3', response: 'instead ' });
+  assert.match(await first.text(), /"code":"cancelled"\}\n\n$/);
+});
