@@ -114,9 +114,10 @@ test('turns.mjs: a dropped stream rejoined after its second event, a cancel, and
   const leave = new AbortController();
   const dropped = await chat('/bot-1/chat?stream=true&on_disconnect=continue', 'one two three four five six', leave.signal);
   const turn = dropped.headers.get('turn-id') as string;
-  const reader = (dropped.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream()).getReader();
+  const reader = (dropped.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
   let seen = '';
-  while (!seen.includes('data: two')) seen += (await reader.read()).value ?? '';
+  while (!seen.includes('data: two')) seen += decoder.decode((await reader.read()).value, { stream: true });
   leave.abort();
   const rejoined = await fetch(`${base}/bot-1/turns/${turn}/events`, { headers: { 'last-event-id': `${turn}:2` } });
   assert.equal(await rejoined.text(), ['three', 'four', 'five', 'six'].map((word, i) => `id: ${turn}:${i + 3}\ndata: ${word} \n\n`).join('') + `event: done\nid: ${turn}:7\ndata: [DONE]\n\n`);
