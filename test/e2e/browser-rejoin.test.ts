@@ -1,0 +1,85 @@
+// A page follows a turn with EventSource, as docs/guide/turns.md shows, in a real Chromium: the
+// connection is cut mid-turn, and the browser's own reconnect (Last-Event-ID) gets each event once.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import path from 'node:path';
+import { test } from 'node:test';
+import { Agent } from '../../src/agent/agent.ts';
+import { AgentRegistry } from '../../src/registry/registry.ts';
+import { AgentRouter } from '../../src/router/router.ts';
+import { launchChromium } from '../helpers/browser.ts';
+import { listen } from '../helpers/listen.ts';
+import { Steps } from '../helpers/turns-serve.ts';
+
+const WORDS = ['one', ' two', ' three', ' four', ' five'];
+
+/** The guide's `follow` function, as the page is told to paste it. */
+function guideSnippet(): string {
+  const guide = readFileSync(path.join(process.cwd(), 'docs/guide/turns.md'), 'utf8');
+  const block = /```js\n(\/\/ Follows a turn[\s\S]*?)```/.exec(guide);
+  assert.ok(block, 'docs/guide/turns.md has the follow() block');
+  return block[1] as string;
+}
+
+test('EventSource follows a turn through a cut connection: the browser reconnects with Last-Event-ID and gets each event once, then closes at done', async (t) => {
+  const steps = new Steps();
+  const model = {
+    name: 'stepped',
+    async *stream() {
+      for (let i = 0; i < WORDS.length; i++) {
+        await steps.wait(i);
+        yield WORDS[i] as string;
+      }
+    },
+  };
+  class Bot extends Agent {
+    constructor(id: string) {
+      super(id, { model });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Bot);
+  const listener = new AgentRouter(registry, { onDisconnect: 'continue' }).toRequestListener();
+  const rejoins: Array<{ lastEventId: string | undefined; res: ServerResponse }> = [];
+  // The page and the router on one origin, as a page served with its API would be.
+  const origin = await listen((req: IncomingMessage, res: ServerResponse) => {
+    if (req.url === '/page.html') return res.writeHead(200, { 'content-type': 'text/html' }).end(`<script>${guideSnippet()}</script>`);
+    if (req.url?.includes('/turns/') === true) rejoins.push({ lastEventId: req.headers['last-event-id'] as string | undefined, res });
+    listener(req, res);
+  });
+  t.after(() => origin.close());
+  const browser = await launchChromium();
+  t.after(() => browser.close());
+
+  const started = await fetch(`${origin.url}/bot/chat?stream=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"go"}' });
+  const turnId = started.headers.get('turn-id') as string;
+  void started.body?.cancel(); // the first client leaves; the turn goes on (onDisconnect: 'continue')
+
+  const page = await browser.context.newPage();
+  const texts: string[] = [];
+  let sawTwo!: () => void;
+  const two = new Promise<void>((resolve) => (sawTwo = resolve));
+  await page.exposeFunction('onText', (text: string) => {
+    texts.push(text);
+    if (texts.length === 2) sawTwo();
+  });
+  await page.goto(`${origin.url}/page.html`);
+  const closed = page.evaluate(
+    ([turn]) =>
+      new Promise<number>((resolve) => {
+        const w = window as unknown as { follow: Function; onText: (text: string) => void };
+        const source = w.follow('bot', turn, undefined, w.onText) as EventSource;
+        source.addEventListener('done', () => setTimeout(() => resolve(source.readyState), 0));
+      }),
+    [turnId] as const,
+  );
+  steps.release(2);
+  await two;
+  // The network drops the page's connection mid-turn.
+  rejoins[0]?.res.socket?.destroy();
+  steps.release();
+  assert.equal(await closed, 2, 'closed at done (CLOSED), not left to reconnect');
+  assert.deepEqual(texts, WORDS, 'each word once, in order');
+  assert.deepEqual(rejoins.map((r) => r.lastEventId), [undefined, `${turnId}:2`], 'the browser reconnected once, from the last id it got');
+});
