@@ -82,4 +82,17 @@ test('EventSource follows a turn through a cut connection: the browser reconnect
   assert.equal(await closed, 2, 'closed at done (CLOSED), not left to reconnect');
   assert.deepEqual(texts, WORDS, 'each word once, in order');
   assert.deepEqual(rejoins.map((r) => r.lastEventId), [undefined, `${turnId}:2`], 'the browser reconnected once, from the last id it got');
+
+  // A page that already has the first word (from its own chat stream) follows from there: the ended turn's replay.
+  const rest = await page.evaluate(
+    ([turn]) =>
+      new Promise<string[]>((resolve) => {
+        const got: string[] = [];
+        const w = window as unknown as { follow: Function };
+        const source = w.follow('bot', turn, `${turn}:1`, (text: string) => got.push(text)) as EventSource;
+        source.addEventListener('done', () => resolve(got));
+      }),
+    [turnId] as const,
+  );
+  assert.deepEqual(rest, WORDS.slice(1));
 });
