@@ -18,7 +18,9 @@ class PlainState implements ChatState<UIMessage> {
 }
 
 export class NodeChat extends AbstractChat<UIMessage> {
-  constructor(api: string, headers?: Record<string, string>) {
-    super({ transport: new DefaultChatTransport({ api, headers: headers ?? {} }), state: new PlainState() });
+  /** `reconnect`: the URL resumeStream() asks, made when it is asked (as an app's prepareReconnectToStreamRequest would). */
+  constructor(api: string, headers?: Record<string, string>, reconnect?: () => string) {
+    const prepareReconnectToStreamRequest = reconnect === undefined ? undefined : () => ({ api: reconnect() });
+    super({ transport: new DefaultChatTransport({ api, headers: headers ?? {}, ...(prepareReconnectToStreamRequest === undefined ? {} : { prepareReconnectToStreamRequest }) }), state: new PlainState() });
   }
 }

@@ -11,6 +11,7 @@ import { AgentRouterError } from '../../src/errors.ts';
 import { listen } from '../helpers/listen.ts';
 import { postJson } from '../helpers/http.ts';
 import { NodeChat } from '../helpers/ai-chat.ts';
+import { Steps } from '../helpers/turns-serve.ts';
 
 async function serveDemo(t: { after: (fn: () => Promise<void>) => void }, options = {}) {
   const router = new AgentRouter(demoRegistry({ storage: new MemoryStorage() }), { logger: { error: () => {} }, ...options });
@@ -254,3 +255,39 @@ async function lastMessage(chunks: UIMessageChunk[]): Promise<UIMessage> {
   for await (const message of readUIMessageStream({ stream })) last = message;
   return last as UIMessage;
 }
+
+test("the ai package's Chat resumes a cut stream through the ui rejoin: the assistant message (its id is the turn's) is completed in place, not doubled", async (t) => {
+  const steps = new Steps();
+  const words = ['one', ' two', ' three', ' four'];
+  const model = {
+    name: 'stepped',
+    async *stream() {
+      for (let i = 0; i < words.length; i++) {
+        await steps.wait(i);
+        yield words[i] as string;
+      }
+    },
+  };
+  class Bot extends Agent {
+    constructor(id: string) {
+      super(id, { model });
+    }
+  }
+  const registry = new AgentRegistry();
+  registry.register('.*', Bot);
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener());
+  t.after(close);
+  // As an app would: the last assistant message's id names the turn to rejoin.
+  const chat: NodeChat = new NodeChat(`${url}/bot/chat?stream=ui&on_disconnect=continue`, undefined, () => `${url}/bot/turns/${chat.messages.at(-1)?.id}/events?stream=ui`);
+  steps.release(2);
+  const sending = chat.sendMessage({ text: 'go' });
+  const textOf = (message: UIMessage | undefined): string => (message?.parts ?? []).filter((p) => p.type === 'text').map((p) => (p as { text: string }).text).join('');
+  while (textOf(chat.messages[1]) !== 'one two') await new Promise((resolve) => setTimeout(resolve, 5));
+  await chat.stop(); // the connection is gone; the turn runs on (on_disconnect=continue)
+  await sending;
+  const turnId = chat.messages[1]?.id as string;
+  steps.release();
+  await chat.resumeStream();
+  assert.equal(chat.status, 'ready', String(chat.error));
+  assert.deepEqual(chat.messages.map((m) => [m.role, m.role === 'assistant' ? m.id : '', textOf(m)]), [['user', '', 'go'], ['assistant', turnId, 'one two three four']]);
+});
