@@ -5,12 +5,9 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
-import { Agent } from '../../src/agent/agent.ts';
-import { AgentRegistry } from '../../src/registry/registry.ts';
-import { AgentRouter } from '../../src/router/router.ts';
 import { launchChromium } from '../helpers/browser.ts';
 import { listen } from '../helpers/listen.ts';
-import { Steps } from '../helpers/turns-serve.ts';
+import { Steps, wordsRouter } from '../helpers/turns-serve.ts';
 
 const WORDS = ['one', ' two', ' three', ' four', ' five'];
 
@@ -24,23 +21,7 @@ function guideSnippet(): string {
 
 test('EventSource follows a turn through a cut connection: the browser reconnects with Last-Event-ID and gets each event once, then closes at done', async (t) => {
   const steps = new Steps();
-  const model = {
-    name: 'stepped',
-    async *stream() {
-      for (let i = 0; i < WORDS.length; i++) {
-        await steps.wait(i);
-        yield WORDS[i] as string;
-      }
-    },
-  };
-  class Bot extends Agent {
-    constructor(id: string) {
-      super(id, { model });
-    }
-  }
-  const registry = new AgentRegistry();
-  registry.register('.*', Bot);
-  const listener = new AgentRouter(registry, { onDisconnect: 'continue' }).toRequestListener();
+  const listener = wordsRouter(WORDS, { onDisconnect: 'continue' }, steps).router.toRequestListener();
   const rejoins: Array<{ lastEventId: string | undefined; res: ServerResponse }> = [];
   // The page and the router on one origin, as a page served with its API would be.
   const origin = await listen((req: IncomingMessage, res: ServerResponse) => {

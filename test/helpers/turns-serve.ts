@@ -27,6 +27,14 @@ export class Steps {
 
 /** A registry router whose agents reply with `words`, each chunk let out by `steps` (all at once when none). */
 export async function serveWords(t: TestContext, words: string[], options: AgentRouterOptions = {}, steps?: Steps) {
+  const { router, storage } = wordsRouter(words, options, steps);
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  return { url, router, storage };
+}
+
+/** serveWords' router, not listening: for a test that serves it behind a listener of its own. */
+export function wordsRouter(words: string[], options: AgentRouterOptions = {}, steps?: Steps) {
   const storage = new MemoryStorage();
   const model = scriptedModel(() =>
     (async function* () {
@@ -44,9 +52,7 @@ export async function serveWords(t: TestContext, words: string[], options: Agent
   const registry = new AgentRegistry();
   registry.register('.*', Bot);
   const router = new AgentRouter(registry, { logger: { error: () => {} }, ...options });
-  const { url, close } = await listen(router.toRequestListener());
-  t.after(close);
-  return { url, router, storage };
+  return { router, storage };
 }
 
 /** Reads a stream's events one by one. */

@@ -11,7 +11,7 @@ import { AgentRouterError } from '../../src/errors.ts';
 import { listen } from '../helpers/listen.ts';
 import { postJson } from '../helpers/http.ts';
 import { NodeChat } from '../helpers/ai-chat.ts';
-import { Steps } from '../helpers/turns-serve.ts';
+import { serveWords, Steps } from '../helpers/turns-serve.ts';
 
 async function serveDemo(t: { after: (fn: () => Promise<void>) => void }, options = {}) {
   const router = new AgentRouter(demoRegistry({ storage: new MemoryStorage() }), { logger: { error: () => {} }, ...options });
@@ -258,25 +258,7 @@ async function lastMessage(chunks: UIMessageChunk[]): Promise<UIMessage> {
 
 test("the ai package's Chat resumes a cut stream through the ui rejoin: the assistant message (its id is the turn's) is completed in place, not doubled", async (t) => {
   const steps = new Steps();
-  const words = ['one', ' two', ' three', ' four'];
-  const model = {
-    name: 'stepped',
-    async *stream() {
-      for (let i = 0; i < words.length; i++) {
-        await steps.wait(i);
-        yield words[i] as string;
-      }
-    },
-  };
-  class Bot extends Agent {
-    constructor(id: string) {
-      super(id, { model });
-    }
-  }
-  const registry = new AgentRegistry();
-  registry.register('.*', Bot);
-  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener());
-  t.after(close);
+  const { url } = await serveWords(t, ['one', ' two', ' three', ' four'], {}, steps);
   // As an app would: the last assistant message's id names the turn to rejoin.
   const chat: NodeChat = new NodeChat(`${url}/bot/chat?stream=ui&on_disconnect=continue`, undefined, () => `${url}/bot/turns/${chat.messages.at(-1)?.id}/events?stream=ui`);
   steps.release(2);
