@@ -17,18 +17,21 @@ export abstract class LogCursor implements LogFollower {
   protected readonly writer: SSEWriter;
   readonly #exchange: Exchange;
   readonly #cancel: TurnCancel;
-  /** The last entry sent. */
+  /** The last entry sent, or passed over as the client's. */
   #sent: number;
+  /** The last entry the client had when it rejoined: a copy lagging behind the process that sent it may not hold it yet. */
+  readonly #had: number;
   #waiting = false;
   #over = false;
   readonly #onCut = (): void => this.finish();
 
-  constructor(exchange: Exchange, log: TurnLog, writer: SSEWriter, cancel: TurnCancel, sent: number) {
+  constructor(exchange: Exchange, log: TurnLog, writer: SSEWriter, cancel: TurnCancel, had: number) {
     this.#exchange = exchange;
     this.log = log;
     this.writer = writer;
     this.#cancel = cancel;
-    this.#sent = sent;
+    this.#had = had;
+    this.#sent = Math.min(had, log.next - 1);
   }
 
   /** Sends a text or tool entry; a promise to wait for when the client reads slowly. */
@@ -37,6 +40,8 @@ export abstract class LogCursor implements LogFollower {
   protected abstract end(entry: LogEnd, index: number): void;
   /** Writes the error for entries the client needs next that were dropped (replayLimit). */
   protected abstract expired(): void;
+  /** An entry the client had that reached this log after the rejoin began: sent to no one, but a stream may need to read it. */
+  protected had(_entry: string | ToolEntry, _index: number): void {}
 
   /** Sends what the log holds, then follows it. */
   follow(): void {
@@ -52,14 +57,20 @@ export abstract class LogCursor implements LogFollower {
     while (this.#sent + 1 < log.next) {
       const index = this.#sent + 1;
       const entry = log.at(index);
-      if (entry === undefined) {
+      const had = index <= this.#had;
+      if (entry === undefined && !had) {
         this.expired();
         return this.finish();
       }
       this.#sent = index;
+      if (entry === undefined) continue;
       if (typeof entry !== 'string' && !('data' in entry)) {
-        this.end(entry, index);
+        if (!had) this.end(entry, index);
         return this.finish();
+      }
+      if (had) {
+        this.had(entry, index);
+        continue;
       }
       const waiting = this.send(entry, index);
       if (waiting !== undefined) {

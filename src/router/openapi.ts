@@ -297,7 +297,7 @@ function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean)
       name: 'when_busy',
       in: 'query',
       required: false,
-      description: 'When the agent runs or queues a turn (in this process): `enqueue` waits, `reject` answers 409 `agent_busy`, `interrupt` cancels the turns ahead and runs. Absent: the router\'s `whenBusy`.',
+      description: 'When the agent runs or queues a turn (here, or in another process sharing its storage with shareTurns): `enqueue` waits, `reject` answers 409 `agent_busy`, `interrupt` cancels the turns ahead and runs. Absent: the router\'s `whenBusy`.',
       schema: { type: 'string', enum: ['enqueue', 'reject', 'interrupt'] },
     });
   }
@@ -334,7 +334,7 @@ function busyResponses(responses: Record<string, object>, registry: boolean): vo
   responses['429'] = { ...full, description: registry ? `${full.description}, or ${queue}` : queue };
 }
 
-/** `GET .../turns/{turn_id}/events`: a streamed turn's events again, then the live ones (in-process only for now). */
+/** `GET .../turns/{turn_id}/events`: a streamed turn's events again, then the live ones. */
 function rejoinOperation(info: OpenAPIRouterInfo, registry: boolean, base: string): OpenAPIOperation {
   const summary = 'Rejoin a streamed turn: its events after Last-Event-ID, then the live ones to its end';
   const op = operation({ name: 'turn events', method: 'get', path: `${base}/turns/{turn_id}/events`, summary, reply: 'Error', streams: false }, info, registry);
@@ -342,24 +342,25 @@ function rejoinOperation(info: OpenAPIRouterInfo, registry: boolean, base: strin
   op.parameters = [
     ...(op.parameters ?? []),
     { name: 'turn_id', in: 'path', required: true, description: 'The `Turn-Id` of the turn.', schema: { type: 'string', minLength: 1 } },
-    query('stream', '`events` for the typed stream; otherwise the plain one.'),
+    query('stream', '`events` for the typed stream, `ui` for the AI SDK UI message stream (always from the start); otherwise the plain one.'),
     query('last_event_id', 'The `id` of the last event received (`<turn_id>:<seq>`), when no `Last-Event-ID` header is sent.'),
   ];
   op.responses['200'] = { description: 'OK', content: EVENT_STREAM };
+  op.responses['204'] = { description: 'The turn ended and Last-Event-ID names its last event: nothing to send (an EventSource stops reconnecting)' };
   const error = (description: string, code: string): object => ({ description, content: { 'application/json': { schema: ref('Error'), example: { error: description, code } } } });
   op.responses['404'] = error('No such turn of this agent, or it ended more than replayTTL seconds ago', 'turn_not_found');
   op.responses['410'] = error('The events asked for are no longer kept (replayLimit)', 'replay_expired');
   return withOptions(info, op);
 }
 
-/** `POST .../cancel`: cancels a running or queued turn of the agent in this process. */
+/** `POST .../cancel`: cancels a running or queued turn of the agent, here or in a process sharing its storage (shareTurns). */
 function cancelOperation(info: OpenAPIRouterInfo, registry: boolean, base: string): OpenAPIOperation {
-  const summary = 'Cancel the running turn, or the turn named, of the agent (in this process); it stores nothing';
+  const summary = 'Cancel the running turn, or the turn named, of the agent; it stores nothing';
   const op = operation({ name: 'cancel', method: 'post', path: `${base}/cancel`, summary, request: 'CancelRequest', reply: 'CancelResponse' }, info, registry);
   const ok = op.responses['200'];
   delete op.responses['200'];
   op.responses['202'] = { ...(ok as object), description: 'Cancelled: its stream ends with `cancelled`' };
-  op.responses['404'] = { description: 'No such turn runs or waits here', content: { 'application/json': { schema: ref('Error'), example: { error: 'Agent "bot" runs no turn here', code: 'no_running_turn' } } } };
+  op.responses['404'] = { description: 'No such turn runs or waits', content: { 'application/json': { schema: ref('Error'), example: { error: 'Agent "bot" runs no turn here', code: 'no_running_turn' } } } };
   return withOptions(info, op);
 }
 

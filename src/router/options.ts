@@ -47,7 +47,7 @@ export interface AgentRouterOptions extends AgentPoolOptions {
    */
   onDisconnect?: 'cancel' | 'continue' | undefined;
   /**
-   * What a chat or invoke turn does when the agent (local, in this process) runs or queues one:
+   * What a chat or invoke turn does when the agent runs or queues one (in this process, or in another sharing its storage with `shareTurns`):
    * `enqueue` waits its turn, `reject` answers 409 `agent_busy`, `interrupt` cancels the turns ahead
    * and runs. Per request: `?when_busy=`. @defaultValue 'enqueue'
    */

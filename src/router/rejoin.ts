@@ -53,15 +53,21 @@ function serveLog(host: DispatchHost, exchange: Exchange, log: TurnLog): void {
   if (after + 1 < log.first) {
     throw new AgentRouterError(410, 'replay_expired', `The events after ${seen} of turn ${JSON.stringify(turnId)} are no longer kept (replayLimit)`, { expose: true });
   }
+  if (log.ended && after > log.next - 1) throw badLastEventId(turnId);
+  exchange.turnId = turnId; // named in its Turn-Id header and its log records
+  if (log.ended && after === log.next - 1) {
+    // The client has the whole turn: 204 is what tells an EventSource to stop reconnecting.
+    exchange.res.writeHead(204, exchange.headers).end();
+    return exchange.done();
+  }
   host.checkStreams();
   const cancel = exchange.begin(false);
   host.openStream();
   exchange.streaming = true;
-  exchange.turnId = turnId; // named in its Turn-Id header and its log records
   if (mode === 'ui') return rejoinUI(host, exchange, log, cancel);
   const { pingInterval, stallTimeout } = host.streamOptions;
   const writer = new SSEWriter(exchange.res, { pingInterval, stallTimeout, headers: exchange.headers });
-  new Rejoined(exchange, log, writer, typed, Math.min(after, log.next - 1), cancel).start(typed && seen === 0);
+  new Rejoined(exchange, log, writer, typed, after, cancel).start(typed && seen === 0);
 }
 
 /** The seq a Last-Event-ID names (0 for none); one of another turn is refused. */
@@ -70,9 +76,13 @@ function lastSeq(value: string | undefined, turnId: string): number {
   const colon = value.lastIndexOf(':');
   const seq = Number(value.slice(colon + 1));
   if ((colon !== -1 && value.slice(0, colon) !== turnId) || !Number.isSafeInteger(seq) || seq < 0 || value.slice(colon + 1) === '') {
-    throw httpErrors.badRequest('bad_last_event_id', `Last-Event-ID must be "${turnId}:<seq>", an id this turn's stream sent`);
+    throw badLastEventId(turnId);
   }
   return seq;
+}
+
+function badLastEventId(turnId: string): AgentRouterError {
+  return httpErrors.badRequest('bad_last_event_id', `Last-Event-ID must be "${turnId}:<seq>", an id this turn's stream sent`);
 }
 
 /** One rejoined stream in the plain or the typed mode, each event with the id it had live. */
@@ -84,7 +94,7 @@ class Rejoined extends LogCursor {
     super(exchange, log, writer, cancel, after);
     this.#typed = typed;
     // The plain stream holds back a split CRLF or surrogate pair: replay the entries before as the first stream did.
-    if (!typed) for (let i = log.first; i <= after; i++) this.#render(log.at(i) as LogEntry, i);
+    if (!typed) for (let i = log.first; i <= Math.min(after, log.next - 1); i++) this.#render(log.at(i) as LogEntry, i);
   }
 
   start(sendStarted: boolean): void {
@@ -100,6 +110,10 @@ class Rejoined extends LogCursor {
 
   protected end(entry: LogEnd, index: number): void {
     this.writer.end(this.#render(entry, index));
+  }
+
+  protected override had(entry: string | ToolEntry, index: number): void {
+    this.#render(entry, index);
   }
 
   /** A text entry's data (sent with its id), or an end's whole frame; the plain stream's seam moves on either way. */

@@ -77,3 +77,40 @@ test('EventSource follows a turn through a cut connection: the browser reconnect
   );
   assert.deepEqual(rest, WORDS.slice(1));
 });
+
+test('an EventSource left open after done reconnects once, gets 204 for the ended turn, and stops (CLOSED)', async (t) => {
+  const listener = wordsRouter(WORDS).router.toRequestListener();
+  const asked: Array<{ lastEventId: string | undefined; status?: number }> = [];
+  const origin = await listen((req: IncomingMessage, res: ServerResponse) => {
+    if (req.url === '/page.html') return res.writeHead(200, { 'content-type': 'text/html' }).end('<p>plain EventSource</p>');
+    if (req.url?.includes('/turns/') === true) {
+      const entry: { lastEventId: string | undefined; status?: number } = { lastEventId: req.headers['last-event-id'] as string | undefined };
+      asked.push(entry);
+      res.once('finish', () => (entry.status = res.statusCode));
+    }
+    listener(req, res);
+  });
+  t.after(() => origin.close());
+  const browser = await launchChromium();
+  t.after(() => browser.close());
+  const started = await fetch(`${origin.url}/bot/chat?stream=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"go"}' });
+  const turnId = started.headers.get('turn-id') as string;
+  await started.text();
+  const page = await browser.context.newPage();
+  await page.goto(`${origin.url}/page.html`);
+  const seen = await page.evaluate(
+    ([turn]) =>
+      new Promise<{ texts: string[]; state: number }>((resolve) => {
+        const texts: string[] = [];
+        // No close() at done: the browser reconnects when the stream ends.
+        const source = new EventSource(`/bot/turns/${turn}/events`);
+        source.onmessage = (event) => texts.push(event.data);
+        source.onerror = () => {
+          if (source.readyState === EventSource.CLOSED) resolve({ texts, state: source.readyState });
+        };
+      }),
+    [turnId] as const,
+  );
+  assert.deepEqual(seen, { texts: WORDS, state: 2 });
+  assert.deepEqual(asked, [{ lastEventId: undefined, status: 200 }, { lastEventId: `${turnId}:${WORDS.length + 1}`, status: 204 }]);
+});

@@ -5,6 +5,7 @@ import { AgentRegistry } from '../../src/registry/registry.ts';
 import { AgentRouter, type AgentRouterOptions } from '../../src/router/router.ts';
 import { readSSE, type SSEEvent } from '../../src/sse/parser.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
+import type { Storage } from '../../src/storage/storage.ts';
 import { listen } from './listen.ts';
 
 /** Chunks a test lets out one at a time: `release(n)` lets the next n go. */
@@ -25,17 +26,17 @@ export class Steps {
   }
 }
 
-/** A registry router whose agents reply with `words`, each chunk let out by `steps` (all at once when none). */
-export async function serveWords(t: TestContext, words: string[], options: AgentRouterOptions = {}, steps?: Steps) {
-  const { router, storage } = wordsRouter(words, options, steps);
+/** A registry router whose agents reply with `words`, each chunk let out by `steps` (all at once when none), on `storage` (a new MemoryStorage when none). */
+export async function serveWords(t: TestContext, words: string[], options: AgentRouterOptions = {}, steps?: Steps, storage?: Storage) {
+  const served = wordsRouter(words, options, steps, storage);
+  const router = served.router;
   const { url, close } = await listen(router.toRequestListener());
   t.after(close);
-  return { url, router, storage };
+  return { url, router, storage: served.storage };
 }
 
 /** serveWords' router, not listening: for a test that serves it behind a listener of its own. */
-export function wordsRouter(words: string[], options: AgentRouterOptions = {}, steps?: Steps) {
-  const storage = new MemoryStorage();
+export function wordsRouter(words: string[], options: AgentRouterOptions = {}, steps?: Steps, storage: Storage = new MemoryStorage()) {
   const model = scriptedModel(() =>
     (async function* () {
       for (let i = 0; i < words.length; i++) {

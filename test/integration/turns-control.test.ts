@@ -11,7 +11,7 @@ import { PG_CONFIG, runTag } from '../helpers/storage-backends.ts';
 import { tcpProxy } from '../helpers/tcp-proxy.ts';
 import { postJson, streamChat } from '../helpers/http.ts';
 import { collectSSE } from '../helpers/sse.ts';
-import { serveWords, Steps } from '../helpers/turns-serve.ts';
+import { eventsOf, rejoinUrl, rest, serveWords, Steps, take } from '../helpers/turns-serve.ts';
 
 const WORDS = ['one', ' two', ' three'];
 
@@ -113,4 +113,56 @@ test('cancel and rejoin for an agent not live here, with every live agent busy: 
   assert.deepEqual(router.pool?.list().map((agent) => agent.id), ['busy']);
   steps.release();
   assert.equal((await collectSSE(running)).events.at(-1)?.data, '[DONE]');
+});
+
+test("rejoin through another process whose copy of the turn lags behind what the client got: the events after the client's last, each once (Postgres, shareTurns)", async (t) => {
+  const schema = `ar_test_${runTag()}_lagging`;
+  const held: Array<() => void> = [];
+  let holding = false;
+  // Process A's copies of its log reach Postgres only when the test lets them: its client is ahead of the storage.
+  const port = await tcpProxy(t, PG_CONFIG.port, {
+    toServer: (bytes, link) => {
+      if (!holding || !bytes.includes('WITH turn AS (')) return true;
+      held.push(() => link.send(bytes));
+      return false;
+    },
+  });
+  const poolA = new pg.Pool({ ...PG_CONFIG, port, max: 3 });
+  poolA.on('error', () => undefined);
+  const poolB = new pg.Pool({ ...PG_CONFIG, max: 3 });
+  const storageA = postgresStorage(poolA, { schema, shareTurns: true });
+  const storageB = postgresStorage(poolB, { schema, shareTurns: true });
+  t.after(async () => {
+    await storageA.close();
+    await storageB.close();
+    await poolA.end();
+    await poolB.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await poolB.end();
+  });
+  const steps = new Steps();
+  // A CRLF split across the events the client has and the next: the plain stream must read the lagging ones too.
+  const words = ['one', ' two\r', '\nthree', ' four'];
+  const a = await serveWords(t, words, {}, steps, storageA);
+  const b = await serveWords(t, words, {}, steps, storageB);
+  const live = await streamChat(`${a.url}/bot/chat`, 'go');
+  const turnId = live.headers.get('turn-id') as string;
+  const events = eventsOf(live);
+  steps.release(1);
+  const [first] = await take(events, 1);
+  // Event 1 is in the storage (B can replay it), then A's copies are held.
+  const early = eventsOf(await fetch(rejoinUrl(b.url, 'bot', turnId)));
+  assert.deepEqual(await take(early, 1), [first]);
+  await early.return(undefined);
+  holding = true;
+  steps.release(1);
+  const [second] = await take(events, 1);
+  assert.equal(second?.data, ' two\n');
+  const rejoined = await fetch(rejoinUrl(b.url, 'bot', turnId), { headers: { 'last-event-id': (second as { id: string }).id } });
+  assert.equal(rejoined.status, 200);
+  holding = false;
+  for (const send of held) send();
+  steps.release();
+  const missing = await rest(events);
+  assert.deepEqual(missing.map((event) => [event.id, event.data]), [[`${turnId}:3`, 'three'], [`${turnId}:4`, ' four'], [`${turnId}:5`, '[DONE]']]);
+  assert.deepEqual((await collectSSE(rejoined)).events, missing);
 });

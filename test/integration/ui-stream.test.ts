@@ -273,3 +273,31 @@ test("the ai package's Chat resumes a cut stream through the ui rejoin: the assi
   assert.equal(chat.status, 'ready', String(chat.error));
   assert.deepEqual(chat.messages.map((m) => [m.role, m.role === 'assistant' ? m.id : '', textOf(m)]), [['user', '', 'go'], ['assistant', turnId, 'one two three four']]);
 });
+
+test("the ai package's Chat stopped with on_disconnect=continue: stop() alone leaves the turn running; a cancel after it stops the turn, which stores nothing, and the next message runs at once", async (t) => {
+  const steps = new Steps();
+  const { url, storage } = await serveWords(t, ['one', ' two', ' three', ' four'], {}, steps);
+  const chat = new NodeChat(`${url}/bot/chat?stream=ui&on_disconnect=continue`);
+  steps.release(2);
+  const sending = chat.sendMessage({ text: 'go' });
+  const textOf = (message: UIMessage | undefined): string => (message?.parts ?? []).filter((p) => p.type === 'text').map((p) => (p as { text: string }).text).join('');
+  while (textOf(chat.messages[1]) !== 'one two') await new Promise((resolve) => setTimeout(resolve, 5));
+  await chat.stop();
+  await sending;
+  const turnId = chat.messages[1]?.id as string;
+  // The connection is gone, the turn is not: a rejoin still follows it.
+  const rejoined = await fetch(`${url}/bot/turns/${turnId}/events`);
+  assert.equal(rejoined.status, 200);
+  // The page's Stop button, as docs/guide/browser.md has it: no turn_id, the agent's running turn.
+  const cancel = await fetch(`${url}/bot/cancel`, { method: 'POST' });
+  assert.equal(cancel.status, 202);
+  assert.deepEqual(await cancel.json(), { agent_id: 'bot', turn_id: turnId, cancelled: true });
+  assert.match(await rejoined.text(), /event: error\nid: [^\n]+\ndata: \{[^\n]*"code":"cancelled"/);
+  assert.equal(await storage.load('bot'), undefined, 'the cancelled turn stored its message or reply');
+  steps.release();
+  await chat.sendMessage({ text: 'again' });
+  assert.equal(chat.status, 'ready', String(chat.error));
+  assert.deepEqual(chat.messages.map((m) => [m.role, textOf(m)]), [['user', 'go'], ['assistant', 'one two'], ['user', 'again'], ['assistant', 'one two three four']]);
+  const stored = await storage.load('bot');
+  assert.deepEqual(stored?.messages.map((m) => [m.role, m.content]), [['user', 'again'], ['assistant', 'one two three four']]);
+});
