@@ -22,7 +22,7 @@ export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): 
   // A turn another process ran, when the agent's storage is shared with it.
   const channel = sharedChannelOf(host, exchange);
   if (channel === undefined) throw turnNotFound(exchange, turnId);
-  return sharedLog(channel, turnId).then((shared) => {
+  return sharedLog(channel, turnId, host.streamOptions.stallTimeout).then((shared) => {
     if (shared === undefined) throw turnNotFound(exchange, turnId);
     exchange.res.once('close', shared.stop);
     try {

@@ -3,7 +3,7 @@ import type { Logger } from '../lib/logger.ts';
 import type { CancelRequest, TurnChannel } from '../storage/turn-channel.ts';
 import type { JsonObject } from '../types.ts';
 import { cancelledError, type AgentTurns, type TurnHolder } from './agent-turns.ts';
-import { nextEventsExpired, TurnLog, type LogEntry } from './turn-log.ts';
+import { COPY_WAIT_MS, nextEventsExpired, TurnLog, type LogEntry } from './turn-log.ts';
 
 /** How long a cancel or an interrupt waits for the other processes to answer. */
 const CANCEL_WAIT_MS = 2000;
@@ -137,29 +137,40 @@ export class LogMirror {
 /**
  * The log of a turn another process ran, read from the channel and then
  * followed there to its end; undefined when no process logged it (or it expired).
- * `stop` ends the following (the rejoined client left).
+ * `stop` ends the following (the rejoined client left). A turn that logs
+ * nothing for `turnTimeout` seconds ends here as timed out: its process would have cut it and logged that.
  */
-export async function sharedLog(channel: TurnChannel, turnId: string): Promise<{ log: TurnLog; stop: () => void } | undefined> {
+export async function sharedLog(channel: TurnChannel, turnId: string, turnTimeout: number): Promise<{ log: TurnLog; stop: () => void } | undefined> {
   const first = await channel.read(turnId, 0);
   if (first === undefined) return undefined;
   const log = new TurnLog(turnId, first.agentId, Infinity, undefined);
   log.first = first.first;
+  let quiet: NodeJS.Timeout | undefined;
   const take = (read: { from: number; entries: readonly string[] }): void => {
     if (read.from > log.next) {
       return log.end({ failed: errorBody(nextEventsExpired()) as JsonObject });
     }
-    for (const text of read.entries.slice(log.next - read.from)) {
+    const entries = read.entries.slice(log.next - read.from);
+    for (const text of entries) {
       const entry = JSON.parse(text) as LogEntry;
       if (typeof entry === 'string') log.text(entry);
       else if ('data' in entry) log.tool(entry);
       else log.end(entry);
     }
+    if (entries.length > 0) quiet?.refresh();
   };
   take(first);
   if (log.ended) return { log, stop: () => {} };
   let reading = false;
   let again = false;
   let stopped = false;
+  if (turnTimeout > 0) {
+    // The turn's own process ends it within turnTimeout and copies that end within COPY_WAIT_MS.
+    quiet = setTimeout(() => {
+      log.end({ failed: errorBody(wentQuiet(turnId, turnTimeout)) as JsonObject });
+      stop();
+    }, turnTimeout * 1000 + COPY_WAIT_MS);
+  }
   const wake = (): void => {
     if (reading) return void (again = true);
     if (stopped || log.ended) return;
@@ -181,12 +192,26 @@ export async function sharedLog(channel: TurnChannel, turnId: string): Promise<{
       },
     );
   };
-  const stopFollowing = await channel.follow(turnId, wake);
+  let stopFollowing: (() => void) | undefined;
   const stop = (): void => {
     stopped = true;
-    stopFollowing();
+    clearTimeout(quiet);
+    stopFollowing?.();
   };
+  try {
+    stopFollowing = await channel.follow(turnId, wake);
+  } catch (error) {
+    clearTimeout(quiet);
+    throw error;
+  }
+  if (stopped) stopFollowing();
   // Entries written between the first read and the subscription.
   wake();
   return { log, stop };
+}
+
+/** A turn of another process that logged nothing for turnTimeout: that process stopped, or lost the storage. */
+function wentQuiet(turnId: string, turnTimeout: number): AgentRouterError {
+  const why = `Turn ${JSON.stringify(turnId)} has logged nothing for ${turnTimeout} s (turnTimeout): the process running it stopped, or lost its storage`;
+  return new AgentRouterError(504, 'turn_timeout', why, { expose: true });
 }

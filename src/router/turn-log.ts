@@ -7,7 +7,7 @@ export function nextEventsExpired(): AgentRouterError {
 }
 
 /** How long a stream waits for a shared storage to hold its turn's log, at its start and its end (a storage that hangs cannot hold the stream). */
-const COPY_WAIT_MS = 2000;
+export const COPY_WAIT_MS = 2000;
 
 /** Calls `then` once a write to the shared storage settled, or after COPY_WAIT_MS if it has not. */
 export function whenWritten(writing: Promise<void>, then: () => void): void {

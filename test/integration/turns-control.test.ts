@@ -166,3 +166,43 @@ test("rejoin through another process whose copy of the turn lags behind what the
   assert.deepEqual(missing.map((event) => [event.id, event.data]), [[`${turnId}:3`, 'three'], [`${turnId}:4`, ' four'], [`${turnId}:5`, '[DONE]']]);
   assert.deepEqual((await collectSSE(rejoined)).events, missing);
 });
+
+test('rejoin through another process of a turn whose process stopped: the rejoin ends with turn_timeout once the turn has logged nothing for turnTimeout (Postgres, shareTurns)', async (t) => {
+  const schema = `ar_test_${runTag()}_stopped`;
+  const links = new Set<{ cut(): void }>();
+  let gone = false;
+  // Process A's storage, until A "stops": then every connection is cut and no new one answers.
+  const port = await tcpProxy(t, PG_CONFIG.port, {
+    accept: () => (gone ? 'cut' : true),
+    toServer: (_bytes, link) => (links.add(link), true),
+  });
+  const poolA = new pg.Pool({ ...PG_CONFIG, port, max: 3 });
+  poolA.on('error', () => undefined);
+  const poolB = new pg.Pool({ ...PG_CONFIG, max: 3 });
+  const storageA = postgresStorage(poolA, { schema, shareTurns: true });
+  const storageB = postgresStorage(poolB, { schema, shareTurns: true });
+  t.after(async () => {
+    await storageB.close();
+    await poolB.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await poolB.end();
+  });
+  const steps = new Steps();
+  const a = await serveWords(t, ['one', ' two'], { turnTimeout: 1 }, steps, storageA);
+  const b = await serveWords(t, ['one', ' two'], { turnTimeout: 1 }, steps, storageB);
+  const live = await streamChat(`${a.url}/bot/chat`, 'go');
+  const turnId = live.headers.get('turn-id') as string;
+  const events = eventsOf(live);
+  steps.release(1);
+  await take(events, 1);
+  const rejoined = eventsOf(await fetch(rejoinUrl(b.url, 'bot', turnId)));
+  assert.deepEqual((await take(rejoined, 1)).map((event) => event.data), ['one']);
+  gone = true;
+  for (const link of links) link.cut();
+  const [last, ...more] = await rest(rejoined);
+  assert.deepEqual(more, []);
+  assert.equal(last?.event, 'error');
+  assert.deepEqual(JSON.parse(last?.data as string), {
+    error: `Turn "${turnId}" has logged nothing for 1 s (turnTimeout): the process running it stopped, or lost its storage`,
+    code: 'turn_timeout',
+  });
+});
