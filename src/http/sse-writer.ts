@@ -95,8 +95,8 @@ export class SSEWriter {
    * for `drain`), undefined when the next may go at once: most chunks, and
    * an await per chunk is measurable in a burst.
    */
-  send(chunk: string, event?: string, id?: string): Promise<void> | undefined {
-    return this.#write(formatEvent(chunk, event, id));
+  send(chunk: string, event?: string, id?: string, seq?: number): Promise<void> | undefined {
+    return this.#write(formatEvent(chunk, event, id, seq));
   }
 
 

@@ -98,14 +98,14 @@ class Rejoined extends LogCursor {
   }
 
   start(sendStarted: boolean): void {
-    if (sendStarted) this.writer.send(JSON.stringify({ type: 'turn.started', agent_id: this.log.agentId, turn_id: this.log.turnId }), 'turn.started', `${this.log.turnId}:1`);
+    if (sendStarted) this.writer.send(JSON.stringify({ type: 'turn.started', agent_id: this.log.agentId, turn_id: this.log.turnId }), 'turn.started', this.log.turnId, 1);
     this.follow();
   }
 
   protected send(entry: string | ToolEntry, index: number): Promise<void> | undefined {
     const frame = this.#render(entry, index);
     if (frame === '') return undefined;
-    return this.writer.send(frame, typeof entry === 'string' ? (this.#typed ? 'text.delta' : undefined) : entry.event, this.#id(index));
+    return this.writer.send(frame, typeof entry === 'string' ? (this.#typed ? 'text.delta' : undefined) : entry.event, this.log.turnId, this.#seqOf(index));
   }
 
   protected end(entry: LogEnd, index: number): void {
@@ -124,20 +124,21 @@ class Rejoined extends LogCursor {
       return this.#seam.next(entry);
     }
     if ('data' in entry) return this.#typed ? entry.data : '';
-    const id = this.#id(index);
+    const [id, seq] = [this.log.turnId, this.#seqOf(index)];
     if ('finished' in entry) {
       // A paused turn ends as it did live: turn.paused with its list.
       const pending = entry.finished['pending_approvals'];
-      if (this.#typed && pending !== undefined) return formatEvent(JSON.stringify({ type: 'turn.paused', pending_approvals: pending }), 'turn.paused', id);
-      if (this.#typed) return formatEvent(JSON.stringify({ type: 'turn.finished', result: entry.finished }), 'turn.finished', id);
-      return formatEvent('[DONE]', 'done', id);
+      if (this.#typed && pending !== undefined) return formatEvent(JSON.stringify({ type: 'turn.paused', pending_approvals: pending }), 'turn.paused', id, seq);
+      if (this.#typed) return formatEvent(JSON.stringify({ type: 'turn.finished', result: entry.finished }), 'turn.finished', id, seq);
+      return formatEvent('[DONE]', 'done', id, seq);
     }
-    if (this.#typed) return formatEvent(JSON.stringify({ type: 'turn.failed', ...entry.failed }), 'turn.failed', id);
-    return formatEvent(JSON.stringify(entry.failed), 'error', id);
+    if (this.#typed) return formatEvent(JSON.stringify({ type: 'turn.failed', ...entry.failed }), 'turn.failed', id, seq);
+    return formatEvent(JSON.stringify(entry.failed), 'error', id, seq);
   }
 
-  #id(index: number): string {
-    return `${this.log.turnId}:${this.#typed ? index + 1 : index}`;
+  /** The seq in the `id:` of entry `index`, as the live stream sent it. */
+  #seqOf(index: number): number {
+    return this.#typed ? index + 1 : index;
   }
 
   /** The client read too slowly: the events it needs next were dropped (replayLimit). */

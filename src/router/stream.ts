@@ -118,7 +118,7 @@ class ReplyStream implements ChatSink {
 
   start(source: ReplySource): void {
     try {
-      const started = this.#typed ? this.#writer.send(typedFrame('turn.started', this.#turnId === undefined ? { agent_id: this.#agentId } : { agent_id: this.#agentId, turn_id: this.#turnId }), 'turn.started', this.#id()) : undefined;
+      const started = this.#typed ? this.#writer.send(typedFrame('turn.started', this.#turnId === undefined ? { agent_id: this.#agentId } : { agent_id: this.#agentId, turn_id: this.#turnId }), 'turn.started', this.#turnId, this.#eventSeq()) : undefined;
       if (started === undefined) this.#pump(source);
       else started.then(() => this.#pump(source), (error: unknown) => this.failed(error));
     } catch (error) {
@@ -154,7 +154,7 @@ class ReplyStream implements ChatSink {
   #tool(entry: { event: string; data: string }): Promise<void> | undefined {
     this.#seq++;
     this.#log?.tool(entry);
-    return this.#typed ? this.#writer.send(entry.data, entry.event, this.#id()) : undefined;
+    return this.#typed ? this.#writer.send(entry.data, entry.event, this.#turnId, this.#eventSeq()) : undefined;
   }
 
   /** A remote typed stream's tool event, sent on as it came. */
@@ -175,10 +175,10 @@ class ReplyStream implements ChatSink {
     if (!this.#typed) {
       if (this.#seam !== undefined) text = this.#seam.next(text);
       else if (ChunkSeam.needed(text)) text = (this.#seam = new ChunkSeam()).next(text);
-      return text === '' ? undefined : this.#writer.send(text, undefined, this.#id());
+      return text === '' ? undefined : this.#writer.send(text, undefined, this.#turnId, this.#eventSeq());
     }
     this.#text += text;
-    return this.#writer.send(typedFrame('text.delta', { text }), 'text.delta', this.#id());
+    return this.#writer.send(typedFrame('text.delta', { text }), 'text.delta', this.#turnId, this.#eventSeq());
   }
 
   /** The turn paused on calls waiting for approval (`done` follows). */
@@ -207,10 +207,10 @@ class ReplyStream implements ChatSink {
       this.#log.end({ finished });
     }
     this.#seq++;
-    if (!this.#typed) return this.#end(formatEvent('[DONE]', 'done', this.#id()));
-    if (this.#paused !== undefined) return this.#end(formatEvent(typedFrame('turn.paused', { pending_approvals: this.#paused }), 'turn.paused', this.#id()));
+    if (!this.#typed) return this.#end(formatEvent('[DONE]', 'done', this.#turnId, this.#eventSeq()));
+    if (this.#paused !== undefined) return this.#end(formatEvent(typedFrame('turn.paused', { pending_approvals: this.#paused }), 'turn.paused', this.#turnId, this.#eventSeq()));
     const result = truncated ? { agent_id: this.#agentId, text: this.#text, truncated } : { agent_id: this.#agentId, text: this.#text };
-    this.#end(formatEvent(typedFrame('turn.finished', { result }), 'turn.finished', this.#id()));
+    this.#end(formatEvent(typedFrame('turn.finished', { result }), 'turn.finished', this.#turnId, this.#eventSeq()));
   }
 
   failed(error: unknown): void {
@@ -221,12 +221,12 @@ class ReplyStream implements ChatSink {
     const body = errorBody(cause);
     this.#log?.end({ failed: body });
     this.#seq++;
-    this.#end(this.#typed ? formatEvent(typedFrame('turn.failed', body), 'turn.failed', this.#id()) : formatEvent(JSON.stringify(body), 'error', this.#id()));
+    this.#end(this.#typed ? formatEvent(typedFrame('turn.failed', body), 'turn.failed', this.#turnId, this.#eventSeq()) : formatEvent(JSON.stringify(body), 'error', this.#turnId, this.#eventSeq()));
   }
 
-  /** The `id:` of the event being sent: `<turn_id>:<seq>`; none for a turn with no id (a transport's own stream). */
-  #id(): string | undefined {
-    return this.#turnId === undefined ? undefined : `${this.#turnId}:${this.#typed ? this.#seq + 1 : this.#seq}`;
+  /** The seq in the `id:` (`<turn_id>:<seq>`) of the event being sent; a turn with no id (a transport's own stream) sends none. */
+  #eventSeq(): number {
+    return this.#typed ? this.#seq + 1 : this.#seq;
   }
 
   /** Writes the last frame once the turn's log is copied (see TurnLog.whenCopied), and reports the end; never throws. */

@@ -6,11 +6,14 @@
  */
 const LINE_BREAK = /\r\n|\r|\n/;
 
-/** One event frame: optional `event:` and `id:` lines, the data lines and the blank line. */
-export function formatEvent(data: string, event?: string, id?: string): string {
+/**
+ * One event frame: `event:` and `id:` lines (a line break in either throws), the data lines, a blank line.
+ * With `seq`: `id: <id>:<seq>`, `id` a turn id, one line as made, not checked per event (BENCHMARKS.md, "Fixed").
+ */
+export function formatEvent(data: string, event?: string, id?: string, seq?: number): string {
   let frame = '';
   if (event !== undefined) frame += `event: ${singleLine(event, 'event')}\n`;
-  if (id !== undefined) frame += `id: ${singleLine(id, 'id')}\n`;
+  if (id !== undefined) frame += seq === undefined ? `id: ${singleLine(id, 'id')}\n` : `id: ${id}:${seq}\n`;
   if (!hasLineBreak(data)) return `${frame}data: ${data}\n\n`;
   for (const line of data.split(LINE_BREAK)) frame += `data: ${line}\n`;
   return `${frame}\n`;
