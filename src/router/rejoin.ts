@@ -18,7 +18,7 @@ import { sharedLog } from './shared-turns.ts';
  */
 export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): Promise<void> | void {
   const log = host.replays.get(turnId);
-  if (log !== undefined) return serveLog(host, exchange, log);
+  if (log !== undefined) return serveLog(host, exchange, log, false);
   // A turn another process ran, when the agent's storage is shared with it.
   const channel = sharedChannelOf(host, exchange);
   if (channel === undefined) throw turnNotFound(exchange, turnId);
@@ -26,7 +26,7 @@ export function rejoin(host: DispatchHost, exchange: Exchange, turnId: string): 
     if (shared === undefined) throw turnNotFound(exchange, turnId);
     exchange.res.once('close', shared.stop);
     try {
-      serveLog(host, exchange, shared.log);
+      serveLog(host, exchange, shared.log, true);
     } catch (error) {
       shared.stop();
       throw error;
@@ -38,7 +38,8 @@ function turnNotFound(exchange: Exchange, turnId: string): AgentRouterError {
   return httpErrors.notFound('turn_not_found', `No turn ${JSON.stringify(turnId)} of agent ${JSON.stringify(exchange.agentId)} to rejoin (finished turns are kept for replayTTL seconds)`);
 }
 
-function serveLog(host: DispatchHost, exchange: Exchange, log: TurnLog): void {
+/** `copy`: another process's log, read from the shared storage, which may lag behind what that process sent. */
+function serveLog(host: DispatchHost, exchange: Exchange, log: TurnLog, copy: boolean): void {
   const turnId = log.turnId;
   // Another agent's turn is as unknown here as one never seen.
   if (log.agentId !== exchange.agentId) throw turnNotFound(exchange, turnId);
@@ -53,7 +54,7 @@ function serveLog(host: DispatchHost, exchange: Exchange, log: TurnLog): void {
   if (after + 1 < log.first) {
     throw new AgentRouterError(410, 'replay_expired', `The events after ${seen} of turn ${JSON.stringify(turnId)} are no longer kept (replayLimit)`, { expose: true });
   }
-  if (log.ended && after > log.next - 1) throw badLastEventId(turnId);
+  if (after > log.next - 1 && (log.ended || !copy)) throw badLastEventId(turnId);
   exchange.turnId = turnId; // named in its Turn-Id header and its log records
   if (log.ended && after === log.next - 1) {
     // The client has the whole turn: 204 is what tells an EventSource to stop reconnecting.

@@ -148,3 +148,21 @@ test('onDisconnect cancel (the default): a cut turn ends, stores nothing, and a 
   const bad = await fetch(`${url}/bot/chat?on_disconnect=maybe`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"x"}' });
   assert.equal(bad.status, 400);
 });
+
+test('rejoin: a Last-Event-ID past what a live turn of this process has sent is 400 bad_last_event_id', async (t) => {
+  const steps = new Steps();
+  const { url } = await serveWords(t, WORDS, {}, steps);
+  const live = await streamChat(`${url}/bot/chat`, 'go', { query: '?stream=events' });
+  const turnId = live.headers.get('turn-id') as string;
+  const events = eventsOf(live);
+  steps.release(1);
+  assert.deepEqual((await take(events, 2)).map((event) => event.id), [`${turnId}:1`, `${turnId}:2`]);
+  for (const [query, seq, status] of [['?stream=events', 2, 200], ['?stream=events', 3, 400], ['', 1, 200], ['', 2, 400]] as const) {
+    const res = await fetch(rejoinUrl(url, 'bot', turnId, query), { headers: { 'last-event-id': `${turnId}:${seq}` } });
+    assert.equal(res.status, status, `${query} after ${seq}`);
+    if (status === 400) assert.equal(((await res.json()) as { code: string }).code, 'bad_last_event_id');
+    else await res.body?.cancel();
+  }
+  steps.release();
+  assert.equal((await rest(events)).at(-1)?.event, 'turn.finished');
+});
