@@ -145,6 +145,11 @@ export interface ReadSSEOptions extends Omit<SSEParserOptions, 'onEvent'> {
    * reuse the connection; one that stops earlier cancels the body.
    */
   complete?: (() => boolean) | undefined;
+  /**
+   * Aborting it ends the reading with the signal's reason, wherever it stands. Pass the fetch's own
+   * signal: Node 20's fetch aborted just as a body ends can leave the body's last read pending for good.
+   */
+  signal?: AbortSignal | undefined;
 }
 
 /**
@@ -157,7 +162,8 @@ export async function* readSSE(
 ): AsyncGenerator<SSEEvent> {
   const queue: SSEEvent[] = [];
   const parser = createSSEParser({ ...options, onEvent: (event) => queue.push(event) });
-  const reader = body.pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>).getReader();
+  const decoded = new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>;
+  const reader = (options.signal === undefined ? body.pipeThrough(decoded) : body.pipeThrough(decoded, { signal: options.signal })).getReader();
   let finished = false;
   try {
     while (true) {

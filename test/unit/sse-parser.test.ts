@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import { createSSEParser, readSSE, type SSEEvent } from '../../src/sse/parser.ts';
+import { listen } from '../helpers/listen.ts';
 
 interface Collected {
   events: SSEEvent[];
@@ -191,4 +192,29 @@ test('readSSE passes comments and the buffer cap through to the parser', async (
   await assert.rejects(async () => {
     for await (const _ of readSSE(huge, { maxBufferSize: 32 })) void _;
   }, RangeError);
+});
+
+test("readSSE with the fetch's signal: a fetch aborted just as its body ends ends the reading with the abort, not a read pending for good", async (t) => {
+  const server = await listen((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('data: a\n\n');
+    setTimeout(() => res.end('event: done\ndata: b\n\n'), 20);
+  });
+  t.after(server.close);
+  const abort = new AbortController();
+  const res = await fetch(server.url, { signal: abort.signal });
+  const seen: string[] = [];
+  const reading = (async () => {
+    for await (const event of readSSE(res.body as ReadableStream<Uint8Array>, { signal: abort.signal })) {
+      seen.push(event.data);
+      if (event.event === 'done') abort.abort();
+    }
+  })();
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    reading.then(() => 'ended', (error: Error) => error.name),
+    new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still reading after 2 s'), 2000))),
+  ]);
+  clearTimeout(timer);
+  assert.deepEqual([outcome, seen], ['AbortError', ['a', 'b']]);
 });
