@@ -177,7 +177,7 @@ async function stress(t: TestContext, storages: Storage[]): Promise<void> {
       if (!completed.get(agent)?.has(message) && !left) problems.push(`${agent}: ${message} stored, but no client saw it complete or left it`);
     }
   }
-  assert.ok(streams.size > 50, `only ${streams.size} streams in ${SECONDS} s`);
+  assert.ok(streams.size > 20, `only ${streams.size} streams in ${SECONDS} s`);
   assert.deepEqual(problems.slice(0, 10), [], `seed ${seed}`);
 }
 
