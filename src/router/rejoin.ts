@@ -113,8 +113,9 @@ class Rejoined extends LogCursor {
     this.writer.end(this.#render(entry, index));
   }
 
+  /** The plain stream's seam still reads what the client had (a CRLF may be split at its last event). */
   protected override had(entry: string | ToolEntry, index: number): void {
-    this.#render(entry, index);
+    if (!this.#typed) this.#render(entry, index);
   }
 
   /** A text entry's data (sent with its id), or an end's whole frame; the plain stream's seam moves on either way. */
