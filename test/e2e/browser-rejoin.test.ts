@@ -2,9 +2,9 @@
 // connection is cut mid-turn, and the browser's own reconnect (Last-Event-ID) gets each event once.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import path from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { launchChromium } from '../helpers/browser.ts';
 import { listen } from '../helpers/listen.ts';
 import { Steps, wordsRouter } from '../helpers/turns-serve.ts';
@@ -19,22 +19,30 @@ function guideSnippet(): string {
   return block[1] as string;
 }
 
-test('EventSource follows a turn through a cut connection: the browser reconnects with Last-Event-ID and gets each event once, then closes at done', async (t) => {
-  const steps = new Steps();
-  const listener = wordsRouter(WORDS, { onDisconnect: 'continue' }, steps).router.toRequestListener();
-  const rejoins: Array<{ lastEventId: string | undefined; res: ServerResponse }> = [];
-  // The page and the router on one origin, as a page served with its API would be.
+/**
+ * `page` (at /page.html) and the router on one origin, as a page served with its API would be, a Chromium to
+ * open it, and a turn of `bot` started with a plain stream; `onRejoin` sees each rejoin request before the router.
+ */
+async function pageAndTurn(t: TestContext, listener: RequestListener, page: string, onRejoin: (req: IncomingMessage, res: ServerResponse) => void) {
   const origin = await listen((req: IncomingMessage, res: ServerResponse) => {
-    if (req.url === '/page.html') return res.writeHead(200, { 'content-type': 'text/html' }).end(`<script>${guideSnippet()}</script>`);
-    if (req.url?.includes('/turns/') === true) rejoins.push({ lastEventId: req.headers['last-event-id'] as string | undefined, res });
+    if (req.url === '/page.html') return res.writeHead(200, { 'content-type': 'text/html' }).end(page);
+    if (req.url?.includes('/turns/') === true) onRejoin(req, res);
     listener(req, res);
   });
   t.after(() => origin.close());
   const browser = await launchChromium();
   t.after(() => browser.close());
-
   const started = await fetch(`${origin.url}/bot/chat?stream=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"go"}' });
-  const turnId = started.headers.get('turn-id') as string;
+  return { origin, browser, started, turnId: started.headers.get('turn-id') as string };
+}
+
+test('EventSource follows a turn through a cut connection: the browser reconnects with Last-Event-ID and gets each event once, then closes at done', async (t) => {
+  const steps = new Steps();
+  const listener = wordsRouter(WORDS, { onDisconnect: 'continue' }, steps).router.toRequestListener();
+  const rejoins: Array<{ lastEventId: string | undefined; res: ServerResponse }> = [];
+  const { origin, browser, started, turnId } = await pageAndTurn(t, listener, `<script>${guideSnippet()}</script>`, (req, res) => {
+    rejoins.push({ lastEventId: req.headers['last-event-id'] as string | undefined, res });
+  });
   void started.body?.cancel(); // the first client leaves; the turn goes on (onDisconnect: 'continue')
 
   const page = await browser.context.newPage();
@@ -81,20 +89,11 @@ test('EventSource follows a turn through a cut connection: the browser reconnect
 test('an EventSource left open after done reconnects once, gets 204 for the ended turn, and stops (CLOSED)', async (t) => {
   const listener = wordsRouter(WORDS).router.toRequestListener();
   const asked: Array<{ lastEventId: string | undefined; status?: number }> = [];
-  const origin = await listen((req: IncomingMessage, res: ServerResponse) => {
-    if (req.url === '/page.html') return res.writeHead(200, { 'content-type': 'text/html' }).end('<p>plain EventSource</p>');
-    if (req.url?.includes('/turns/') === true) {
-      const entry: { lastEventId: string | undefined; status?: number } = { lastEventId: req.headers['last-event-id'] as string | undefined };
-      asked.push(entry);
-      res.once('finish', () => (entry.status = res.statusCode));
-    }
-    listener(req, res);
+  const { origin, browser, started, turnId } = await pageAndTurn(t, listener, '<p>plain EventSource</p>', (req, res) => {
+    const entry: { lastEventId: string | undefined; status?: number } = { lastEventId: req.headers['last-event-id'] as string | undefined };
+    asked.push(entry);
+    res.once('finish', () => (entry.status = res.statusCode));
   });
-  t.after(() => origin.close());
-  const browser = await launchChromium();
-  t.after(() => browser.close());
-  const started = await fetch(`${origin.url}/bot/chat?stream=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"go"}' });
-  const turnId = started.headers.get('turn-id') as string;
   await started.text();
   const page = await browser.context.newPage();
   await page.goto(`${origin.url}/page.html`);

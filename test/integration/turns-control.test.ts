@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import pg from 'pg';
 import { Agent } from '../../src/agent/agent.ts';
 import { echoModel } from '../../src/models/echo.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { AgentRouter } from '../../src/router/router.ts';
 import { postgresStorage } from '../../src/storage/postgres.ts';
+import type { Storage } from '../../src/storage/storage.ts';
 import { listen } from '../helpers/listen.ts';
 import { PG_CONFIG, runTag } from '../helpers/storage-backends.ts';
 import { tcpProxy } from '../helpers/tcp-proxy.ts';
@@ -14,6 +15,26 @@ import { collectSSE } from '../helpers/sse.ts';
 import { eventsOf, rejoinUrl, rest, serveWords, Steps, take } from '../helpers/turns-serve.ts';
 
 const WORDS = ['one', ' two', ' three'];
+
+/**
+ * Two processes' storages on one Postgres schema with shareTurns: A's through the proxy on `portA` (which
+ * the test makes hold or cut A's traffic), B's direct. Both are closed and the schema dropped after the test.
+ */
+function twoProcesses(t: TestContext, schema: string, portA: number): [Storage, Storage] {
+  const poolA = new pg.Pool({ ...PG_CONFIG, port: portA, max: 3 });
+  poolA.on('error', () => undefined); // the proxy may cut its connections
+  const poolB = new pg.Pool({ ...PG_CONFIG, max: 3 });
+  const storageA = postgresStorage(poolA, { schema, shareTurns: true });
+  const storageB = postgresStorage(poolB, { schema, shareTurns: true });
+  t.after(async () => {
+    await storageA.close();
+    await storageB.close();
+    await poolA.end();
+    await poolB.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await poolB.end();
+  });
+  return [storageA, storageB];
+}
 
 test('cancel: the running turn (no turn_id) ends its stream with cancelled, stores nothing, and the next turn starts at once', async (t) => {
   const steps = new Steps();
@@ -127,18 +148,7 @@ test("rejoin through another process whose copy of the turn lags behind what the
       return false;
     },
   });
-  const poolA = new pg.Pool({ ...PG_CONFIG, port, max: 3 });
-  poolA.on('error', () => undefined);
-  const poolB = new pg.Pool({ ...PG_CONFIG, max: 3 });
-  const storageA = postgresStorage(poolA, { schema, shareTurns: true });
-  const storageB = postgresStorage(poolB, { schema, shareTurns: true });
-  t.after(async () => {
-    await storageA.close();
-    await storageB.close();
-    await poolA.end();
-    await poolB.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await poolB.end();
-  });
+  const [storageA, storageB] = twoProcesses(t, schema, port);
   const steps = new Steps();
   // A CRLF split across the events the client has and the next: the plain stream must read the lagging ones too.
   const words = ['one', ' two\r', '\nthree', ' four'];
@@ -176,16 +186,7 @@ test('rejoin through another process of a turn whose process stopped: the rejoin
     accept: () => (gone ? 'cut' : true),
     toServer: (_bytes, link) => (links.add(link), true),
   });
-  const poolA = new pg.Pool({ ...PG_CONFIG, port, max: 3 });
-  poolA.on('error', () => undefined);
-  const poolB = new pg.Pool({ ...PG_CONFIG, max: 3 });
-  const storageA = postgresStorage(poolA, { schema, shareTurns: true });
-  const storageB = postgresStorage(poolB, { schema, shareTurns: true });
-  t.after(async () => {
-    await storageB.close();
-    await poolB.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await poolB.end();
-  });
+  const [storageA, storageB] = twoProcesses(t, schema, port);
   const steps = new Steps();
   const a = await serveWords(t, ['one', ' two'], { turnTimeout: 1 }, steps, storageA);
   const b = await serveWords(t, ['one', ' two'], { turnTimeout: 1 }, steps, storageB);
