@@ -486,6 +486,8 @@ for (const [name, fastify] of majors) {
     await reaching;
     await settledHeap();
     assert.equal(raw?.deref(), undefined, 'the cancelled request (and its response) is still held after a full collection');
+    // Before app.close(), which otherwise waits out Fastify's http2SessionTimeout (72 s) for this session.
+    client.destroy();
   });
 
   test(`${name}: with exposeHeadRoutes: false, HEAD is still answered wherever GET is`, async (t) => {
