@@ -57,9 +57,8 @@ export function bodyFromParser(req: IncomingMessage, body: unknown, limit: numbe
   // Raw text a parser left (express.raw, express.text): parsed by the router, as it parses its own reads.
   if (typeof body === 'string' || Buffer.isBuffer(body)) return new JsonText(body);
   if (length === undefined || encoded) {
-    // No length declared (chunked), or one that counts compressed bytes: the limit is held against
-    // the body as compact JSON, about what the client sent (shorter by its whitespace; longer by
-    // numbers JSON writes out, like 1e20, and by bytes a parser decoded as U+FFFD).
+    // No length declared (chunked), or one counting compressed bytes: the limit holds against the body as compact JSON,
+    // about what the client sent (less its whitespace; plus numbers JSON writes out, like 1e20, and U+FFFD replacements).
     const text = compactJson(body);
     if (text !== undefined && Buffer.byteLength(text) > limit) return new JsonText(text); // its parse answers 413
   }

@@ -74,9 +74,8 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
         answered = resolve;
       });
       if (router[serveRequest](request.raw, reply.raw, answered, hint, { claim })) {
-        // 'close' comes in a later tick, also for a request answered at once; one whose client left while a
-        // host hook ran has had it already (over HTTP/2 its response has no `destroyed`: its stream tells),
-        // and would stay in `open` for good.
+        // 'close' comes a tick later, even for a request answered at once; one whose client left during a host hook had it
+        // already (over HTTP/2 `destroyed` is missing: its stream tells), and would stay in `open` for good.
         if (!reply.raw.destroyed && !streamReset(reply.raw)) {
           const raw = reply.raw;
           const entry = open.add(raw);
@@ -88,14 +87,8 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
       return undefined;
     };
 
-    // fastify.close() refuses new requests (503), then waits for open connections: a stream would hold
-    // it for as long as the model talks. Running turns get shutdownTimeout to finish, as under
-    // AgentServer; then they are aborted (`event: error` / 503 `shutting_down`, nothing stored).
-    // Not awaited here: Fastify times a preClose hook out (pluginTimeout), and closing goes on meanwhile.
-    // Each such response's keep-alive connection is closed once it is written, or close() would wait on it.
-    // A response written to its end but still open ABORT_GRACE_MS after the abort (a client that stopped
-    // reading, whose socket holds the stream's last bytes) is cut, as AgentServer cuts it: close() would
-    // otherwise wait for the router's stall timeout (turnTimeout, 300 s by default).
+    // fastify.close() waits for open connections, so running turns get shutdownTimeout, then are aborted as under AgentServer,
+    // and a response still open ABORT_GRACE_MS after (a client that stopped reading) is cut. Not awaited: pluginTimeout.
     let deadline: NodeJS.Timeout | undefined;
     let grace: NodeJS.Timeout | undefined;
     fastify.addHook('preClose', (done: () => void) => {
@@ -127,15 +120,8 @@ export function toFastify(router: AgentRouter, options: FastifyAdapterOptions = 
       done();
     });
 
-    // Every body is the router's to read, as on node:http (its limit, its charset, encoding and
-    // UTF-8 checks, its JSON rules): no Fastify parser runs on these routes. Inside this plugin's
-    // encapsulation context only: the host's parsers stay as they are everywhere else. A host
-    // preParsing hook that hands on a stream of its own (decompressing, or keeping the raw bytes
-    // for a signature check) has the last word on the bytes: those are read here, as a host
-    // parser's would be, and the router parses them. So is the request itself when a hook reads
-    // it alongside already (fastify-raw-body): its chunks would be gone by the time the router
-    // reads. One the router refuses on its headers alone (a Content-Encoding) is left to it, and so
-    // is one whose first chunks went by already (the router refuses it: body_already_read).
+    // Every body is the router's to read, as on node:http; in this plugin's context only. Bytes a host preParsing hook hands
+    // on (decompressed), or a request a hook reads alongside (fastify-raw-body), are read here, as a host parser would.
     fastify.removeAllContentTypeParsers();
     fastify.addContentTypeParser('*', (request, payload, done) => {
       const raw = request.raw;

@@ -239,8 +239,7 @@ function readAndParse(req: IncomingMessage, limit: number): Promise<unknown> {
     // Closed while an async authorize hook ran: no 'close' will come again. 499: nobody to answer, nothing to log.
     // Over HTTP/2 first: node:http2 dumps a reset stream's body, so the request reads as ended.
     if (streamReset(req)) return reject(new AgentRouterError(499, 'client_closed', 'Client closed the stream before the body was read'));
-    // Something before the router read the stream: it left no body for it, or only the tail (a host middleware
-    // reading alongside while an async authorize ran), which parsed would answer as if the client erred.
+    // Something before the router read the stream (a host middleware): what is left would parse as a client's error.
     // A setup mistake, told to the operator.
     if (req.readableEnded || req.readableDidRead) return reject(bodyAlreadyRead());
     if (req.destroyed) return reject(new AgentRouterError(499, 'client_closed', 'Client closed the connection before the body was read'));

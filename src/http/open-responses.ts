@@ -9,9 +9,8 @@ export interface OpenResponse {
 }
 
 /**
- * Responses not yet closed (what a server's or a plugin's close() waits
- * for), in a list linked through records of their own rather than a Set
- * (see LinkedList): the plugin's Set was 3-4% of a state request's CPU.
+ * Responses not yet closed (what a server's or a plugin's close() waits for), linked through records
+ * of their own: a Set costs a state request 3-4% (BENCHMARKS.md, "Goals").
  */
 export class OpenResponses {
   readonly #list = new LinkedList<OpenResponse>();

@@ -2,15 +2,8 @@ import { stopWatching, whenAborted } from './signal-watch.ts';
 import type { TraceLink } from './trace.ts';
 
 /**
- * A turn's cancellation: a flag, plain-function hooks, and an AbortSignal
- * made only when something asks for one (a model handing it to fetch, a
- * storage waiting for a lock, a remote transport).
- *
- * Why not an AbortController per turn: on Node 20 constructing one costs
- * about 2.5 µs (its signal is an EventTarget given a new prototype) and each
- * 'abort' listener about 1 µs to add and 1 µs to remove; a JSON chat turn
- * over HTTP needs none of that unless it is cut. Profiled under load, the
- * controller alone was 5% of a chat request's CPU.
+ * A turn's cancellation: a flag, plain-function hooks, and an AbortSignal made only when something
+ * asks for one (a model handing it to fetch): an AbortController per turn costs a JSON chat 5% (BENCHMARKS.md, "Goals").
  */
 export class TurnCancel {
   #aborted = false;

@@ -49,9 +49,8 @@ export function anthropicModel(options: AnthropicModelOptions): Model {
   if (typeof apiKey !== 'string' || apiKey === '') {
     throw new TypeError('anthropicModel: pass apiKey, e.g. anthropicModel({ model, apiKey: process.env.ANTHROPIC_API_KEY })');
   }
-  // `body: { max_tokens }` is how the API spells it (and how a thinking budget's examples set it): it was
-  // silently replaced by the default, so a budget_tokens above 4096 got a provider 400. Either spelling
-  // counts; both at once could only disagree, so they are refused rather than one quietly winning.
+  // `body: { max_tokens }` is the API's own spelling (a thinking budget's examples use it): either counts, and both at
+  // once could only disagree, so they are refused rather than one quietly winning.
   const bodyMaxTokens = options.body?.['max_tokens'];
   if (options.maxTokens !== undefined && bodyMaxTokens !== undefined) {
     throw new TypeError('anthropicModel: pass maxTokens or body.max_tokens, not both; they set the same max_tokens field');
@@ -135,9 +134,8 @@ function anthropicDecoder(context: ProviderContext): StreamDecoder {
   let done = false;
   // tool_use blocks by index, from content_block_start to content_block_stop: the input arrives as pieces of JSON text.
   const calls = new Map<unknown, { id: string; name: string; parts: string[]; start: string }>();
-  // The reply is whole once message_delta carried its stop_reason: a body that ends cleanly there,
-  // without message_stop (some gateways drop it), is accepted, as Anthropic's SDKs accept it and as
-  // an OpenAI stream that ends after its finish_reason without [DONE] is.
+  // Whole once message_delta carried its stop_reason: a clean end without message_stop (some gateways drop it) is
+  // accepted, as Anthropic's SDKs do, and as an OpenAI stream ending after finish_reason without [DONE] is.
   let stopped = false;
   // Each usage field is cumulative and optional in every event (the SDKs update each alone): one left out keeps its last value.
   let fresh: number | undefined;

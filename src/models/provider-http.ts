@@ -109,10 +109,8 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
   request.signal.addEventListener('abort', onAbort, { once: true });
   let timedOut = false;
   let timer: unknown;
-  // An idle timer, re-armed on headers and on every body read: a slow but
-  // steady stream is fine, a silent one is not. Stopped while a chunk waits
-  // for the consumer (a client reading slowly holds the provider back too);
-  // `held` keeps the reads the SSE decoder makes ahead meanwhile from re-arming it.
+  // An idle timer, re-armed on headers and each body read; stopped while a chunk waits for a slow consumer, and `held`
+  // keeps the SSE decoder's reads ahead meanwhile from re-arming it.
   let held = false;
   // Once the turn is over, reads of the body's rest (see drainReader) must not arm a timer again.
   let over = false;
@@ -160,9 +158,8 @@ async function* streamOnce(request: ProviderRequest): AsyncGenerator<ModelChunk>
       const type = response.headers.get('content-type') ?? '';
       if (response.body === null) throw notAStream(request, response.status, '');
       const decoder = request.decoder();
-      // Every event is handed on and the agent keeps the reply's text, so a provider that never
-      // ends its stream grew the heap about 100 MB/s until the process died. Bytes, not text: they
-      // also bound comments, unknown fields and usage-only events, which a text count would not see.
+      // The agent keeps the reply, so a provider that never ends would grow the heap without bound. Bytes, not text:
+      // they also bound comments, unknown fields and usage-only events.
       let received = 0;
       const body = response.body.pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({

@@ -48,12 +48,8 @@ interface Entry {
 }
 
 /**
- * The live agent instances of one router: one per id, created on first use,
- * dropped when idle too long or to make room. Entries are also linked in
- * least-recently-used order (every use moves one to the newest end), so the
- * idle sweep and the capacity eviction look at the oldest entries only. A
- * linked list rather than re-inserting into the Map: a Map delete + set per
- * use was 5% of a state request's CPU (hashing, and tombstones to compact).
+ * The live agent instances of one router: one per id, created on first use, dropped when idle too long
+ * or to make room. Linked oldest use first, so the sweep and eviction look at the oldest only.
  */
 export class AgentPool {
   readonly idleTimeout: number;

@@ -38,9 +38,8 @@ export class AgentRegistry {
       throw new TypeError('AgentRegistry.register: pattern must be a string or a RegExp, e.g. "counter-[0-9]+"');
     }
     if (typeof target === 'function') {
-      // What `new Target(id)` cannot make an Agent of would only fail at its first request, as a 500:
-      // an arrow function (no prototype), or a class that does not extend Agent. A plain function
-      // that returns an Agent (a factory) is fine, as DESIGN allows any function.
+      // What `new Target(id)` cannot make an Agent of (an arrow function, a class not extending Agent) would fail only at
+      // its first request, as a 500. A plain function returning an Agent (a factory) is fine.
       if (!constructsAgents(target)) {
         throw new TypeError(`AgentRegistry.register: target ${target.name || '(anonymous function)'} cannot make agents with new ${target.name || 'Target'}(agentId); pass a class that extends Agent (class Bot extends Agent { ... })`);
       }

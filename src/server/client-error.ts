@@ -40,10 +40,8 @@ export function answerExpectation(req: IncomingMessage, res: ServerResponse): vo
  * JSON 405 any other method the routes do not take gets.
  */
 export function answerConnect(_req: IncomingMessage, socket: Duplex): void {
-  // The socket is ours now, outside Node's HTTP timeouts and closeAllConnections(): read and drop
-  // what the client sends after the request (a tunnel's TLS hello), so closing does not reset the
-  // answer away, and destroy it after 2 s whatever the client does (an idle timeout would be reset
-  // by a client trickling bytes, and keep server.close() waiting on it).
+  // The socket is ours now, outside Node's timeouts: read and drop what follows (a tunnel's TLS hello) so closing does
+  // not reset the answer away, and destroy it after 2 s (an idle timeout would be reset by a trickling client).
   const cut = setTimeout(() => socket.destroy(), 2000);
   socket.on('close', () => clearTimeout(cut));
   socket.on('error', () => socket.destroy());

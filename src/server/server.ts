@@ -122,9 +122,8 @@ export class AgentServer {
     closeWithConnection(req, res);
     lingerOnClose(req, res);
     if (this.#closing !== undefined && !this.#lameDuck) {
-      // With cors, a page reads this 503 as it reads the server's other answers (and its preflight is
-      // answered), instead of a bare network error: a listener on a server of your own, or an HTTP/2
-      // one whose connection a page's requests share, keeps answering after close() began.
+      // With cors, a page reads this 503 (and its preflight is answered) rather than a network error: a listener of your
+      // own, or an HTTP/2 connection a page's requests share, keeps answering after close() began.
       if (!this.#corsWhileClosing(req, res)) refuse(res);
       // Tracked too: it may be queued behind a pipelined stream, and must not be cut before it is sent.
       this.#inFlight.track(res)();
@@ -212,9 +211,8 @@ export class AgentServer {
     });
     server.on('error', (error) => this.#logger.error('AgentServer: server error', error));
     const bound = server.address() as AddressInfo;
-    // Loopback or not by the address bound, not the name given: a host name that resolves to 127.0.0.1
-    // (this machine's name in /etc/hosts, 127.0.1.1 on Debian) or `127.1` serves this machine only, as
-    // 127.0.0.1 does. Set before any request: connections are accepted only after this continuation runs.
+    // Loopback by the address bound, not the name given (a name resolving to 127.0.1.1, or `127.1`). Set before any
+    // request: connections are accepted only after this continuation runs.
     this.#hostAllowed = hostCheck(this.#allowedHosts, bound.address);
     this.#host = host;
     this.#port = bound.port;

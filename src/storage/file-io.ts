@@ -35,9 +35,8 @@ type Handle = Awaited<ReturnType<typeof open>>;
 export async function readView(file: string, agentId: string, cached: CachedView | undefined): Promise<CachedView> {
   if (cached !== undefined) {
     const info = await stat(file, { bigint: true }).catch(() => undefined);
-    // Only appends change a journal in place (compaction makes a new file),
-    // so the same file at the same size holds the same content; unless a
-    // torn tail was cut and rewritten to the same length, hence the last test.
+    // Only appends change a journal in place (compaction makes a new file), so the same file at the same size holds the
+    // same content; unless a torn tail was cut and rewritten to the same length, hence the validBytes test.
     if (info !== undefined && sameFile(cached, info) && cached.size === info.size && cached.mtime === info.mtimeNs
       && BigInt(cached.validBytes) === cached.size) return cached;
   }
@@ -117,14 +116,8 @@ export async function appendLine(file: string, view: CachedView, line: string, f
       if (fsync) await handle.datasync();
       return await handle.stat({ bigint: true });
     } catch (error) {
-      // The commit is reported failed, so its line must not stay: a whole line written before the
-      // flush failed (EIO, ENOSPC on flush) would be read as a committed turn by the next load, and a
-      // failed turn must leave storage as it was. Only when the bytes after `view` are our line's
-      // start: a writer that took over a lapsed lease may have appended since, and a line of its (a
-      // committed turn) that is no longer than ours would otherwise be cut. The bytes alone cannot tell:
-      // a retry of the same message on a deterministic agent commits the very same line. So only when
-      // what follows `view` is exactly as long as what we wrote (nothing written: nothing of ours to
-      // take). Best effort: if this fails too, the disk is gone.
+      // Reported failed, so its line must not stay for the next load. Cut only when what follows `view` is exactly as long
+      // as what we wrote: a writer that took over a lapsed lease may have appended a line of its own. Best effort.
       const size = await handle.stat().then((info) => info.size, () => Infinity);
       if (written > 0 && size === view.validBytes + written) {
         const back = await readRange(handle, view.validBytes, written).catch(() => undefined);

@@ -77,13 +77,11 @@ export function scanJournal(bytes: Buffer, options: {
     const line = parseLine(bytes.toString('utf8', start, end));
     const atFileStart = offset + start === 0;
     if (line === undefined || (atFileStart && line.id !== options.agentId) || (!atFileStart && (line.id !== undefined || line.messages !== undefined))) {
-      // A last line holding NUL bytes is a torn write: a crash can leave the blocks of a line's
-      // start unwritten (read back as zeroes) and its end, newline included, written. Any other
-      // bad line, the last one too, is real corruption: a complete line was an acknowledged turn.
+      // A last line holding NUL bytes is a torn write (a crash left its start's blocks unwritten). Any other bad line,
+      // the last one too, is corruption: a complete line was an acknowledged turn.
       if (line === undefined && bytes.indexOf(NEWLINE, end + 1) < 0 && bytes.subarray(start, end).includes(0)) break;
-      // A tail read is told to read the whole file instead, which reports real damage: the tail may
-      // start mid-line, in a file compacted under the caller (a snapshot line), or after a line the
-      // caller saw that a failed commit then took back (appendLine) and a longer one replaced.
+      // A tail read is told to read the whole file instead, which reports real damage: the tail may start mid-line, in a
+      // file compacted under the caller, or after a line a failed commit took back.
       if (offset > 0) return undefined;
       throw corrupt(options.file, lineNumber);
     }

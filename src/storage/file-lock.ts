@@ -204,9 +204,8 @@ async function readStale(path: string, settings: LeaseSettings): Promise<string 
   }
   const current = parse(raw);
   if (current === undefined) {
-    // Empty or half written (only the O_EXCL fallback makes the file before
-    // writing it): its owner is writing, or died there. Give it a lease's
-    // time from when the file was made.
+    // Empty or half written (only the O_EXCL fallback makes the file before writing it): its owner is writing, or died
+    // there. Give it a lease's time from when the file was made.
     const info = await stat(path).catch(() => undefined);
     if (info === undefined) return null;
     return info.mtimeMs + settings.leaseMs <= Date.now() ? raw : undefined;

@@ -305,10 +305,8 @@ export class FileStorage implements Storage {
     try {
       info = await appendLine(file, view, line, this.#fsync, () => (tookBack = true));
     } catch (error) {
-      // Another process may have read the line before it was taken back, and holds its turn as this
-      // version: the next commit would be this version again, which that process would take for the
-      // one it has, and its own next commit would build on the failed turn over the new one. Written
-      // again as another record (record-version.ts), the journal is one every reader loads whole.
+      // Another process may have read the taken-back line and would take this version's next commit for the one it has:
+      // written again as another record (record-version.ts), the journal is one every reader loads whole.
       if (tookBack) {
         this.#renumber.add(agentId);
         await this.#snapshot(agentId, firstVersion()).then(() => this.#renumber.delete(agentId), () => undefined);

@@ -7,11 +7,8 @@ import { firstVersion } from './record-version.ts';
 import type { AgentRecord, Storage, SyncStorage, TurnCommit, Unlock } from './storage.ts';
 
 /**
- * What MemoryStorage keeps per id: the record, and the id's lock. One map
- * entry per id, not a record map and a lock map: a turn on an id stored
- * before then locks, reads and commits through one lookup each and adds or
- * removes no map entry (measured in memory with scripts/bench/ab.ts, the
- * lock map's insert and delete per turn were ~6% of a JSON chat request).
+ * What MemoryStorage keeps per id: the record and the id's lock, in one map entry, so a turn adds or
+ * removes no entry (a lock map costs a JSON chat about 6%: BENCHMARKS.md, "Goals").
  */
 interface Slot {
   record: AgentRecord | undefined;

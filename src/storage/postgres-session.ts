@@ -108,9 +108,8 @@ export async function waitForLock(pool: PgQueryable, sql: Statements, client: Pg
   signal?.throwIfAborted();
   let settled = false;
   const onAbort = async (): Promise<void> => {
-    // The waiting statement blocks its connection, so it is cancelled from
-    // another one. A cancel that lands before the statement reaches the
-    // server is ignored by Postgres, hence the retries until it settles.
+    // The waiting statement blocks its connection, so it is cancelled from another; Postgres ignores a cancel that lands
+    // before the statement arrives, hence the retries until it settles.
     for (let attempt = 0; !settled; attempt++) {
       await pool.query(sql.cancel, [pid]).catch(() => undefined);
       if (!settled) await delay(backoff(attempt, 100));

@@ -103,9 +103,8 @@ export function statements(t: TableNames) {
              (SELECT coalesce(json_agg(m.message ORDER BY m.version, m.idx), '[]'::json)::text
                 FROM ${t.messages} m WHERE m.key = a.key AND m.version > $2) AS messages
            FROM ${t.agents} a WHERE a.key = $1`,
-    // One statement each, so the version check, the state and the history rows
-    // commit together without a transaction held open across round trips. A
-    // racing writer blocks on the row, then re-checks `version` and matches nothing.
+    // One statement each: the version check, the state and the history rows commit together with no transaction held
+    // across round trips. A racing writer blocks on the row, then re-checks `version` and matches nothing.
     commitFirst: `WITH a AS (
         INSERT INTO ${t.agents} (key, id, version, state) VALUES ($1, $2, $5, $3::json)
         ON CONFLICT (key) DO NOTHING RETURNING version
@@ -122,16 +121,14 @@ export function statements(t: TableNames) {
              (SELECT coalesce(json_agg(m.message ORDER BY m.idx), '[]'::json)::text
                 FROM ${t.messages} m WHERE m.key = a.key AND m.version = $2) AS messages
            FROM ${t.agents} a WHERE a.key = $1`,
-    // Two statements in one transaction, the agent's row first: a commit in flight holds that row, so
-    // the delete waits for it, and the messages delete that follows (a new snapshot under READ
-    // COMMITTED) sees that commit's rows too. One statement's snapshot would leave them behind.
+    // The agent's row first: the delete waits for a commit in flight, and the messages delete after it (a new snapshot
+    // under READ COMMITTED) sees that commit's rows. One statement's snapshot would leave them behind.
     deleteAgent: `DELETE FROM ${t.agents} WHERE key = $1`,
     deleteMessages: `DELETE FROM ${t.messages} WHERE key = $1`,
     // Session-level advisory lock; `prior` restores the pool's own idle_session_timeout at unlock.
     tryLock: 'SELECT pg_try_advisory_lock($1::bigint) AS ok, pg_backend_pid() AS pid, now()::text AS since',
-    // The lease: Postgres ends a session idle for longer than idle_session_timeout
-    // (14+), and with it the lock. `prior` is read first (the CTE feeds the row
-    // that calls set_config) so unlock can restore the pool's own setting.
+    // The lease: Postgres (14+) ends a session idle past idle_session_timeout, lock included. `prior` is read first so
+    // unlock can restore the pool's own setting.
     tryLockWithLease: `WITH prior AS MATERIALIZED (SELECT current_setting('idle_session_timeout') AS value)
       SELECT prior.value AS prior, set_config('idle_session_timeout', $2, false) AS lease,
              pg_try_advisory_lock($1::bigint) AS ok, pg_backend_pid() AS pid, now()::text AS since FROM prior`,

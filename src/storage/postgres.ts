@@ -89,9 +89,8 @@ export function postgresStorage(pool: PgPoolLike, options: PostgresStorageOption
   if (typeof pool?.query !== 'function' || typeof pool.connect !== 'function') {
     throw new TypeError('postgresStorage: pass a pg.Pool (an object with query() and connect()), e.g. postgresStorage(new pg.Pool())');
   }
-  // A pg.Client (or a client checked out of a pool) has query() and connect() too, but it is one session:
-  // each lock needs a connection of its own, and its connect() fails ("already been connected") at the
-  // first turn. Told apart by shape: pools (pg.Pool, pg-pool) count their clients, and a client has none.
+  // A pg.Client is one session, and each lock needs a connection of its own (its connect() fails at the first turn).
+  // Told apart by shape: pools count their clients, and a client has none.
   if (typeof (pool as { totalCount?: unknown }).totalCount !== 'number' && 'connectionParameters' in pool) {
     throw new TypeError(
       'postgresStorage: pass a pg.Pool, not a pg.Client: each agent id with a turn in flight holds its lock on a connection of its own, ' +
@@ -192,10 +191,8 @@ class PostgresStorageImpl implements PostgresStorage {
     try {
       ({ rows } = await statement);
     } catch (error) {
-      // The connection broke, or the server ended the session (an operator's pg_terminate_backend), after
-      // the statement went out: it may have been applied. Reporting the turn failed then would break "a
-      // failed turn changes nothing", and a client's retry would apply it twice; so the record is read
-      // again on another connection.
+      // The connection broke, or the server ended the session, after the statement went out: it may have applied, and a
+      // failed turn must change nothing, so the record is read again on another connection.
       if (reportedByServer(error) && !sessionEnded(error)) throw error;
       // Its connection is broken: its pool slot goes back now, or a pool this lock filled could not run the check.
       if (held !== undefined && !held.released) {
@@ -330,9 +327,8 @@ class PostgresStorageImpl implements PostgresStorage {
       const now = Number(row['version']);
       return now === version ? String(row['state']) === state : appended.length > 0 && now > version && sameRecord(now, version);
     };
-    // Tried again until the time is up: the failure that lost the answer often fails the next connection
-    // too (a server restarting, a network blip), and giving up at the first error reported a commit the
-    // server had applied as failed.
+    // Tried until the time is up: what lost the answer (a restarting server, a network blip) often fails the next
+    // connection too, and the commit may have applied.
     const check = (async () => {
       for (let attempt = 0; !stop.signal.aborted; attempt++) {
         try {

@@ -158,11 +158,8 @@ class RedisStorageImpl implements RedisStorage {
     try {
       reply = await runScript(this.#send, COMMIT, keys, args);
     } catch (error) {
-      // The reply may be what was lost (node-redis: the connection closed after the script went out),
-      // and the commit applied: reporting it failed would break "a failed turn changes nothing", and a
-      // client's retry would apply the turn twice. Again under the same lock token, the script
-      // answers {1, version} for a commit it already applied, and applies one it had not. Without a
-      // token that answer is not possible, so the error stands; as it does on a client closed for good.
+      // The reply may be what was lost, the commit applied. Run again under the same lock token, the script answers
+      // {1, version} for a commit it applied and applies one it had not; without a token, the error stands.
       if (token === '' || this.#closed()) throw error;
       reply = await this.#commitAgain(keys, args);
     }
@@ -208,9 +205,8 @@ class RedisStorageImpl implements RedisStorage {
         await delay(backoff(attempt), signal);
       }
     } catch (error) {
-      // The lock may be this token's all the same: its reply was lost, or the client still holds the
-      // command and sends it once it reconnects. A release sent now follows it (a client sends in
-      // order) and frees it; left alone, it would keep the id from every process for the whole lease.
+      // The lock may be this token's all the same (its reply lost, or sent on reconnect): a release sent now follows it
+      // in order and frees it, where it would keep the id from every process for the whole lease.
       runScript(this.#send, RELEASE, [key], [token]).catch(() => undefined);
       throw error;
     }
