@@ -194,7 +194,7 @@ test('readSSE passes comments and the buffer cap through to the parser', async (
   }, RangeError);
 });
 
-test("readSSE with the fetch's signal: a fetch aborted just as its body ends ends the reading with the abort, not a read pending for good", async (t) => {
+test("readSSE with the fetch's signal: a fetch aborted just as its body ends ends the reading (with the abort, or at the body's end), not a read pending for good", async (t) => {
   const server = await listen((_req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.write('data: a\n\n');
@@ -216,5 +216,7 @@ test("readSSE with the fetch's signal: a fetch aborted just as its body ends end
     new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still reading after 2 s'), 2000))),
   ]);
   clearTimeout(timer);
-  assert.deepEqual([outcome, seen], ['AbortError', ['a', 'b']]);
+  // Which of the two comes first depends on whether the body's end was read before the abort.
+  assert.ok(outcome === 'AbortError' || outcome === 'ended', outcome);
+  assert.deepEqual(seen, ['a', 'b']);
 });
