@@ -546,7 +546,11 @@ test('leaving a stream early with a caller\'s signal aborts the model too (a pro
     model: scriptedModel(async function* ({ signal }) {
       modelSignal = signal;
       yield 'one';
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      // Until told to stop (5 s at most): each turn here ends by its consumer or its caller leaving, however slow the machine.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 5000);
+        signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+      });
       yield 'two';
     }),
   });
