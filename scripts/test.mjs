@@ -38,10 +38,10 @@ function run(command, commandArgs, { exitOnFailure = true } = {}) {
 }
 
 const bin = (name) => path.join(root, 'node_modules', '.bin', name);
-// Node applies the timeout to each test file as a whole too: test/e2e/bench.test.ts (about 60 s on two quiet
-// CPUs) passed 120 s on a machine loaded to 5, so a hung test fails after 300 s instead.
 // The failed tests are also written to a file, printed last: a long log's end then names them.
 const failuresFile = path.join(root, '.build', 'failed-tests.txt');
+// Node applies the timeout to each test file as a whole too: test/e2e/bench.test.ts (about 60 s on two quiet
+// CPUs) passed 120 s on a machine loaded to 5, so a hung test fails after 300 s instead.
 const nodeTestFlags = [
   '--test', '--test-concurrency=2', '--test-timeout=300000',
   `--test-reporter=${process.stdout.isTTY ? 'spec' : 'tap'}`, '--test-reporter-destination=stdout',
