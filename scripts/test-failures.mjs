@@ -13,6 +13,6 @@ export default async function* failures(source) {
     const cause = error?.cause ?? error;
     const lines = String(cause?.stack ?? cause?.message ?? cause ?? '').split('\n');
     const message = lines.filter((line) => !/\(node:|at node:/.test(line)).slice(0, 12).join('\n    ');
-    yield `✖ ${where}: ${name}\n    ${message}\n`;
+    yield `✖ ${where === '' ? '' : `${where}: `}${name}\n    ${message}\n`;
   }
 }
