@@ -256,6 +256,11 @@ async function lastMessage(chunks: UIMessageChunk[]): Promise<UIMessage> {
   return last as UIMessage;
 }
 
+/** A UI message's text parts, joined. */
+function textOf(message: UIMessage | undefined): string {
+  return (message?.parts ?? []).filter((p) => p.type === 'text').map((p) => (p as { text: string }).text).join('');
+}
+
 test("the ai package's Chat resumes a cut stream through the ui rejoin: the assistant message (its id is the turn's) is completed in place, not doubled", async (t) => {
   const steps = new Steps();
   const { url } = await serveWords(t, ['one', ' two', ' three', ' four'], {}, steps);
@@ -263,7 +268,6 @@ test("the ai package's Chat resumes a cut stream through the ui rejoin: the assi
   const chat: NodeChat = new NodeChat(`${url}/bot/chat?stream=ui&on_disconnect=continue`, undefined, () => `${url}/bot/turns/${chat.messages.at(-1)?.id}/events?stream=ui`);
   steps.release(2);
   const sending = chat.sendMessage({ text: 'go' });
-  const textOf = (message: UIMessage | undefined): string => (message?.parts ?? []).filter((p) => p.type === 'text').map((p) => (p as { text: string }).text).join('');
   while (textOf(chat.messages[1]) !== 'one two') await new Promise((resolve) => setTimeout(resolve, 5));
   await chat.stop(); // the connection is gone; the turn runs on (on_disconnect=continue)
   await sending;
@@ -280,7 +284,6 @@ test("the ai package's Chat stopped with on_disconnect=continue: stop() alone le
   const chat = new NodeChat(`${url}/bot/chat?stream=ui&on_disconnect=continue`);
   steps.release(2);
   const sending = chat.sendMessage({ text: 'go' });
-  const textOf = (message: UIMessage | undefined): string => (message?.parts ?? []).filter((p) => p.type === 'text').map((p) => (p as { text: string }).text).join('');
   while (textOf(chat.messages[1]) !== 'one two') await new Promise((resolve) => setTimeout(resolve, 5));
   await chat.stop();
   await sending;
