@@ -45,14 +45,16 @@ export function busyText(summary: Summary): string {
 export async function measureLoad(context: Context, contender: Contender, shape: LoadShape, what: string): Promise<LoadResult> {
   const { seconds, warmup, connections } = context.settings;
   await runLoad(contender, shape, warmup, connections);
-  let [result, window] = [await runLoad(contender, shape, seconds, connections), seconds];
+  let measured = seconds;
+  let result = await runLoad(contender, shape, measured, connections);
   // A loaded machine can let a --quick window pass before the first answer: one longer try before calling it none.
-  if (result.requests === 0 && seconds < RETRY_SECONDS) {
-    context.log(`  ${contender.name} ${what}: no answer in ${seconds} s; measured again for ${RETRY_SECONDS} s`);
-    [result, window] = [await runLoad(contender, shape, RETRY_SECONDS, connections), RETRY_SECONDS];
+  if (result.requests === 0 && measured < RETRY_SECONDS) {
+    context.log(`  ${contender.name} ${what}: no answer in ${measured} s; measured again for ${RETRY_SECONDS} s`);
+    measured = RETRY_SECONDS;
+    result = await runLoad(contender, shape, measured, connections);
   }
   // No successful response is no measurement: as a number (0 req/s) it would count as measured and the run exit 0.
-  if (result.requests === 0) throw new Error(`${what}: no 2xx response in ${window} s (${result.failures} non-2xx / errors)`);
+  if (result.requests === 0) throw new Error(`${what}: no 2xx response in ${measured} s (${result.failures} non-2xx / errors)`);
   context.log(`  ${contender.name} ${what}: ${Math.round(result.rate)}/s, ${result.cpuPerRequest.toFixed(1)} µs CPU/req (process CPU ${Math.round(result.serverCpu * 100)}%, CPU 0/1 busy ${Math.round(result.cpu0Busy * 100)}%/${Math.round(result.cpu1Busy * 100)}%)`);
   return result;
 }
