@@ -1,3 +1,20 @@
+import { CONFIG_FILE_KEYS } from '../server/config.ts';
+
+/** Words, comma-separated, in lines of the help's right column (from column 22 to 78). */
+function column(words: readonly string[]): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const [i, word] of words.entries()) {
+    const item = i < words.length - 1 ? `${word},` : word;
+    if (line !== '' && line.length + 1 + item.length > 56) {
+      lines.push(line);
+      line = '';
+    }
+    line += line === '' ? item : ` ${item}`;
+  }
+  return [...lines, line].map((text) => `${' '.repeat(22)}${text}`).join('\n');
+}
+
 /** `agent-router --help`. */
 export const HELP = `Usage: agent-router serve [module] [options]
 
@@ -17,13 +34,8 @@ Options:
                       (default: $PORT, else 8080)
       --host <addr>   address to listen on (default: 127.0.0.1, this machine
                       only; 0.0.0.0 for every interface)
-  -c, --config <file> JSON config file's snake_case keys: idle_timeout,
-                      max_agents, enable_list_agents, allowed_hosts,
-                      shutdown_timeout, drain_delay, keep_alive_timeout,
-                      headers_timeout, request_timeout, body_limit,
-                      strict_content_type, max_id_length, ping_interval,
-                      turn_timeout, max_streams, openapi, cors_origins,
-                      port, host, data_dir, storage
+  -c, --config <file> a JSON file of options; its snake_case keys:
+${column(CONFIG_FILE_KEYS)}
       --idle_timeout <s>
                       seconds before an idle live agent is dropped
                       (default 300; 0: never)

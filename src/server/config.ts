@@ -122,6 +122,9 @@ const FILE_KEYS: Record<string, string> = {
 };
 const FILE_EXTRA: Record<string, OptionKind> = { port: 'port', host: 'string', data_dir: 'string', storage: 'string', cors_origins: 'origins' };
 
+/** Every key a config file may hold, in the order `--help` lists them. */
+export const CONFIG_FILE_KEYS: readonly string[] = [...Object.keys(FILE_KEYS), ...Object.keys(FILE_EXTRA)];
+
 /**
  * Checks an AgentServer config and fills in the defaults. A wrong type or an
  * unknown key is a TypeError naming the key (`name` maps an option to the
@@ -216,7 +219,7 @@ export function parseFileConfig(data: unknown, where: string): FileConfig {
       else server['cors'] = { origins: value };
     } else {
       // nearest() ignores case and `_`, so the constructor's idleTimeout points at idle_timeout too.
-      const hint = nearest(key, [...Object.keys(FILE_KEYS), ...Object.keys(FILE_EXTRA)]).replace('; known options:', '; known keys:');
+      const hint = nearest(key, CONFIG_FILE_KEYS).replace('; known options:', '; known keys:');
       throw new TypeError(`${where}: unknown key ${JSON.stringify(key)}${hint}`);
     }
   }

@@ -147,3 +147,17 @@ test('the spec\'s server options as flags, snake_case or with dashes; bad values
     assert.equal(parseCliArgs(argv).command, 'help', argv.join(' '));
   }
 });
+
+test('--help lists every key a config file takes, and only those', async () => {
+  const { HELP } = await import('../../src/cli/help.ts');
+  const block = /--config <file>[^\n]*\n((?: {22}[a-z_, ]+\n)+)/.exec(HELP)?.[1] ?? '';
+  const listed = block.split(/[\s,]+/).filter(Boolean);
+  for (const key of ['replay_limit', 'when_busy', 'on_disconnect', 'metrics', 'playground', 'cors_origins', 'storage']) {
+    assert.ok(listed.includes(key), `--help lists ${key}`);
+  }
+  // A wrong value is refused by the key's own check; a key the file does not take is refused as unknown.
+  for (const key of listed) {
+    assert.throws(() => parseFileConfig({ [key]: { wrong: true } }, 'f.json'), (error: Error) => !error.message.includes('unknown key'), key);
+  }
+  assert.throws(() => parseFileConfig({ replay_limt: 1 }, 'f.json'), /unknown key "replay_limt"; did you mean replay_limit\?/);
+});
