@@ -24,10 +24,10 @@ POST /agent/{agent_id}/invoke, GET /agent/{agent_id}/state, GET /healthz.
   module            a .js, .mjs or .cjs file (.ts when run under tsx) whose
                     default export is an AgentRegistry, an Agent or an
                     AgentServer; resolved from the current directory.
-                    Without one, a demo registry is served: echo-*, chat-*
-                    and counter-* agents kept in --data-dir; no keys or
-                    services needed (chat-* uses OPENAI_API_KEY or
-                    ANTHROPIC_API_KEY when set).
+                    Without one, a demo registry is served: echo-*, chat-*,
+                    counter-* and calc-* (tools) agents kept in --data-dir;
+                    no keys or services needed (chat-* uses OPENAI_API_KEY
+                    or ANTHROPIC_API_KEY when set).
 
 Options:
   -p, --port <n>      port to listen on; 0 picks a free one
