@@ -64,7 +64,10 @@ function listPending(host: DispatchHost, exchange: Exchange, agent: Agent<any>):
 /** A remote agent's approvals, relayed through its HTTPTransport as chat is; another transport has no such route (501). */
 function relayApprovals(host: DispatchHost, exchange: Exchange, target: RemoteTarget, decisions: ApprovalDecision[] | undefined, stream: boolean | 'events' | 'ui'): void {
   const remote = target.transport;
-  if (!(remote instanceof HTTPTransport)) throw new AgentRouterError(501, 'not_implemented', `Agent ${JSON.stringify(exchange.agentId)} is behind a transport with no approvals route`);
+  if (!(remote instanceof HTTPTransport)) {
+    const message = `Agent ${JSON.stringify(exchange.agentId)} is served by a transport of your own, which has no approvals route (HTTPTransport relays them)`;
+    throw new AgentRouterError(501, 'not_implemented', message, { expose: true });
+  }
   const cancel = exchange.begin(false, keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect));
   const options = callOptions(target, cancel, exchange);
   const agentId = exchange.agentId;

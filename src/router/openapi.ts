@@ -206,7 +206,7 @@ const ERRORS: Record<string, { description: string; example: { error: string; co
   '415': { description: 'The declared content type is not JSON', example: { error: 'Content-Type "text/plain" is not supported; send JSON with Content-Type: application/json', code: 'unsupported_media_type' } },
   '429': { description: 'maxAgents live agents, none idle enough to evict, or a gateway before a remote target is rate limiting (upstream_rate_limited)', example: { error: 'All 1000 live agents are busy; retry shortly', code: 'too_many_agents' }, headers: { 'Retry-After': header('Seconds to wait') } },
   '500': { description: "An agent or action threw, or storage refused a statement or holds a damaged record (details only in the server log); or the model was still calling tools after the agent's maxSteps (max_steps_exceeded)", example: { error: 'Internal error', code: 'internal_error' } },
-  '501': { description: 'A Transfer-Encoding other than chunked (such as gzip, chunked)', example: { error: 'Transfer-Encoding "gzip, chunked" is not supported; send the body with chunked alone, or with a Content-Length', code: 'unsupported_transfer_encoding' } },
+  '501': { description: 'A Transfer-Encoding other than chunked (such as gzip, chunked); or approvals for an agent behind a transport of your own, not HTTPTransport (not_implemented)', example: { error: 'Transfer-Encoding "gzip, chunked" is not supported; send the body with chunked alone, or with a Content-Length', code: 'unsupported_transfer_encoding' } },
   '502': { description: 'A remote target or the model provider failed', example: { error: 'The remote agent could not be reached', code: 'upstream_unreachable' } },
   '503': { description: 'The server is shutting down or at its stream cap, the agent\'s storage cannot be reached (storage_unavailable), or a remote target is unavailable for now (with Retry-After when known)', example: { error: 'Server is shutting down', code: 'shutting_down' }, headers: { 'Retry-After': header('Seconds to wait, when known') } },
   '504': { description: 'The turn (or a state read waiting on storage), a remote target or the model provider timed out', example: { error: "The turn did not complete within 300 s (waiting behind the agent's earlier turns included)", code: 'turn_timeout' } },
@@ -304,7 +304,8 @@ function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean)
   const ok = { description: 'OK', content: route.streams === true ? { ...json(ref(route.reply)), ...EVENT_STREAM } : json(ref(route.reply)) };
   const responses: Record<string, object> = { '200': ok };
   for (const status in ERRORS) {
-    if (route.request === undefined && BODY_STATUSES.has(status)) continue;
+    // GET approvals has no body, but its 501 not_implemented stands.
+    if (route.request === undefined && BODY_STATUSES.has(status) && !(route.name === 'approvals' && status === '501')) continue;
     if (!registry && status === '429' && !(turn && (info.maxQueue ?? Infinity) !== Infinity)) continue;
     const error = ERRORS[status] as (typeof ERRORS)[string];
     responses[status] = {

@@ -247,3 +247,26 @@ test('the AI SDK UI stream: a paused turn finishes with finishReason tool-calls,
   assert.deepEqual(resumed.at(-1), { type: 'finish', finishReason: 'stop' });
   assert.deepEqual(moved, [500]);
 });
+
+test('behind a transport of your own, approvals answer 501 not_implemented saying so, and the log stays quiet', async (t) => {
+  const transport = {
+    chat: async () => 'ok',
+    stream: () => assert.fail('no stream here'),
+    invoke: async () => null,
+    state: async () => ({}),
+  };
+  const registry = new AgentRegistry();
+  registry.register('.*', transport);
+  const logged: unknown[] = [];
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: (_message, error) => logged.push(error) } }).toRequestListener());
+  t.after(close);
+  const refusal = {
+    error: 'Agent "r1" is served by a transport of your own, which has no approvals route (HTTPTransport relays them)',
+    code: 'not_implemented',
+  };
+  for (const reply of [await getJson(`${url}/r1/approvals`), await postJson(`${url}/r1/approvals`, { decisions: [{ id: 'c1', approved: true }] })]) {
+    assert.equal(reply.status, 501);
+    assert.deepEqual(reply.body, refusal);
+  }
+  assert.deepEqual(logged, [], 'the setup, not a server failure');
+});
