@@ -133,9 +133,9 @@ export function statusOf(error: unknown): number {
 /**
  * Whether a failure goes to the operator's log: a 5xx, but for our own 503s
  * (shutting down, a stream cap), which are expected, and our own 501s (a
- * client's transfer coding, approvals through a transport of your own). A remote's 503
- * is logged: a load balancer refusing for ever shows nowhere else; so is a
- * storage's, with the error it met.
+ * client's transfer coding, approvals through a transport of your own). A
+ * remote's 503 is logged: a load balancer refusing for ever shows nowhere
+ * else; so is a storage's, with the error it met.
  */
 export function worthLogging(error: unknown): boolean {
   const status = statusOf(error);
