@@ -6,7 +6,7 @@
 
 /**
  * - `fetch_timeout`: Node's fetch (undici) gave up by itself, 300 s without response headers or between two body reads.
- * - `not_http`: the server answered with bytes that are not HTTP/1.1 (llhttp's `HPE_` codes: another protocol on that port).
+ * - `not_http`: the server answered with bytes that are not HTTP/1.1 (llhttp's `HPE_` codes, or its `HTTPParserError`: another protocol on that port).
  * - `headers_overflow`: it answered with more header bytes than Node's fetch reads (16 KiB by default).
  * - `connection_broken`: a connection that was open broke off: the request may have reached the server.
  * - `undecodable`: the body does not decode as its Content-Encoding says.
@@ -21,8 +21,10 @@ export type FetchFailure = { kind: Exclude<FetchFailureKind, 'other'>; code: str
 /** Sorts a fetch failure by its code (see FetchFailureKind). */
 export function fetchFailure(error: unknown): FetchFailure {
   const code = failureCode(error);
-  if (code === undefined) return { kind: 'other', code };
-  return { kind: kindOf(code, error), code };
+  if (code !== undefined) return { kind: kindOf(code, error), code };
+  // Node 24's fetch throws llhttp's error without its HPE_ code.
+  if (failureOf(error)?.name === 'HTTPParserError') return { kind: 'not_http', code: 'HTTPParserError' };
+  return { kind: 'other', code };
 }
 
 function kindOf(code: string, error: unknown): FetchFailureKind {
@@ -40,6 +42,7 @@ const FETCH_TIMEOUTS: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 
 const BROKEN_CONNECTION: ReadonlySet<string> = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
 
 interface FailureDetail {
+  name?: unknown;
   code?: unknown;
   syscall?: unknown;
   message?: unknown;

@@ -393,12 +393,13 @@ test('a remote that answers something that is not HTTP is 502 upstream_bad_respo
     assert.match(error.message, new RegExp(`/agent/\\w+/chat answered with something that is not HTTP \\(${code}\\)`));
     assert.equal(error.publicMessage, 'The remote agent answered with something that is not HTTP');
   });
-  await assert.rejects(transport.chat('status', 'x'), notHttp('HPE_INVALID_STATUS'));
-  await assert.rejects(transport.stream('status', 'x').ready, notHttp('HPE_INVALID_STATUS'));
+  // Node 24's fetch throws llhttp's HTTPParserError without its HPE_ code.
+  await assert.rejects(transport.chat('status', 'x'), notHttp('(HPE_INVALID_STATUS|HTTPParserError)'));
+  await assert.rejects(transport.stream('status', 'x').ready, notHttp('(HPE_INVALID_STATUS|HTTPParserError)'));
   const chunks: string[] = [];
   await assert.rejects(async () => {
     for await (const chunk of transport.stream('chunk', 'x')) chunks.push(chunk);
-  }, notHttp('HPE_INVALID_CHUNK_SIZE'));
+  }, notHttp('(HPE_INVALID_CHUNK_SIZE|HTTPParserError)'));
   assert.deepEqual(chunks, ['first']);
   // What a router's caller is answered.
   const registry = new AgentRegistry();
