@@ -357,7 +357,8 @@ for (const [name, express] of [['express4', express4], ['express5', express5]] a
     while (router.openStreams > 0 && Date.now() - leftAt < 3000) await new Promise((resolve) => setTimeout(resolve, 20));
     // Its response, queued behind /hang, had no 'close' to come: the stream waited for drain until turnTimeout (300 s).
     assert.equal(router.openStreams, 0, 'the stream is still open 3 s after its client left');
-    assert.deepEqual(router.pool?.list().map((agent) => agent.busy), [false]);
+    // Node 24 marks the queued response destroyed when the socket closes, so there the turn is refused before it starts.
+    assert.ok(router.pool?.list().every((agent) => !agent.busy), 'an agent is left busy');
   });
 
   test(`${name}: an error thrown out of the router goes to next(err)`, async (t) => {
