@@ -11,7 +11,9 @@ export async function shortUndiciTimeouts(): Promise<typeof fetch> {
 /** A fetch through an undici Agent of the global dispatcher's class, made with `options` (`connect: { ca }` ...). */
 export async function undiciFetch(options: object): Promise<typeof fetch> {
   await fetch('data:,'); // makes Node's global dispatcher
-  const global = (globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalDispatcher.1')] as { constructor: new (options: object) => unknown };
+  // Node 26 keeps its Agent under `.2`, and under `.1` a wrapper for older undici copies.
+  const slots = globalThis as Record<symbol, unknown>;
+  const global = (slots[Symbol.for('undici.globalDispatcher.2')] ?? slots[Symbol.for('undici.globalDispatcher.1')]) as { constructor: new (options: object) => unknown };
   const dispatcher = new global.constructor(options);
   return (url, init) => fetch(url, { ...init, dispatcher } as RequestInit);
 }
