@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema, type UIMessage, type UIMessageChunk } from 'ai';
+import * as ai6 from 'ai6';
 import { Agent } from '../../src/agent/agent.ts';
 import { demoRegistry } from '../../src/cli/demo.ts';
 import { AgentRouter } from '../../src/router/router.ts';
@@ -84,6 +85,22 @@ test('readUIMessageStream builds the assistant message: text in pieces, tool par
   assert.equal(tool.output, 42);
   const text = last.parts.filter((p) => p.type === 'text').map((p) => (p as { text: string }).text).join('');
   assert.equal(text, 'Let me calculate that. The answer is 42.');
+});
+
+test("the ai package's previous major (6) reads the same stream: every part valid, the same assistant message", async (t) => {
+  const url = await serveDemo(t);
+  const res = await postUI(`${url}/calc-1/chat?stream=ui`, { message: 'What is 6*7?' });
+  const parsed = ai6.parseJsonEventStream({ stream: res.body as ReadableStream<Uint8Array>, schema: ai6.uiMessageChunkSchema });
+  const chunks = parsed.pipeThrough(new TransformStream<{ success: boolean; value?: ai6.UIMessageChunk; error?: unknown }, ai6.UIMessageChunk>({
+    transform(part, controller) {
+      assert.ok(part.success, `a part ai 6 refuses: ${String(part.error)}`);
+      controller.enqueue(part.value as ai6.UIMessageChunk);
+    },
+  }));
+  let last: ai6.UIMessage | undefined;
+  for await (const message of ai6.readUIMessageStream({ stream: chunks })) last = message;
+  const parts = last?.parts.map((p) => ('text' in p ? `${p.type}: ${p.text}` : 'output' in p ? `${p.type}: ${JSON.stringify(p.output)}` : p.type));
+  assert.deepEqual(parts, ['step-start', 'text: Let me calculate that. ', 'dynamic-tool: 42', 'step-start', 'text: The answer is 42.']);
 });
 
 test("the ai package's Chat with DefaultChatTransport talks to an agent: text, tool calls, a tool's error", async (t) => {
