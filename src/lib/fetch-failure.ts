@@ -22,7 +22,7 @@ export type FetchFailure = { kind: Exclude<FetchFailureKind, 'other'>; code: str
 export function fetchFailure(error: unknown): FetchFailure {
   const code = failureCode(error);
   if (code !== undefined) return { kind: kindOf(code, error), code };
-  // Node 24's fetch throws llhttp's error without its HPE_ code.
+  // Node 24 and later: fetch throws llhttp's error without its HPE_ code.
   if (failureOf(error)?.name === 'HTTPParserError') return { kind: 'not_http', code: 'HTTPParserError' };
   return { kind: 'other', code };
 }
