@@ -17,11 +17,11 @@ const LINGER_BYTES = 16 * 1024 * 1024;
  * read by then (a 404, 413, 415 or 403 given from its headers), the bytes
  * still arriving make the kernel reset the connection, and a client still
  * writing them fails on the reset, often before it read the answer: nginx
- * then answers its own 502 page instead of the JSON one. Instead, once the answer is out
- * our side is shut (FIN: the answer is complete) and what the client still
- * sends is read and dropped until the body ends or the client closes, for up
- * to 2 s or 16 MiB (a lingering close, as nginx does itself), then the
- * socket is closed. Node closes through `socket.destroySoon()` (it checks the
+ * then answers its own 502 page instead of the JSON one. Instead, once the
+ * answer is out our side is shut (FIN: the answer is complete) and what the
+ * client still sends is read and dropped until the body ends or the client
+ * closes, for up to 2 s or 16 MiB (a lingering close, as nginx does itself),
+ * then the socket is closed. Node closes through `socket.destroySoon()` (it checks the
  * method is there): that call is what waits. Call it once the request
  * arrives, before anything is answered; a request read whole closes at once.
  */

@@ -118,8 +118,8 @@ function openAIDecoder(context: ProviderContext): StreamDecoder {
       done = true;
       return read({ ...completion, choices: choices.map((choice) => (isObject(choice) ? { ...choice, delta: choice['message'] } : choice)) });
     },
-    // llama.cpp's server reports a failure mid-stream as a line `error: {json}`, not an event: ignored as SSE says, the
-    // turn would be stored cut short.
+    // llama.cpp's server reports a failure mid-stream as a line `error: {json}`, not an event: ignored, as SSE would
+    // have it, the turn would be stored cut short.
     field(name, value) {
       if (name !== 'error') return;
       let error: unknown = value === '' ? 'an error line with no message' : value.slice(0, 300);

@@ -227,6 +227,8 @@ interface RouteSpec {
   request?: string;
   reply: string;
   streams?: boolean;
+  /** Statuses of BODY_STATUSES this route answers though it takes no body. */
+  bodiless?: readonly string[];
 }
 
 /** Builds the router's OpenAPI 3.1 document. */
@@ -238,7 +240,7 @@ export function buildOpenAPI(info: OpenAPIRouterInfo): OpenAPIDocument {
     { name: 'chat', method: 'post', path: `${base}/chat`, summary: `Chat with ${who}`, request: 'ChatRequest', reply: 'ChatResponse', streams: true },
     { name: 'invoke', method: 'post', path: `${base}/invoke`, summary: `Call an action of ${who}`, request: 'InvokeRequest', reply: 'InvokeResponse' },
     { name: 'state', method: 'get', path: `${base}/state`, summary: `The state of ${who}`, reply: 'StateResponse' },
-    { name: 'approvals', method: 'get', path: `${base}/approvals`, summary: `The tool calls a paused turn of ${who} waits on`, reply: 'ApprovalsResponse' },
+    { name: 'approvals', method: 'get', path: `${base}/approvals`, summary: `The tool calls a paused turn of ${who} waits on`, reply: 'ApprovalsResponse', bodiless: ['501'] },
     { name: 'approve', method: 'post', path: `${base}/approvals`, summary: `Decide the paused calls of ${who} and resume its turn`, request: 'ApprovalsRequest', reply: 'ChatResponse', streams: true },
     { name: 'request', method: 'post', path: base === '' ? '/' : base, summary: `Generic request (action envelope) to ${who}`, request: 'GenericRequest', reply: 'GenericResponse', streams: true },
   ];
@@ -304,8 +306,7 @@ function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean)
   const ok = { description: 'OK', content: route.streams === true ? { ...json(ref(route.reply)), ...EVENT_STREAM } : json(ref(route.reply)) };
   const responses: Record<string, object> = { '200': ok };
   for (const status in ERRORS) {
-    // GET approvals has no body, but its 501 not_implemented stands.
-    if (route.request === undefined && BODY_STATUSES.has(status) && !(route.name === 'approvals' && status === '501')) continue;
+    if (route.request === undefined && BODY_STATUSES.has(status) && route.bodiless?.includes(status) !== true) continue;
     if (!registry && status === '429' && !(turn && (info.maxQueue ?? Infinity) !== Infinity)) continue;
     const error = ERRORS[status] as (typeof ERRORS)[string];
     responses[status] = {
