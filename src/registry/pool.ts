@@ -1,6 +1,6 @@
 import { turnsDone, type Agent } from '../agent/agent.ts';
 import { AgentRouterError } from '../errors.ts';
-import { loggerOf, type Logger } from '../lib/logger.ts';
+import { loggerOf, type Log, type Logger } from '../lib/logger.ts';
 import { LinkedList } from '../lib/linked-list.ts';
 
 export interface AgentPoolOptions {
@@ -60,7 +60,7 @@ export class AgentPool {
   readonly #now: () => number;
   readonly #onCreate: AgentPoolOptions['onCreate'];
   readonly #onEvict: AgentPoolOptions['onEvict'];
-  readonly #logger: Logger;
+  readonly #logger: Log;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(options: AgentPoolOptions = {}) {
@@ -225,7 +225,7 @@ export class AgentPool {
    * runs on a timer, where either would crash the process.
    */
   #callHook<R>(hook: ((agent: Agent<any>, reason: R) => unknown) | undefined, agent: Agent<any>, reason: R): void {
-    const report = (error: unknown): void => this.#logger.error(`AgentPool: a lifecycle hook failed for agent ${JSON.stringify(agent.id)}`, error);
+    const report = (error: unknown): void => this.#logger.error(`AgentPool: a lifecycle hook failed for agent ${JSON.stringify(agent.id)}`, error, { agentId: agent.id });
     try {
       const result = hook?.(agent, reason);
       if (result instanceof Promise) result.catch(report);

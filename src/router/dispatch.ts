@@ -17,7 +17,7 @@ import type { TurnChannel } from '../storage/turn-channel.ts';
 import { streamReply, type ReplySource, type StreamOptions } from './stream.ts';
 import { logToolFailure, ToolCallList } from './tool-wire.ts';
 import type { TurnEvent } from '../agent/turn.ts';
-import type { Logger } from '../lib/logger.ts';
+import type { Log } from '../lib/logger.ts';
 import { agentBusy, whenBusyOf, type WhenBusy } from './agent-turns.ts';
 import type { SharedTurns } from './shared-turns.ts';
 
@@ -154,18 +154,18 @@ function methodOf(body: Record<string, unknown>): string | undefined {
 /** A local agent's JSON chat turn reports here, and the reply is sent from the turn's end. */
 export class ChatReply implements ChatSink {
   readonly #exchange: Exchange;
-  readonly #logger: Logger;
+  readonly #logger: Log;
   #tools: ToolCallList | undefined;
   #paused: JsonObject[] | undefined;
 
-  constructor(exchange: Exchange, logger: Logger) {
+  constructor(exchange: Exchange, logger: Log) {
     this.#exchange = exchange;
     this.#logger = logger;
   }
 
   event(event: TurnEvent): undefined {
     if (event.type !== 'tool.result') return;
-    logToolFailure(this.#logger, this.#exchange.agentId, event);
+    logToolFailure(this.#logger, this.#exchange.fields, event);
     (this.#tools ??= new ToolCallList()).add(event);
   }
 

@@ -9,7 +9,7 @@ import { SSEWriter } from '../http/sse-writer.ts';
 import type { ChunkStream } from '../transports/transport.ts';
 import type { TypedChunkStream } from '../transports/http.ts';
 import type { RelayedEvent } from '../transports/http-call.ts';
-import type { Logger } from '../lib/logger.ts';
+import type { Log, LogFields } from '../lib/logger.ts';
 import { logToolFailure, toolCallPayload, toolResultPayload } from './tool-wire.ts';
 import { approvalList } from '../agent/approvals.ts';
 import type { ApprovalDecision } from '../agent/approvals.ts';
@@ -28,7 +28,7 @@ export interface StreamOptions {
   pingInterval: number | undefined;
   /** Seconds a client may leave the stream unread before it is cut (see SSEWriterOptions). */
   stallTimeout: number;
-  logger: Logger;
+  logger: Log;
   /** Where a turn's events are kept for rejoins. */
   replays?: TurnLogs | undefined;
   /** onDisconnect 'continue': the turn goes on once the client is gone (its events still reach the log). */
@@ -43,6 +43,8 @@ export interface StreamOwner {
   readonly turnId?: string | undefined;
   /** The request's own headers (`x-request-id`, `Turn-Id`), written with the stream's head. */
   readonly headers?: Readonly<Record<string, string>> | undefined;
+  /** What the stream's log records say of the request. */
+  readonly fields: LogFields;
   done(): void;
   fail(error: unknown): void;
 }
@@ -88,7 +90,7 @@ class ReplyStream implements ChatSink {
   readonly #agentId: string;
   readonly #typed: boolean;
   readonly #cancel: TurnCancel;
-  readonly #logger: Logger;
+  readonly #logger: Log;
   readonly #owner: StreamOwner;
   readonly #turnId: string | undefined;
   /** The turn's events for rejoins: entry k is the event of seq k (k + 1 typed); see TurnLog. */
@@ -141,7 +143,7 @@ class ReplyStream implements ChatSink {
 
   event(event: TurnEvent): Promise<void> | undefined {
     if (event.type === 'text') return this.chunk(event.text);
-    if (event.type === 'tool.result') logToolFailure(this.#logger, this.#agentId, event);
+    if (event.type === 'tool.result') logToolFailure(this.#logger, this.#owner.fields, event);
     // The plain stream carries text only; the typed one each call and its result, in order between the deltas.
     if (event.type !== 'tool.call' && event.type !== 'tool.result' && event.type !== 'tool.approval_required') return undefined;
     if (!this.open) throw new AgentRouterError(499, 'client_closed', 'Client closed the connection');
@@ -217,7 +219,7 @@ class ReplyStream implements ChatSink {
     const cancel = this.#cancel;
     const cause = cancel.aborted ? cancel.reason : error;
     const status = statusOf(cause);
-    if (worthLogging(cause)) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${status}`, cause);
+    if (worthLogging(cause)) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${status}`, cause, this.#owner.fields);
     const body = errorBody(cause);
     this.#log?.end({ failed: body });
     this.#seq++;
@@ -239,7 +241,7 @@ class ReplyStream implements ChatSink {
     try {
       this.#writer.end(frame);
     } catch (error) {
-      this.#logger.error(`AgentRouter: ending the stream for agent ${JSON.stringify(this.#agentId)} failed`, error);
+      this.#logger.error(`AgentRouter: ending the stream for agent ${JSON.stringify(this.#agentId)} failed`, error, this.#owner.fields);
     }
     this.#owner.done();
   }

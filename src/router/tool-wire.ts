@@ -1,6 +1,6 @@
 import type { TurnEvent } from '../agent/turn.ts';
 import type { ToolOutcome } from '../agent/tools.ts';
-import type { Logger } from '../lib/logger.ts';
+import type { Log, LogFields } from '../lib/logger.ts';
 import type { JsonObject, ToolCall } from '../types.ts';
 import { wireArguments } from '../agent/approvals.ts';
 
@@ -20,9 +20,9 @@ export function toolResultPayload(call: ToolCall, outcome: ToolOutcome): JsonObj
 }
 
 /** What a tool threw, for the operator: the model and the client were told only what may be shown. */
-export function logToolFailure(logger: Logger, agentId: string, event: TurnEvent): void {
+export function logToolFailure(logger: Log, fields: LogFields, event: TurnEvent): void {
   if (event.type !== 'tool.result' || event.outcome.cause === undefined) return;
-  logger.error(`AgentRouter: tool ${event.call.name} of agent ${JSON.stringify(agentId)} failed`, event.outcome.cause);
+  logger.error(`AgentRouter: tool ${event.call.name} of agent ${JSON.stringify(fields.agentId)} failed`, event.outcome.cause, fields);
 }
 
 /** The JSON chat reply's `tool_calls`, gathered from the turn's events in call order. */

@@ -4,7 +4,7 @@ import type { TurnEvent } from '../agent/turn.ts';
 import type { TurnCancel } from '../lib/cancel.ts';
 import { AgentRouterError, errorBody, httpErrors, statusOf, worthLogging } from '../errors.ts';
 import { SSEWriter } from '../http/sse-writer.ts';
-import type { Logger } from '../lib/logger.ts';
+import type { Log } from '../lib/logger.ts';
 import type { RelayedEvent } from '../transports/http-call.ts';
 import type { JsonObject, ToolCall } from '../types.ts';
 import { approvalList } from '../agent/approvals.ts';
@@ -65,7 +65,7 @@ class UIReplyStream implements ChatSink {
   readonly #writer: SSEWriter;
   readonly #agentId: string;
   readonly #cancel: TurnCancel;
-  readonly #logger: Logger;
+  readonly #logger: Log;
   readonly #owner: StreamOwner;
   readonly #log: TurnLog | undefined;
   readonly #keep: boolean;
@@ -135,7 +135,7 @@ class UIReplyStream implements ChatSink {
     // Logged only: its input part went out with the call, its output comes after POST .../approvals.
     if (event.type === 'tool.approval_required') this.#log?.tool({ event: event.type, data: JSON.stringify({ type: event.type, ...(approvalList([event.call])[0] as JsonObject) }) });
     if (event.type !== 'tool.result') return undefined;
-    logToolFailure(this.#logger, this.#agentId, event);
+    logToolFailure(this.#logger, this.#owner.fields, event);
     const { call, outcome } = event;
     const entry = { event: 'tool.result', data: JSON.stringify(toolResultPayload(call, outcome)) };
     return this.#toolResult(call.id, outcome.isError === true ? { errorText: outcome.error.message } : { output: outcome.result }, entry);
@@ -177,7 +177,7 @@ class UIReplyStream implements ChatSink {
   failed(error: unknown): void {
     const cancel = this.#cancel;
     const cause = cancel.aborted ? cancel.reason : error;
-    if (worthLogging(cause)) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${statusOf(cause)}`, cause);
+    if (worthLogging(cause)) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${statusOf(cause)}`, cause, this.#owner.fields);
     const body = errorBody(cause);
     this.#log?.end({ failed: body });
     // errorText is what useChat shows; the code rides along for a client that looks.
@@ -199,7 +199,7 @@ class UIReplyStream implements ChatSink {
     try {
       this.#writer.end(lastFrames(part));
     } catch (error) {
-      this.#logger.error(`AgentRouter: ending the stream for agent ${JSON.stringify(this.#agentId)} failed`, error);
+      this.#logger.error(`AgentRouter: ending the stream for agent ${JSON.stringify(this.#agentId)} failed`, error, this.#owner.fields);
     }
     this.#owner.done();
   }

@@ -188,6 +188,42 @@ test('structured logs: a logger with child() (pino-shaped) gets error({err, requ
   assert.equal((record['err'] as Error).message, 'model down');
 });
 
+test('structured logs: a failed stream (each mode) and a failed tool carry request_id, agent_id and turn_id too', async (t) => {
+  const records: Array<[Record<string, unknown>, string]> = [];
+  const pinoLike = { error: (obj: Record<string, unknown>, msg: string) => records.push([obj, msg]), child: () => pinoLike };
+  const calls = (id: string) => ({ toolCall: { id, name: 'lookup', arguments: '{}' } });
+  const toolModel: Model = {
+    name: 'test:tool',
+    async *stream(request) {
+      if (request.messages.at(-1)?.role === 'tool') yield 'looked';
+      else yield calls('c1');
+    },
+  };
+  const reg = registry();
+  class Looker extends Agent {
+    constructor(id: string) {
+      super(id, { model: toolModel, tools: { lookup: { description: 'Looks up', parameters: { type: 'object' }, run: () => Promise.reject(new Error('lookup down')) } } });
+    }
+  }
+  reg.register('tool-[0-9]+', Looker);
+  const { url, close } = await listen(new AgentRouter(reg, { logger: pinoLike as never }).toRequestListener());
+  t.after(close);
+  for (const [mode, id] of [['true', 'bot-4'], ['events', 'bot-5'], ['ui', 'bot-6'], ['events', 'tool-1']] as const) {
+    const requestId = `pino-${mode}-${id}`;
+    const res = await fetch(`${url}/${id}/chat?stream=${mode}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': requestId }, body: '{"message":"fail"}' });
+    const turnId = res.headers.get('turn-id');
+    await res.text();
+    await pollUntil(() => records.some(([record]) => record['request_id'] === requestId), 2000);
+    const found = records.find(([each]) => each['request_id'] === requestId);
+    assert.ok(found, `${mode} ${id}: no record with request_id; logged: ${JSON.stringify(records.map(([each, msg]) => [msg, Object.keys(each)]))}`);
+    const [record, message] = found;
+    assert.match(message, id.startsWith('tool') ? /tool lookup of agent "tool-1" failed/ : /stream for agent .* failed with 500/, `${mode} ${id}`);
+    assert.equal(record['agent_id'], id);
+    assert.equal(record['turn_id'], turnId);
+    assert.equal((record['err'] as Error).message, id.startsWith('tool') ? 'lookup down' : 'model down');
+  }
+});
+
 test('metrics: MetricsRegistry writes valid exposition text with escaped labels, buckets, sum and count', () => {
   const registry = new MetricsRegistry();
   registry.counter('c_total', 'A "counter"\nwith lines').inc({ path: 'a"b\\c\nd' }, 2);
