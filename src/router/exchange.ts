@@ -223,9 +223,13 @@ export class Exchange implements RunningTurn, TurnWatcher, ObservedTurn {
     this.done();
   }
 
-  /** The request was answered (a stream ended, a preflight): undo what began its turn, and tell the caller, once. */
-  done(): void {
+  /**
+   * The request was answered (a stream ended, a preflight): undo what began its turn, and tell the caller, once.
+   * `failure`: what a stream that began ended with, for the turn hooks and metrics.
+   */
+  done(failure?: unknown): void {
     if (this.#over) return;
+    if (failure !== undefined && this.#host.observer !== undefined) this.failure = failure;
     this.#over = true;
     const host = this.#host;
     try {

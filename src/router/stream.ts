@@ -37,7 +37,10 @@ export interface StreamOptions {
   mirror?: ((log: TurnLog) => TurnLog['mirror']) | undefined;
 }
 
-/** Where a stream reports its end: `done` once it answered, however it ended; `fail` when it never began and a JSON status still answers. */
+/**
+ * Where a stream reports its end: `done` once it answered, however it ended (with what it failed with, if it did);
+ * `fail` when it never began and a JSON status still answers.
+ */
 export interface StreamOwner {
   /** The turn's id (a remote's, once it answered): in `turn.started`, and with seq in every event's `id:`. */
   readonly turnId?: string | undefined;
@@ -45,7 +48,7 @@ export interface StreamOwner {
   readonly headers?: Readonly<Record<string, string>> | undefined;
   /** What the stream's log records say of the request. */
   readonly fields: LogFields;
-  done(): void;
+  done(failure?: unknown): void;
   fail(error: unknown): void;
 }
 
@@ -104,6 +107,8 @@ class ReplyStream implements ChatSink {
   #seq = 0;
   /** The turn paused: the typed stream ends with `turn.paused` and this list. */
   #paused: JsonObject[] | undefined;
+  /** What the stream ended with, if it failed: told to the owner at the end. */
+  #failure: unknown;
 
   constructor(res: ServerResponse, agentId: string, { typed, cancel, pingInterval, stallTimeout, logger, replays, keep, mirror }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
@@ -219,6 +224,7 @@ class ReplyStream implements ChatSink {
     const cancel = this.#cancel;
     const cause = cancel.aborted ? cancel.reason : error;
     const status = statusOf(cause);
+    this.#failure = cause;
     if (worthLogging(cause)) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${status}`, cause, this.#owner.fields);
     const body = errorBody(cause);
     this.#log?.end({ failed: body });
@@ -243,7 +249,7 @@ class ReplyStream implements ChatSink {
     } catch (error) {
       this.#logger.error(`AgentRouter: ending the stream for agent ${JSON.stringify(this.#agentId)} failed`, error, this.#owner.fields);
     }
-    this.#owner.done();
+    this.#owner.done(this.#failure);
   }
 }
 

@@ -71,6 +71,8 @@ class UIReplyStream implements ChatSink {
   readonly #keep: boolean;
   readonly #parts: UIParts;
   #text = '';
+  /** What the stream ended with, if it failed: told to the owner at the end. */
+  #failure: unknown;
 
   constructor(res: ServerResponse, agentId: string, { cancel, pingInterval, stallTimeout, logger, replays, keep, mirror }: StreamOptions, owner: StreamOwner) {
     this.#agentId = agentId;
@@ -177,6 +179,7 @@ class UIReplyStream implements ChatSink {
   failed(error: unknown): void {
     const cancel = this.#cancel;
     const cause = cancel.aborted ? cancel.reason : error;
+    this.#failure = cause;
     if (worthLogging(cause)) this.#logger.error(`AgentRouter: stream for agent ${JSON.stringify(this.#agentId)} failed with ${statusOf(cause)}`, cause, this.#owner.fields);
     const body = errorBody(cause);
     this.#log?.end({ failed: body });
@@ -201,6 +204,6 @@ class UIReplyStream implements ChatSink {
     } catch (error) {
       this.#logger.error(`AgentRouter: ending the stream for agent ${JSON.stringify(this.#agentId)} failed`, error, this.#owner.fields);
     }
-    this.#owner.done();
+    this.#owner.done(this.#failure);
   }
 }

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { Agent } from '../../src/agent/agent.ts';
+import { AgentRouterError } from '../../src/errors.ts';
 import type { Model } from '../../src/models/model.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
 import { AgentRouter, type TurnEndInfo, type TurnStartInfo } from '../../src/router/router.ts';
@@ -170,6 +171,52 @@ test('turn hooks: a chat that pauses for approval ends paused; the approval turn
   assert.equal(enveloped.body.result, 'pong');
   await pollUntil(() => ends.length === 4, 2000);
   assert.deepEqual([starts[3]!.action, ends[3]!.action, ends[3]!.kind], ['ping', 'ping', 'action']);
+});
+
+test('turn hooks and metrics: a streamed turn that fails or is left reports its code, as a JSON reply does', async (t) => {
+  const limited: Model = {
+    name: 'test:limited',
+    async *stream(request) {
+      const last = request.messages.at(-1) as { content: string };
+      if (last.content === 'limit') throw new AgentRouterError(429, 'model_rate_limited', 'The provider is rate limiting', { expose: true });
+      for (;;) {
+        yield 'word ';
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    },
+  };
+  class Limited extends Agent {
+    constructor(id: string) {
+      super(id, { model: limited });
+    }
+  }
+  const reg = new AgentRegistry();
+  reg.register('lim-[0-9]+', Limited);
+  const ends: TurnEndInfo[] = [];
+  const router = new AgentRouter(reg, { metrics: true, logger: { error: () => {} }, onTurnEnd: (info) => void ends.push(info) });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  const json = await postJson(`${url}/lim-1/chat`, { message: 'limit' });
+  assert.equal(json.status, 429);
+  for (const [i, mode] of ['true', 'events', 'ui'].entries()) {
+    await (await fetch(`${url}/lim-${i + 2}/chat?stream=${mode}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"limit"}' })).text();
+  }
+  // A client that leaves a stream mid-turn: cancelled, with the code a JSON chat's leaving client gets.
+  const left = new AbortController();
+  const reader = (await fetch(`${url}/lim-9/chat?stream=true`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"go"}', signal: left.signal })).body!.getReader();
+  await reader.read();
+  left.abort();
+  await pollUntil(() => ends.length === 5, 2000);
+  assert.deepEqual(ends.map((e) => [e.agentId, e.outcome, e.code]), [
+    ['lim-1', 'failed', 'model_rate_limited'],
+    ['lim-2', 'failed', 'model_rate_limited'],
+    ['lim-3', 'failed', 'model_rate_limited'],
+    ['lim-4', 'failed', 'model_rate_limited'],
+    ['lim-9', 'cancelled', 'client_closed'],
+  ]);
+  const text = router.metrics();
+  assert.match(text, /^agent_router_turns_total\{code="model_rate_limited",outcome="failed"\} 4$/m);
+  assert.match(text, /^agent_router_turns_total\{code="client_closed",outcome="cancelled"\} 1$/m);
 });
 
 test('structured logs: a logger with child() (pino-shaped) gets error({err, request_id, agent_id, turn_id}, message)', async (t) => {
