@@ -1,5 +1,5 @@
 import { AgentRouterError, errorBody } from '../errors.ts';
-import type { Logger } from '../lib/logger.ts';
+import type { Log } from '../lib/logger.ts';
 import type { CancelRequest, TurnChannel } from '../storage/turn-channel.ts';
 import type { JsonObject } from '../types.ts';
 import { cancelledError, type AgentTurns, type TurnHolder } from './agent-turns.ts';
@@ -18,11 +18,11 @@ const RELISTEN_MS = 30_000;
  */
 export class SharedTurns<T extends TurnHolder> {
   readonly #turns: AgentTurns<T>;
-  readonly #logger: Logger;
+  readonly #logger: Log;
   readonly #ttlSeconds: number;
   readonly #listening = new Set<TurnChannel>();
 
-  constructor(turns: AgentTurns<T>, logger: Logger, ttlSeconds: number) {
+  constructor(turns: AgentTurns<T>, logger: Log, ttlSeconds: number) {
     this.#turns = turns;
     this.#logger = logger;
     this.#ttlSeconds = ttlSeconds;
@@ -42,7 +42,7 @@ export class SharedTurns<T extends TurnHolder> {
   /** Writes the turn's log, still empty, to the channel; a failure is logged (as a failed copy is), never thrown. */
   announce(channel: TurnChannel, agentId: string, turnId: string): Promise<void> {
     return channel.append({ agentId, turnId, from: 1, entries: [], first: 1, ended: false, ttlSeconds: this.#ttlSeconds }).catch((error: unknown) => {
-      this.#logger.error(`AgentRouter: announcing turn ${turnId} to the shared storage failed; rejoins through other processes may not find it`, error);
+      this.#logger.error(`AgentRouter: announcing turn ${turnId} to the shared storage failed; rejoins through other processes may not find it`, error, { agentId, turnId });
     });
   }
 
@@ -76,7 +76,7 @@ export class LogMirror {
   readonly #channel: TurnChannel;
   readonly #log: TurnLog;
   readonly #ttlSeconds: number;
-  readonly #logger: Logger;
+  readonly #logger: Log;
   #pending: string[] = [];
   #from = 1;
   #ended = false;
@@ -84,7 +84,7 @@ export class LogMirror {
   /** Waiting for every entry to be written (see settled). */
   #waiting: Array<() => void> = [];
 
-  constructor(channel: TurnChannel, log: TurnLog, ttlSeconds: number, logger: Logger, announced: Promise<void>) {
+  constructor(channel: TurnChannel, log: TurnLog, ttlSeconds: number, logger: Log, announced: Promise<void>) {
     this.#channel = channel;
     this.#log = log;
     this.#ttlSeconds = ttlSeconds;
@@ -127,7 +127,7 @@ export class LogMirror {
     this.#channel.append(write).then(
       () => this.#write(),
       (error: unknown) => {
-        this.#logger.error(`AgentRouter: copying turn ${log.turnId}'s events to the shared storage failed; rejoins through other processes may miss them`, error);
+        this.#logger.error(`AgentRouter: copying turn ${log.turnId}'s events to the shared storage failed; rejoins through other processes may miss them`, error, { agentId: log.agentId, turnId: log.turnId });
         this.#write();
       },
     );

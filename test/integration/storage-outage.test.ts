@@ -34,7 +34,7 @@ import type { RedisClientLike } from '../../src/storage/redis.ts';
 import type { Storage } from '../../src/storage/storage.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
 import { counterOn, echoOn } from '../helpers/agents.ts';
-import { deferred, getJson, postJson, streamChat } from '../helpers/http.ts';
+import { deferred, getJson, pollUntil, postJson, streamChat } from '../helpers/http.ts';
 import type { JsonReply } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { collectSSE } from '../helpers/sse.ts';
@@ -359,6 +359,36 @@ test('shareTurns on Postgres: a turn announced late (after its stream stopped wa
   const shared = await (storage.turns as NonNullable<Storage['turns']>).read(turnId, 0);
   assert.equal(shared?.ended, true, 'the log still reads as ended');
   assert.deepEqual(shared?.entries.map((entry) => JSON.parse(entry)), ['hello', { finished: { agent_id: 'late', text: 'hello' } }]);
+});
+
+test('shareTurns on Postgres whose turn tables are gone: the stream still completes, and each failed copy is logged with its agent_id and turn_id', async (t) => {
+  const schema = `ar_test_${runTag()}_notables`;
+  const pool = new pg.Pool({ ...PG_CONFIG, max: 4 });
+  const storage = postgresStorage(pool, { schema, shareTurns: true });
+  t.after(async () => {
+    await storage.close();
+    await pool.end();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  });
+  const registry = new AgentRegistry();
+  registry.register('.*', echoOn(storage));
+  const logged: Array<{ message: string; fields: unknown }> = [];
+  const router = new AgentRouter(registry, { logger: { error: (message: string, _error?: unknown, fields?: unknown) => void logged.push({ message, fields }) } });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  assert.equal((await postJson(`${url}/first/chat`, { message: 'makes the tables' })).status, 200);
+  const tables = await admin.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE '%turn%'`, [schema]);
+  assert.ok(tables.rows.length > 0, 'the turn tables exist');
+  for (const { table_name: table } of tables.rows) await admin.query(`DROP TABLE "${schema}"."${table}" CASCADE`);
+
+  const reply = await withinWatchdog(streamChat(`${url}/bot/chat`, 'still here'), 'the stream head');
+  const turnId = reply.headers.get('turn-id');
+  const { events } = await withinWatchdog(collectSSE(reply), 'the stream end');
+  assert.equal(events.map((e) => e.data).join(''), 'still here[DONE]');
+  await pollUntil(() => logged.length >= 2, 3000);
+  const about = logged.filter((entry) => /shared storage failed/.test(entry.message));
+  assert.ok(about.some((entry) => entry.message.includes('announcing')), JSON.stringify(logged));
+  for (const entry of about) assert.deepEqual(entry.fields, { agentId: 'bot', turnId }, entry.message);
 });
 
 for (const flavor of ['node-redis', 'ioredis'] as const) {
