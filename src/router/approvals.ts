@@ -3,7 +3,7 @@ import { approvalList, parseDecisions, type ApprovalDecision } from '../agent/ap
 import { AgentRouterError } from '../errors.ts';
 import { parseStreamFlag, queryParam } from '../http/path.ts';
 import type { JsonObject } from '../types.ts';
-import { callOptions, ChatReply, keepOnDisconnect, openTurnStream, refuseIfClientGone, relayedChat, withTurnId, type DispatchHost, type RemoteTarget } from './dispatch.ts';
+import { callOptions, turnPolicies, ChatReply, keepOnDisconnect, openTurnStream, refuseIfClientGone, relayedChat, withTurnId, type DispatchHost, type RemoteTarget } from './dispatch.ts';
 import { approvalsCall, HTTPTransport, type RemoteChatReply, type TypedChunkStream } from '../transports/http.ts';
 import type { Exchange } from './exchange.ts';
 import { streamUI } from './ui-stream.ts';
@@ -68,15 +68,17 @@ function relayApprovals(host: DispatchHost, exchange: Exchange, target: RemoteTa
     const message = `Agent ${JSON.stringify(exchange.agentId)} is served by a transport of your own, which has no approvals route (HTTPTransport relays them)`;
     throw new AgentRouterError(501, 'not_implemented', message, { expose: true });
   }
-  const cancel = exchange.begin(false, keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect));
-  const options = callOptions(target, cancel, exchange);
+  const keep = keepOnDisconnect(queryParam(exchange.query, 'on_disconnect'), host.keepOnDisconnect);
+  const cancel = exchange.begin(false, keep);
+  // No when_busy: this router applies none to an approval turn, so it sends none on.
+  const options = { ...callOptions(target, cancel, exchange), ...turnPolicies(exchange, false) };
   const agentId = exchange.agentId;
   if (decisions !== undefined && stream !== false) {
     host.openStream();
     exchange.streaming = true;
     // The ui mode asks the remote for its typed stream, as chat does: its tool events become tool parts.
     const chunks = remote[approvalsCall](agentId, decisions, stream === 'ui' ? 'events' : stream, options) as TypedChunkStream;
-    return (stream === 'ui' ? streamUI : streamReply)(exchange.res, agentId, { chunks }, { ...host.streamOptions, typed: stream === 'events', cancel }, exchange);
+    return (stream === 'ui' ? streamUI : streamReply)(exchange.res, agentId, { chunks }, { ...host.streamOptions, typed: stream === 'events', cancel, keep }, exchange);
   }
   const replying = decisions === undefined
     ? (remote[approvalsCall](agentId, undefined, false, options) as Promise<JsonObject>).then((list) => ({ ...list, agent_id: agentId }))

@@ -220,7 +220,7 @@ function answerState(host: DispatchHost, exchange: Exchange, agent: Agent<any>):
 function sourceOf(target: Target, exchange: Exchange, message: string, cancel: TurnCancel, typed: boolean): ReplySource {
   if (!('agent' in target)) {
     const remote = target.transport;
-    const options = callOptions(target, cancel, exchange);
+    const options = { ...callOptions(target, cancel, exchange), ...turnPolicies(exchange, true) };
     // A typed stream asks the remote for one, so its tool events reach the client as it sent them.
     if (typed && remote instanceof HTTPTransport && remote.stream === HTTPTransport.prototype.stream) {
       return { chunks: remote[typedStream](exchange.agentId, message, options) };
@@ -237,6 +237,19 @@ export function callOptions(target: RemoteTarget, cancel: TurnCancel, exchange: 
 }
 
 /**
+ * A remote turn's `?on_disconnect=` and (with `whenBusy`) `?when_busy=`, as the client gave them (checked by now):
+ * the remote applies them to its turn, as this router does to its own.
+ */
+export function turnPolicies(exchange: Exchange, whenBusy: boolean): Pick<TransportCallOptions, 'whenBusy' | 'onDisconnect'> {
+  const policies: Pick<TransportCallOptions, 'whenBusy' | 'onDisconnect'> = {};
+  const busy = whenBusy ? queryParam(exchange.query, 'when_busy') : undefined;
+  if (busy !== undefined && busy !== '') policies.whenBusy = busy as WhenBusy;
+  const disconnect = queryParam(exchange.query, 'on_disconnect');
+  if (disconnect !== undefined && disconnect !== '') policies.onDisconnect = disconnect as 'cancel' | 'continue';
+  return policies;
+}
+
+/**
  * A JSON action on a local agent or a remote (a local agent's own chat turn
  * reports to a ChatReply instead). Resolved, not assumed promises: a
  * transport or subclass of the user's may answer synchronously.
@@ -244,7 +257,7 @@ export function callOptions(target: RemoteTarget, cancel: TurnCancel, exchange: 
 function call(target: Target, exchange: Exchange, action: RouteAction, body: Record<string, unknown>, message: string, cancel: TurnCancel): Promise<JsonObject> {
   const { agentId, turnId } = exchange;
   const remote = 'transport' in target ? target.transport : undefined;
-  const options = 'transport' in target ? callOptions(target, cancel, exchange) : undefined;
+  const options = 'transport' in target ? { ...callOptions(target, cancel, exchange), ...(action === 'state' ? {} : turnPolicies(exchange, true)) } : undefined;
   const agent = 'agent' in target ? target.agent : undefined;
   switch (action) {
     case 'chat': {

@@ -104,6 +104,21 @@ const TRANSPORT_OPTIONS: { readonly [K in keyof Required<HTTPTransportOptions>]:
 };
 
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
+
+const POLICIES = { whenBusy: ['when_busy', ['enqueue', 'reject', 'interrupt']], onDisconnect: ['on_disconnect', ['cancel', 'continue']] } as const;
+
+/** A call's `whenBusy` and `onDisconnect` as the remote's query parameters; a value the remote would refuse throws here. */
+function policiesOf(options: HTTPTransportCallOptions): Record<string, string> {
+  const query: Record<string, string> = {};
+  for (const key of ['whenBusy', 'onDisconnect'] as const) {
+    const value = options[key];
+    if (value === undefined) continue;
+    const [param, allowed] = POLICIES[key];
+    if (!(allowed as readonly string[]).includes(value)) throw new TypeError(`HTTPTransport: ${key} must be ${allowed.join(', ')} or undefined, got ${JSON.stringify(value)}`);
+    query[param] = value;
+  }
+  return query;
+}
 /** Set per request by the transport; a configured value for them is ignored. */
 const OWN_HEADERS = new Set(['accept', 'content-type', 'x-request-id']);
 /**
@@ -282,7 +297,7 @@ export class HTTPTransport implements AgentTransport {
   }
 
   #start(agentId: string, route: string, body: object | undefined, stream: boolean | 'events', options: HTTPTransportCallOptions): RemoteCall {
-    const url = this.#url(agentId, route, stream);
+    const url = this.#url(agentId, route, stream, policiesOf(options));
     const requestId = options.requestId !== undefined && REQUEST_ID.test(options.requestId) ? options.requestId : randomUUID();
     const call = new RemoteCall(this.#settings, {
       url,

@@ -3,8 +3,8 @@ import { httpErrors } from '../errors.ts';
 const PLACEHOLDER = '{agent_id}';
 const PROBE = 'agent-id-probe-5e1f';
 
-/** Builds the URL of one route on a remote agent router. */
-export type RemoteURLBuilder = (agentId: string, route: string, stream?: boolean | 'events') => URL;
+/** Builds the URL of one route on a remote agent router; `query` holds parameters to add (turn policies). */
+export type RemoteURLBuilder = (agentId: string, route: string, stream?: boolean | 'events', query?: Readonly<Record<string, string>>) => URL;
 
 /**
  * Checks a remote base URL once and returns the builder for per-request URLs.
@@ -21,7 +21,7 @@ export function remoteURLBuilder(url: string | URL): RemoteURLBuilder {
     throw new TypeError(`HTTPTransport: {agent_id} may only appear in the path or query of the url, got ${JSON.stringify(template)}`);
   }
   const basePath = base.pathname.replace(/\/+$/, '');
-  return (agentId, route, stream = false) => {
+  return (agentId, route, stream = false, query = {}) => {
     const segment = encodeSegment(agentId);
     let target: URL;
     if (templated) {
@@ -32,15 +32,19 @@ export function remoteURLBuilder(url: string | URL): RemoteURLBuilder {
       target.pathname = `${basePath}/${segment}${route}`;
     }
     target.hash = '';
-    if (stream) {
-      // Appended as it is: searchParams.set re-encodes the whole query (`~` as %7E, `%20` as `+`, `flag` as
-      // `flag=`), so a key or signature in the url reached the remote changed, on streams only.
-      const mode = stream === 'events' ? 'events' : 'true';
-      if (target.searchParams.has('stream')) target.searchParams.set('stream', mode);
-      else target.search = target.search === '' ? `stream=${mode}` : `${target.search}&stream=${mode}`;
-    }
+    if (stream) setParam(target, 'stream', stream === 'events' ? 'events' : 'true');
+    for (const name in query) setParam(target, name, query[name] as string);
     return target;
   };
+}
+
+/**
+ * Appended as it is (`value` is a plain token): searchParams.set re-encodes the whole query (`~` as %7E,
+ * `%20` as `+`, `flag` as `flag=`), so a key or signature in the url would reach the remote changed.
+ */
+function setParam(target: URL, name: string, value: string): void {
+  if (target.searchParams.has(name)) target.searchParams.set(name, value);
+  else target.search = target.search === '' ? `${name}=${value}` : `${target.search}&${name}=${value}`;
 }
 
 /** How the remote is named in error messages: origin and path, never credentials or the query. */

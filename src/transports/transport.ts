@@ -12,6 +12,12 @@ export interface TransportCallOptions {
    * some of them on (HTTPTransport's `forwardHeaders`).
    */
   requestHeaders?: Readonly<Record<string, string | string[] | undefined>> | undefined;
+  /**
+   * What the remote does when the agent is busy, and when this call's connection drops: sent as the
+   * remote's `?when_busy=` and `?on_disconnect=`. The router passes a request's own.
+   */
+  whenBusy?: 'enqueue' | 'reject' | 'interrupt' | undefined;
+  onDisconnect?: 'cancel' | 'continue' | undefined;
   /** Hears the remote turn's id (its `Turn-Id` header) once the remote answers: the router relays it. */
   onTurnId?: ((turnId: string) => void) | undefined;
   /** Where the call stands in its trace: the router passes its request's. @internal */

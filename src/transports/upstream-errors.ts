@@ -316,6 +316,17 @@ function retryAfterHeader(retryAfter: string | null): { headers?: Record<string,
   return retryAfter !== null && /^\d{1,9}$/.test(retryAfter) ? { headers: { 'Retry-After': retryAfter } } : {};
 }
 
+/**
+ * The status a relayed stream's end gets for a code our routers answer with another than 502: a cancel or a timeout
+ * there is not a broken hop (and a cancel is not worth a log line here).
+ */
+const STREAM_END_STATUS: ReadonlyMap<string, number> = new Map([
+  ['cancelled', 409],
+  ['replay_expired', 410],
+  ...[...OWN_TIMEOUTS].map((code) => [code as string, 504] as const),
+  ...[...OWN_UNAVAILABLE].map((code) => [code as string, 503] as const),
+]);
+
 /** An `event: error` frame: `{"error", "code"}` as our routers send it, or a JSON string as ai-query's Python server sends it. */
 export function streamFailed(remote: string, origin: string, data: string): UpstreamError {
   let reply: unknown;
@@ -326,7 +337,7 @@ export function streamFailed(remote: string, origin: string, data: string): Upst
   }
   const message = typeof reply === 'string' ? reply : asFields(reply)['error'];
   const code = relayedCode(asFields(reply)['code'], 'upstream_stream_error');
-  if (typeof message === 'string') return relayed(origin, 502, code, message, {});
+  if (typeof message === 'string') return relayed(origin, STREAM_END_STATUS.get(code) ?? 502, code, message, {});
   return new UpstreamError(502, code, `HTTPTransport: the stream from ${remote} failed`, { expose: true, publicMessage: "The remote agent's stream failed" });
 }
 

@@ -7,14 +7,15 @@ import { HTTPTransport } from '../../src/transports/http.ts';
 import { postJson, streamChat } from '../helpers/http.ts';
 import { listen } from '../helpers/listen.ts';
 import { collectSSE } from '../helpers/sse.ts';
-import { eventsOf, serveWords, Steps, take } from '../helpers/turns-serve.ts';
+import { eventsOf, rest, serveWords, Steps, take } from '../helpers/turns-serve.ts';
 
 const WORDS = ['one', ' two', ' three'];
 
-async function front(t: TestContext, remoteUrl: string): Promise<string> {
+/** A front router forwarding every id to `remoteUrl`; `logged` gets the message of each line it logs. */
+async function front(t: TestContext, remoteUrl: string, logged: string[] = []): Promise<string> {
   const registry = new AgentRegistry();
   registry.register('.*', new HTTPTransport(remoteUrl));
-  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: () => {} } }).toRequestListener());
+  const { url, close } = await listen(new AgentRouter(registry, { logger: { error: (message: string) => void logged.push(message) } }).toRequestListener());
   t.after(close);
   return url;
 }
@@ -22,7 +23,8 @@ async function front(t: TestContext, remoteUrl: string): Promise<string> {
 test('remote cancel: the front relays POST /cancel to the remote, whose turn ends cancelled and stores nothing', async (t) => {
   const steps = new Steps();
   const remote = await serveWords(t, WORDS, {}, steps);
-  const url = await front(t, remote.url);
+  const logged: string[] = [];
+  const url = await front(t, remote.url, logged);
   const running = await streamChat(`${url}/bot/chat`, 'go', { query: '?stream=events' });
   assert.equal(running.status, 200);
   const turnId = running.headers.get('turn-id');
@@ -40,6 +42,7 @@ test('remote cancel: the front relays POST /cancel to the remote, whose turn end
   assert.equal(JSON.parse(last?.data ?? '{}').code, 'cancelled');
   steps.release();
   assert.equal(await remote.storage.load('bot'), undefined, 'the cancelled turn left no trace on the remote');
+  assert.deepEqual(logged, [], 'a cancel is no failure of the hop: the front logs nothing');
 });
 
 test('remote cancel: with no turn running, the remote 404 no_running_turn comes back through the front, naming the remote', async (t) => {
@@ -68,4 +71,49 @@ test('remote rejoin: a stream the front relayed can be rejoined at the front aft
   steps.release();
   const { events } = await collectSSE(rejoined);
   assert.deepEqual(events.map((event) => [event.id, event.data]), [[`${turnId}:2`, ' two'], [`${turnId}:3`, ' three'], [`${turnId}:4`, '[DONE]']]);
+});
+
+test('remote busy policy: ?when_busy= goes on to the remote, which refuses (reject) or cuts the running turn (interrupt)', async (t) => {
+  const steps = new Steps();
+  const remote = await serveWords(t, WORDS, {}, steps);
+  const url = await front(t, remote.url);
+  const running = await streamChat(`${url}/bot/chat`, 'first', { query: '?stream=events' });
+  const events = eventsOf(running);
+  await take(events, 1);
+  const refused = await postJson(`${url}/bot/chat?when_busy=reject`, { message: 'me too' });
+  assert.equal(refused.status, 409);
+  assert.equal(refused.body.code, 'agent_busy');
+  assert.equal(refused.headers.get('retry-after'), '1');
+  const refusedInvoke = await postJson(`${url}/bot/invoke?when_busy=reject`, { method: 'anything' });
+  assert.equal(refusedInvoke.body.code, 'agent_busy', 'invoke relays it too');
+  const interrupting = postJson(`${url}/bot/chat?when_busy=interrupt`, { message: 'now' });
+  const cut = await rest(events);
+  assert.equal(JSON.parse(cut.at(-1)?.data ?? '{}').code, 'cancelled', 'the running turn was cut by the interrupt');
+  steps.release();
+  const took = await interrupting;
+  assert.equal(took.status, 200);
+  assert.equal(took.body.response, WORDS.join(''));
+  const bad = await postJson(`${url}/bot/chat?when_busy=later`, { message: 'x' });
+  assert.equal(bad.status, 400, 'a bad value is refused at the front');
+});
+
+test('remote on_disconnect: HTTPTransport sends onDisconnect on, so a remote turn whose caller left runs to its end and commits', async (t) => {
+  const steps = new Steps();
+  const remote = await serveWords(t, WORDS, {}, steps);
+  const transport = new HTTPTransport(`${remote.url}`);
+  const left = new AbortController();
+  const stream = transport.stream('bot', 'go', { signal: left.signal, onDisconnect: 'continue' });
+  steps.release(1);
+  for await (const chunk of stream) {
+    assert.equal(chunk, 'one');
+    break;
+  }
+  left.abort();
+  steps.release();
+  const deadline = Date.now() + 2000;
+  while ((await remote.storage.load('bot')) === undefined && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  const stored = await remote.storage.load('bot');
+  assert.deepEqual(stored?.messages.map((m) => m.content), ['go', WORDS.join('')], 'the turn committed without its caller');
+  await assert.rejects(transport.chat('bot', 'go', { whenBusy: 'soon' as never }), /whenBusy must be enqueue, reject, interrupt/);
+  await assert.rejects(transport.stream('bot', 'go', { onDisconnect: 'stay' as never }).ready, /onDisconnect must be cancel, continue/);
 });

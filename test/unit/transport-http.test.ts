@@ -235,6 +235,9 @@ test('SSE edge cases: events after done are ignored, a long tail is dropped, err
     seed: 'event: error\ndata: "model exploded"\n\n', // ai-query's Python server's format: a JSON string
     junk: 'event: error\ndata: <html>\n\n',
     code: 'event: error\ndata: {"error": "Nope", "code": "Not A Code!"}\n\n',
+    cancelled: 'event: error\ndata: {"error": "Turn was cancelled", "code": "cancelled"}\n\n',
+    timeout: 'event: error\ndata: {"error": "Turn timed out", "code": "turn_timeout"}\n\n',
+    storage: 'event: error\ndata: {"error": "Storage is unavailable; retry shortly", "code": "storage_unavailable"}\n\n',
     huge: `data: ${'y'.repeat(2000)}\n\n`,
   };
   const { fetch } = fakeFetch((url) => sse(bodies[url.pathname.split('/')[2] ?? ''] ?? ''));
@@ -255,6 +258,9 @@ test('SSE edge cases: events after done are ignored, a long tail is dropped, err
   await assert.rejects(drain('seed'), relayed('upstream_stream_error', 'model exploded'));
   await assert.rejects(drain('junk'), relayed('upstream_stream_error', /the stream from http:\/\/remote\.test\/agent\/junk\/chat failed/));
   await assert.rejects(drain('code'), relayed('upstream_stream_error', 'Nope'));
+  // The status follows the code where our routers answer it with another than 502: a cut or a timeout there is no broken hop.
+  const status = async (id: string) => drain(id).then(() => 0, (error: unknown) => (error as UpstreamError).status);
+  assert.deepEqual([await status('seed'), await status('cancelled'), await status('timeout'), await status('storage')], [502, 409, 504, 503]);
   await assert.rejects(drain('huge'), relayed('upstream_bad_response', /larger than 1024/));
 });
 
@@ -327,4 +333,7 @@ test('remoteURLBuilder: base path kept, trailing slashes dropped, {agent_id} sub
   assert.equal(remoteURLBuilder('http://h')('x', '/state').href, 'http://h/x/state');
   assert.equal(remoteURLBuilder(new URL('http://h/agent?k=1#frag'))('x', '/chat', true).href, 'http://h/agent/x/chat?k=1&stream=true');
   assert.equal(remoteURLBuilder('https://h/{agent_id}/x?for={agent_id}')('a&b', '/invoke').href, 'https://h/a%26b/x/invoke?for=a%26b');
+  // Turn policies are added as stream is: the url's own query reaches the remote as written.
+  assert.equal(remoteURLBuilder('http://h/agent?sig=a~b%20c')('x', '/chat', 'events', { when_busy: 'reject', on_disconnect: 'continue' }).href, 'http://h/agent/x/chat?sig=a~b%20c&stream=events&when_busy=reject&on_disconnect=continue');
+  assert.equal(remoteURLBuilder('http://h/agent?when_busy=enqueue')('x', '/chat', false, { when_busy: 'reject' }).href, 'http://h/agent/x/chat?when_busy=reject');
 });
