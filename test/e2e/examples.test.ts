@@ -104,6 +104,22 @@ test('openai-compatible.mjs: chats with the server at OPENAI_BASE_URL', async (t
   assert.equal(received.body?.model, 'tiny');
 });
 
+test('approval.mjs: a small refund runs, a large one waits for a decision, approved or refused', async (t) => {
+  const port = await run(t, 'approval.mjs');
+  const base = `http://127.0.0.1:${port}/agent/shop`;
+  const small = noTurnId(JSON.parse((await post(`${base}/chat`, { message: 'refund 40 please' })).text));
+  assert.deepEqual(small, { agent_id: 'shop', response: 'Refund: {"refunded":40}', tool_calls: [{ id: 'call_0_0', name: 'refund', arguments: { amount: 40 }, result: { refunded: 40 } }] });
+  const waiting = noTurnId(JSON.parse((await post(`${base}/chat`, { message: 'refund 120 please' })).text));
+  assert.deepEqual(waiting, { agent_id: 'shop', response: '', pending_approvals: [{ id: 'call_2_0', name: 'refund', arguments: { amount: 120 } }] });
+  assert.equal((await post(`${base}/chat`, { message: 'hello?' })).status, 409, 'a chat while a call waits is approval_pending');
+  const approved = noTurnId(JSON.parse((await post(`${base}/approvals`, { decisions: [{ id: 'call_2_0', approved: true }] })).text));
+  assert.equal(approved.response, 'Refund: {"refunded":120}');
+  await post(`${base}/chat`, { message: 'refund 500 please' });
+  const pending = JSON.parse(await (await fetch(`${base}/approvals`)).text()).pending_approvals;
+  const refused = noTurnId(JSON.parse((await post(`${base}/approvals`, { decisions: [{ id: pending[0].id, approved: false, reason: 'over the limit' }] })).text));
+  assert.deepEqual(refused.tool_calls[0].error, { message: 'A person refused the call of refund; it did not run: over the limit', code: 'tool_refused' });
+});
+
 test('turns.mjs: a dropped stream rejoined after its second event, a cancel, and a busy agent refusing or interrupted', async (t) => {
   const port = await run(t, 'turns.mjs');
   const base = `http://127.0.0.1:${port}`;
