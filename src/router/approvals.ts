@@ -3,7 +3,7 @@ import { approvalList, parseDecisions, type ApprovalDecision } from '../agent/ap
 import { AgentRouterError } from '../errors.ts';
 import { parseStreamFlag, queryParam } from '../http/path.ts';
 import type { JsonObject } from '../types.ts';
-import { callOptions, turnPolicies, ChatReply, keepOnDisconnect, openTurnStream, refuseIfClientGone, relayedChat, withTurnId, type DispatchHost, type RemoteTarget } from './dispatch.ts';
+import { callOptions, ChatReply, keepOnDisconnect, openTurnStream, refuseIfClientGone, relayedChat, turnPolicies, withTurnId, type DispatchHost, type RemoteTarget } from './dispatch.ts';
 import { approvalsCall, HTTPTransport, type RemoteChatReply, type TypedChunkStream } from '../transports/http.ts';
 import type { Exchange } from './exchange.ts';
 import { streamUI } from './ui-stream.ts';

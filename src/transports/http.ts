@@ -119,6 +119,7 @@ function policiesOf(options: HTTPTransportCallOptions): Record<string, string> {
   }
   return query;
 }
+
 /** Set per request by the transport; a configured value for them is ignored. */
 const OWN_HEADERS = new Set(['accept', 'content-type', 'x-request-id']);
 /**

@@ -317,8 +317,8 @@ function retryAfterHeader(retryAfter: string | null): { headers?: Record<string,
 }
 
 /**
- * The status a relayed stream's end gets for a code our routers answer with another than 502: a cancel or a timeout
- * there is not a broken hop (and a cancel is not worth a log line here).
+ * A relayed stream's end keeps the status our routers answer its code with, where that is not 502: a cancel or a
+ * timeout there is not a broken hop (and a cancel is not worth a log line here).
  */
 const STREAM_END_STATUS: ReadonlyMap<string, number> = new Map([
   ['cancelled', 409],
