@@ -149,6 +149,8 @@ function outcomeOf(exchange: ObservedTurn): { outcome: TurnEndInfo['outcome']; c
   const phase = exchange.turn?.phase;
   // A turn that asked for approval ended paused, committed with its calls waiting.
   if (phase === 'done') return { outcome: exchange.turn?.events.some((e) => e.type === 'tool.approval_required') === true ? 'paused' : 'done', code: undefined };
+  // Cut, but not at anyone's asking: the turn failed to end within turnTimeout.
+  if (code === 'turn_timeout') return { outcome: 'failed', code };
   if (phase === 'cancelled' || code === 'cancelled' || code === 'client_closed') return { outcome: 'cancelled', code: code ?? 'cancelled' };
   if (phase === 'failed' || failure !== undefined) return { outcome: 'failed', code };
   return { outcome: 'done', code: undefined };

@@ -219,6 +219,35 @@ test('turn hooks and metrics: a streamed turn that fails or is left reports its 
   assert.match(text, /^agent_router_turns_total\{code="client_closed",outcome="cancelled"\} 1$/m);
 });
 
+test('turn hooks and metrics: a turn cut by turnTimeout failed (code turn_timeout), JSON or streamed', async (t) => {
+  const endless: Model = {
+    name: 'test:endless',
+    async *stream(request) {
+      for (;;) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        if (request.signal.aborted) return;
+        yield 'word ';
+      }
+    },
+  };
+  class Slow extends Agent {
+    constructor(id: string) {
+      super(id, { model: endless });
+    }
+  }
+  const reg = new AgentRegistry();
+  reg.register('slow-[0-9]+', Slow);
+  const ends: TurnEndInfo[] = [];
+  const router = new AgentRouter(reg, { turnTimeout: 0.2, metrics: true, logger: { error: () => {} }, onTurnEnd: (info) => void ends.push(info) });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  assert.equal((await postJson(`${url}/slow-1/chat`, { message: 'go' })).status, 504);
+  await (await fetch(`${url}/slow-2/chat?stream=events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"go"}' })).text();
+  await pollUntil(() => ends.length === 2, 2000);
+  assert.deepEqual(ends.map((e) => [e.outcome, e.code]), [['failed', 'turn_timeout'], ['failed', 'turn_timeout']]);
+  assert.match(router.metrics(), /^agent_router_turns_total\{code="turn_timeout",outcome="failed"\} 2$/m);
+});
+
 test('structured logs: a logger with child() (pino-shaped) gets error({err, request_id, agent_id, turn_id}, message)', async (t) => {
   const records: Array<[Record<string, unknown>, string]> = [];
   const pinoLike = { error: (obj: Record<string, unknown>, msg: string) => records.push([obj, msg]), child: () => pinoLike };
