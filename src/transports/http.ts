@@ -160,6 +160,9 @@ export class HTTPTransport implements AgentTransport {
 
   constructor(url: string | URL, options: HTTPTransportOptions = {}) {
     this.#url = remoteURLBuilder(url);
+    for (const key of ['whenBusy', 'onDisconnect', 'signal', 'requestId'] as const) {
+      if ((options as Record<string, unknown>)[key] !== undefined) throw new TypeError(`HTTPTransport: ${key} is an option of each call, not of the transport: remote.chat(id, message, { ${key} })`);
+    }
     checkKnownOptions(options, TRANSPORT_OPTIONS, 'HTTPTransport');
     const timeout = options.timeout ?? 30;
     if (typeof timeout !== 'number' || !(timeout > 0)) {

@@ -308,6 +308,9 @@ test('misuse is refused with errors that say what to do, never quoting a secret'
   assert.throws(() => new HTTPTransport('http://user:pass@host/agent'), /pass them as headers/);
   assert.throws(() => new HTTPTransport('http://{agent_id}.internal/agent'), /path or query/);
   assert.throws(() => new HTTPTransport('http://host/a', { timeout: 0 }), /seconds/);
+  // A per-call option given to the constructor says where it belongs.
+  assert.throws(() => new HTTPTransport('http://host/a', { whenBusy: 'reject' } as never), /whenBusy is an option of each call, not of the transport: remote\.chat\(id, message, \{ whenBusy \}\)/);
+  assert.doesNotThrow(() => new HTTPTransport('http://host/a', { onDisconnect: undefined } as never));
   assert.throws(() => new HTTPTransport('http://host/a', { timeout: -1 }), /seconds/);
   assert.throws(() => new HTTPTransport('http://host/a', { maxConnections: 1.5 }), /maxConnections/);
   assert.throws(() => new HTTPTransport('http://host/a', { maxResponseSize: 0 }), /maxResponseSize/);
