@@ -303,6 +303,15 @@ function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean)
       schema: { type: 'string', enum: ['enqueue', 'reject', 'interrupt'] },
     });
   }
+  if (turn || route.name === 'approve') {
+    parameters.push({
+      name: 'on_disconnect',
+      in: 'query',
+      required: false,
+      description: 'When the client leaves before the turn ends: `cancel` cuts it (it stores nothing), `continue` lets it run to its end and commit (a stream can be rejoined by its Turn-Id). Absent: the router\'s `onDisconnect`.',
+      schema: { type: 'string', enum: ['cancel', 'continue'] },
+    });
+  }
   const ok = { description: 'OK', content: route.streams === true ? { ...json(ref(route.reply)), ...EVENT_STREAM } : json(ref(route.reply)) };
   const responses: Record<string, object> = { '200': ok };
   for (const status in ERRORS) {

@@ -153,7 +153,7 @@ test('AgentServer: when_busy and max_queue from a config file; a bad when_busy n
   await assert.rejects(readConfigFile(file), { name: 'TypeError', message: /when_busy must be 'enqueue', 'reject' or 'interrupt', got "sometimes"/ });
 });
 
-test('OpenAPI: chat, invoke and the generic route take when_busy and document 409 agent_busy with Retry-After; 429 queue_full on one agent only under a finite maxQueue', async () => {
+test('OpenAPI: chat, invoke and the generic route take when_busy (and, with approvals, on_disconnect) and document 409 agent_busy with Retry-After; 429 queue_full on one agent only under a finite maxQueue', async () => {
   type Op = { parameters?: Array<{ name: string; schema?: { enum?: string[] } }>; responses: Record<string, { description: string; headers?: Record<string, unknown> }> };
   const doc = new AgentRouter(new AgentRegistry()).openapi();
   for (const path of ['/{agent_id}/chat', '/{agent_id}/invoke', '/{agent_id}']) {
@@ -163,8 +163,13 @@ test('OpenAPI: chat, invoke and the generic route take when_busy and document 40
     assert.ok(op.responses['409']?.headers?.['Retry-After'] !== undefined);
     assert.match(op.responses['429']?.description ?? '', /maxAgents.*queue_full/s);
   }
+  // on_disconnect on every route that starts a turn, approvals included.
+  for (const path of ['/{agent_id}/chat', '/{agent_id}/invoke', '/{agent_id}', '/{agent_id}/approvals']) {
+    const op = doc.paths[path]?.['post'] as Op;
+    assert.deepEqual(op.parameters?.find((p) => p.name === 'on_disconnect')?.schema?.enum, ['cancel', 'continue'], path);
+  }
   const state = doc.paths['/{agent_id}/state']?.['get'] as Op;
-  assert.equal(state.parameters?.some((p) => p.name === 'when_busy'), false);
+  assert.equal(state.parameters?.some((p) => p.name === 'when_busy' || p.name === 'on_disconnect'), false);
   const single = (options = {}) => new AgentRouter(new Agent('bot', { model: echoModel() }), options).openapi();
   assert.equal((single().paths['/chat']?.['post'] as Op).responses['429'], undefined);
   const capped = single({ maxQueue: 2 });
