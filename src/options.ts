@@ -40,6 +40,13 @@ export function checkOptions(
   }
 }
 
+/** Throws a TypeError unless `value` is undefined or one of `choices`: "<label> must be 'a', 'b' or 'c', got ...". */
+export function checkChoice(value: unknown, choices: readonly string[], label: string): void {
+  if (value === undefined || choices.includes(value as string)) return;
+  const listed = choices.map((choice) => `'${choice}'`);
+  throw new TypeError(`${label} must be ${listed.slice(0, -1).join(', ')} or ${listed.at(-1)}, got ${JSON.stringify(value)}`);
+}
+
 export function checkOption(value: unknown, kind: OptionKind, label: string): void {
   const ok = {
     seconds: () => typeof value === 'number' && value >= 0 && value <= MAX_TIMER,

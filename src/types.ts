@@ -92,3 +92,11 @@ export interface ToolMessage {
 
 /** One entry of an agent's history. */
 export type ChatMessage = UserMessage | AssistantMessage | ToolMessage;
+
+/** What a turn arriving at a busy agent does (`whenBusy`, `?when_busy=`). */
+export const WHEN_BUSY = ['enqueue', 'reject', 'interrupt'] as const;
+export type WhenBusy = (typeof WHEN_BUSY)[number];
+
+/** What a turn does when its client leaves (`onDisconnect`, `?on_disconnect=`). */
+export const ON_DISCONNECT = ['cancel', 'continue'] as const;
+export type OnDisconnect = (typeof ON_DISCONNECT)[number];

@@ -1,5 +1,5 @@
 import { AgentRouterError, httpErrors } from '../errors.ts';
-import type { JsonObject } from '../types.ts';
+import { WHEN_BUSY, type JsonObject, type WhenBusy } from '../types.ts';
 
 /** What the list holds of a request running a turn. */
 export interface TurnHolder {
@@ -11,10 +11,6 @@ export interface TurnHolder {
   /** Its turn can still be cut: it is not storing its result, nor over (a stream may still be sending its end). */
   readonly cancellable: boolean;
 }
-
-/** What a turn arriving at a busy agent does (`whenBusy`, `?when_busy=`). */
-export type WhenBusy = 'enqueue' | 'reject' | 'interrupt';
-export const WHEN_BUSY: readonly WhenBusy[] = ['enqueue', 'reject', 'interrupt'];
 
 /** `?when_busy=`: one of WHEN_BUSY; absent or empty, the router's option. */
 export function whenBusyOf(value: string | undefined, byDefault: WhenBusy): WhenBusy {

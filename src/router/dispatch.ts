@@ -6,7 +6,7 @@ import { streamReset } from '../http/body.ts';
 import { parseStreamFlag, queryParam } from '../http/path.ts';
 import { chatReply, HTTPTransport, typedStream, type RemoteChatReply } from '../transports/http.ts';
 import type { AgentTransport, TransportCallOptions } from '../transports/transport.ts';
-import type { JsonObject, ToolCall } from '../types.ts';
+import type { JsonObject, OnDisconnect, ToolCall, WhenBusy } from '../types.ts';
 import { approvalList } from '../agent/approvals.ts';
 import type { Exchange, ExchangeHost } from './exchange.ts';
 import { invokePayload } from './payload.ts';
@@ -18,7 +18,7 @@ import { streamReply, type ReplySource, type StreamOptions } from './stream.ts';
 import { logToolFailure, ToolCallList } from './tool-wire.ts';
 import type { TurnEvent } from '../agent/turn.ts';
 import type { Log } from '../lib/logger.ts';
-import { agentBusy, whenBusyOf, type WhenBusy } from './agent-turns.ts';
+import { agentBusy, whenBusyOf } from './agent-turns.ts';
 import type { SharedTurns } from './shared-turns.ts';
 
 /** Where a request lands: a local instance, or a remote agent behind a transport. */
@@ -245,7 +245,7 @@ export function turnPolicies(exchange: Exchange, whenBusy: boolean): Pick<Transp
   const busy = whenBusy ? queryParam(exchange.query, 'when_busy') : undefined;
   if (busy !== undefined && busy !== '') policies.whenBusy = busy as WhenBusy;
   const disconnect = queryParam(exchange.query, 'on_disconnect');
-  if (disconnect !== undefined && disconnect !== '') policies.onDisconnect = disconnect as 'cancel' | 'continue';
+  if (disconnect !== undefined && disconnect !== '') policies.onDisconnect = disconnect as OnDisconnect;
   return policies;
 }
 

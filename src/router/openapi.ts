@@ -3,6 +3,7 @@
  * (docs/reference/http-api.md, "Routes"), the JSON request and reply bodies and the SSE reply
  * (section 3), and the `{"error", "code"}` answer for every error status.
  */
+import { ON_DISCONNECT, WHEN_BUSY } from '../types.ts';
 
 /** What the builder needs to know about a router. */
 export interface OpenAPIRouterInfo {
@@ -300,7 +301,7 @@ function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean)
       in: 'query',
       required: false,
       description: 'When the agent runs or queues a turn (here, or in another process sharing its storage with shareTurns): `enqueue` waits, `reject` answers 409 `agent_busy`, `interrupt` cancels the turns ahead and runs. Absent: the router\'s `whenBusy`.',
-      schema: { type: 'string', enum: ['enqueue', 'reject', 'interrupt'] },
+      schema: { type: 'string', enum: [...WHEN_BUSY] },
     });
   }
   if (turn || route.name === 'approve') {
@@ -309,7 +310,7 @@ function operation(route: RouteSpec, info: OpenAPIRouterInfo, registry: boolean)
       in: 'query',
       required: false,
       description: 'When the client leaves before the turn ends: `cancel` cuts it (it stores nothing), `continue` lets it run to its end and commit (a stream can be rejoined by its Turn-Id). Absent: the router\'s `onDisconnect`.',
-      schema: { type: 'string', enum: ['cancel', 'continue'] },
+      schema: { type: 'string', enum: [...ON_DISCONNECT] },
     });
   }
   const ok = { description: 'OK', content: route.streams === true ? { ...json(ref(route.reply)), ...EVENT_STREAM } : json(ref(route.reply)) };

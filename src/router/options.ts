@@ -5,6 +5,7 @@ import type { CorsOptions } from '../http/cors.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { Tracer } from '../lib/trace.ts';
 import type { OptionKind } from '../options.ts';
+import type { OnDisconnect, WhenBusy } from '../types.ts';
 import type { TurnEndInfo, TurnHook, TurnStartInfo } from './observe.ts';
 import type { AgentPool, AgentPoolOptions } from '../registry/pool.ts';
 
@@ -45,13 +46,13 @@ export interface AgentRouterOptions extends AgentPoolOptions {
    * What a turn does when its client leaves: `cancel` it (nothing is stored), or `continue` to its end and
    * commit, so the client can rejoin its stream. Per request: `?on_disconnect=`. @defaultValue 'cancel'
    */
-  onDisconnect?: 'cancel' | 'continue' | undefined;
+  onDisconnect?: OnDisconnect | undefined;
   /**
    * What a chat or invoke turn does when the agent runs or queues one (in this process, or in another sharing its storage with `shareTurns`):
    * `enqueue` waits its turn, `reject` answers 409 `agent_busy`, `interrupt` cancels the turns ahead
    * and runs. Per request: `?when_busy=`. @defaultValue 'enqueue'
    */
-  whenBusy?: 'enqueue' | 'reject' | 'interrupt' | undefined;
+  whenBusy?: WhenBusy | undefined;
   /** Turns that may wait per agent (in this process) behind the running one; past it 429 `queue_full`. @defaultValue Infinity */
   maxQueue?: number | undefined;
   /** Seconds a finished streamed turn can still be rejoined (`GET .../turns/{turn_id}/events`), in full. @defaultValue 300 */

@@ -11,7 +11,7 @@ import { lingerOnClose } from '../http/linger.ts';
 import { refuseRepeatedHost } from '../http/precheck.ts';
 import { decodeAgentId, splitTarget } from '../http/path.ts';
 import { closeWithConnection, sendJson } from '../http/respond.ts';
-import { checkOptions } from '../options.ts';
+import { checkChoice, checkOptions } from '../options.ts';
 import { AgentRegistry } from '../registry/registry.ts';
 import { AgentPool } from '../registry/pool.ts';
 import { isTransport } from '../transports/transport.ts';
@@ -29,7 +29,8 @@ import { rejoin } from './rejoin.ts';
 import { TurnLogs } from './turn-log.ts';
 import { Observer } from './observe.ts';
 import { tagRequest } from '../http/request-id.ts';
-import { AgentTurns, WHEN_BUSY } from './agent-turns.ts';
+import { AgentTurns } from './agent-turns.ts';
+import { ON_DISCONNECT, WHEN_BUSY } from '../types.ts';
 import { routeTemplate } from './trace-spans.ts';
 
 export type { Logger } from '../lib/logger.ts';
@@ -94,12 +95,8 @@ export class AgentRouter {
     else throw new TypeError('AgentRouter: the first argument must be an Agent or an AgentRegistry');
     checkOptions(options, ROUTER_OPTION_KINDS, 'AgentRouter');
     if (options.cors !== undefined) checkCors(options.cors, 'AgentRouter');
-    if (options.onDisconnect !== undefined && options.onDisconnect !== 'cancel' && options.onDisconnect !== 'continue') {
-      throw new TypeError(`AgentRouter: onDisconnect must be 'cancel' or 'continue', got ${JSON.stringify(options.onDisconnect)}`);
-    }
-    if (options.whenBusy !== undefined && !WHEN_BUSY.includes(options.whenBusy)) {
-      throw new TypeError(`AgentRouter: whenBusy must be 'enqueue', 'reject' or 'interrupt', got ${JSON.stringify(options.whenBusy)}`);
-    }
+    checkChoice(options.onDisconnect, ON_DISCONNECT, 'AgentRouter: onDisconnect');
+    checkChoice(options.whenBusy, WHEN_BUSY, 'AgentRouter: whenBusy');
     this.options = options;
     this.prefix = normalizePrefix(options.prefix);
     this.#bodyLimit = options.bodyLimit ?? 1024 * 1024;

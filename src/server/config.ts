@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { checkCors } from '../http/cors.ts';
-import { WHEN_BUSY } from '../router/agent-turns.ts';
+import { WHEN_BUSY } from '../types.ts';
 import { ROUTER_OPTION_KINDS, type AgentRouterOptions } from '../router/options.ts';
-import { checkOption, checkOptions, nearest, type OptionKind } from '../options.ts';
+import { checkChoice, checkOption, checkOptions, nearest, type OptionKind } from '../options.ts';
 import type { AllowedHosts } from './allowed-hosts.ts';
 
 /**
@@ -137,9 +137,7 @@ export function resolveServerConfig(config: AgentServerConfig, where = 'AgentSer
   checkOptions(config, OPTIONS, where, name, suggest);
   // Here too, so a mistake in it is named as the AgentServer's option, not the router it makes.
   if (config.cors !== undefined) checkCors(config.cors, where);
-  if (config.whenBusy !== undefined && !WHEN_BUSY.includes(config.whenBusy)) {
-    throw new TypeError(`${where}: ${name('whenBusy')} must be 'enqueue', 'reject' or 'interrupt', got ${JSON.stringify(config.whenBusy)}`);
-  }
+  checkChoice(config.whenBusy, WHEN_BUSY, `${where}: ${name('whenBusy')}`);
   const keepAliveTimeout = config.keepAliveTimeout ?? 65;
   const headersTimeout = config.headersTimeout ?? keepAliveTimeout + 1;
   const requestTimeout = config.requestTimeout ?? Math.max(120, headersTimeout);

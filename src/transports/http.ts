@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { checkKnownOptions } from '../options.ts';
-import type { JsonObject, JsonValue } from '../types.ts';
+import { ON_DISCONNECT, WHEN_BUSY, type JsonObject, type JsonValue } from '../types.ts';
 import { RemoteCall, type CallSettings, type FetchLike, type RelayedEvent } from './http-call.ts';
 import { remoteURLBuilder, type RemoteURLBuilder } from './remote-url.ts';
 import { Slots } from './slots.ts';
@@ -105,7 +105,7 @@ const TRANSPORT_OPTIONS: { readonly [K in keyof Required<HTTPTransportOptions>]:
 
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
-const POLICIES = { whenBusy: ['when_busy', ['enqueue', 'reject', 'interrupt']], onDisconnect: ['on_disconnect', ['cancel', 'continue']] } as const;
+const POLICIES = { whenBusy: ['when_busy', WHEN_BUSY], onDisconnect: ['on_disconnect', ON_DISCONNECT] } as const;
 
 /** A call's `whenBusy` and `onDisconnect` as the remote's query parameters; a value the remote would refuse throws here. */
 function policiesOf(options: HTTPTransportCallOptions): Record<string, string> {

@@ -1,5 +1,5 @@
 import type { TraceLink } from '../lib/trace.ts';
-import type { JsonObject } from '../types.ts';
+import type { JsonObject, OnDisconnect, WhenBusy } from '../types.ts';
 
 export interface TransportCallOptions {
   /** Aborts the remote call (the router passes the client's disconnect). */
@@ -16,8 +16,8 @@ export interface TransportCallOptions {
    * What the remote does when the agent is busy, and when this call's connection drops: sent as the
    * remote's `?when_busy=` and `?on_disconnect=`. The router passes a request's own.
    */
-  whenBusy?: 'enqueue' | 'reject' | 'interrupt' | undefined;
-  onDisconnect?: 'cancel' | 'continue' | undefined;
+  whenBusy?: WhenBusy | undefined;
+  onDisconnect?: OnDisconnect | undefined;
   /** Hears the remote turn's id (its `Turn-Id` header) once the remote answers: the router relays it. */
   onTurnId?: ((turnId: string) => void) | undefined;
   /** Where the call stands in its trace: the router passes its request's. @internal */

@@ -1,12 +1,12 @@
 // Request ids, turn hooks, structured logs and metrics, over real sockets.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { Agent } from '../../src/agent/agent.ts';
 import { AgentRouterError } from '../../src/errors.ts';
 import type { Model } from '../../src/models/model.ts';
 import { AgentRegistry } from '../../src/registry/registry.ts';
-import { AgentRouter, type TurnEndInfo, type TurnStartInfo } from '../../src/router/router.ts';
+import { AgentRouter, type AgentRouterOptions, type TurnEndInfo, type TurnStartInfo } from '../../src/router/router.ts';
 import { AgentServer } from '../../src/server/server.ts';
 import { MemoryStorage } from '../../src/storage/memory.ts';
 import { HTTPTransport } from '../../src/transports/http.ts';
@@ -173,6 +173,22 @@ test('turn hooks: a chat that pauses for approval ends paused; the approval turn
   assert.deepEqual([starts[3]!.action, ends[3]!.action, ends[3]!.kind], ['ping', 'ping', 'action']);
 });
 
+/** A router serving agents on `model` for the ids `pattern`, with metrics on and every onTurnEnd kept in `ends`. */
+async function servedWithEnds(t: TestContext, pattern: string, model: Model, options: AgentRouterOptions = {}) {
+  class Served extends Agent {
+    constructor(id: string) {
+      super(id, { model });
+    }
+  }
+  const reg = new AgentRegistry();
+  reg.register(pattern, Served);
+  const ends: TurnEndInfo[] = [];
+  const router = new AgentRouter(reg, { metrics: true, logger: { error: () => {} }, onTurnEnd: (info) => void ends.push(info), ...options });
+  const { url, close } = await listen(router.toRequestListener());
+  t.after(close);
+  return { url, router, ends };
+}
+
 test('turn hooks and metrics: a streamed turn that fails or is left reports its code, as a JSON reply does', async (t) => {
   const limited: Model = {
     name: 'test:limited',
@@ -185,17 +201,7 @@ test('turn hooks and metrics: a streamed turn that fails or is left reports its 
       }
     },
   };
-  class Limited extends Agent {
-    constructor(id: string) {
-      super(id, { model: limited });
-    }
-  }
-  const reg = new AgentRegistry();
-  reg.register('lim-[0-9]+', Limited);
-  const ends: TurnEndInfo[] = [];
-  const router = new AgentRouter(reg, { metrics: true, logger: { error: () => {} }, onTurnEnd: (info) => void ends.push(info) });
-  const { url, close } = await listen(router.toRequestListener());
-  t.after(close);
+  const { url, router, ends } = await servedWithEnds(t, 'lim-[0-9]+', limited);
   const json = await postJson(`${url}/lim-1/chat`, { message: 'limit' });
   assert.equal(json.status, 429);
   for (const [i, mode] of ['true', 'events', 'ui'].entries()) {
@@ -230,17 +236,7 @@ test('turn hooks and metrics: a turn cut by turnTimeout failed (code turn_timeou
       }
     },
   };
-  class Slow extends Agent {
-    constructor(id: string) {
-      super(id, { model: endless });
-    }
-  }
-  const reg = new AgentRegistry();
-  reg.register('slow-[0-9]+', Slow);
-  const ends: TurnEndInfo[] = [];
-  const router = new AgentRouter(reg, { turnTimeout: 0.2, metrics: true, logger: { error: () => {} }, onTurnEnd: (info) => void ends.push(info) });
-  const { url, close } = await listen(router.toRequestListener());
-  t.after(close);
+  const { url, router, ends } = await servedWithEnds(t, 'slow-[0-9]+', endless, { turnTimeout: 0.2 });
   assert.equal((await postJson(`${url}/slow-1/chat`, { message: 'go' })).status, 504);
   await (await fetch(`${url}/slow-2/chat?stream=events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"go"}' })).text();
   await pollUntil(() => ends.length === 2, 2000);
